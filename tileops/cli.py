@@ -1,0 +1,74 @@
+"""The ``tileops`` command. Each subcommand lives in ``tileops.commands.<name>``.
+
+A command module defines ``register(subparsers)``, which adds its parser and
+sets ``func`` to a callable taking the parsed args and returning an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from tileops import __version__
+from tileops.errors import TileOpsError
+
+#: Subcommand modules, in the order ``tileops --help`` lists them.
+COMMANDS = (
+    "tileops.commands.bench",
+    "tileops.commands.roofline",
+    "tileops.commands.calibrate",
+    "tileops.commands.profile",
+    "tileops.commands.export",
+    "tileops.commands.serve",
+    "tileops.commands.audit",
+    "tileops.commands.fleet",
+    "tileops.commands.ops",
+    "tileops.commands.validate",
+    "tileops.commands.codegen",
+)
+
+#: Exit codes shared by every command (documented in README and docs/).
+EXIT_OK = 0
+EXIT_DEFECTS = 1  # validation defects, failed rows, regressions
+EXIT_USAGE = 2  # unreadable input, bad arguments
+EXIT_PHYSICS = 3  # a physics-check breach: a formula claims the impossible (§4.3)
+EXIT_PUSH = 4  # results written, but the Pushgateway push failed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tileops",
+        description="Measure how close GPU (or CPU) ops run to the hardware's speed of light.",
+    )
+    parser.add_argument("--version", action="version", version=f"tileops {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for modname in COMMANDS:
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as exc:
+            if exc.name == modname:  # not written yet
+                continue
+            raise
+        mod.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.func(args) or 0)
+    except TileOpsError as exc:
+        print(f"tileops {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"tileops {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

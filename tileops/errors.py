@@ -1,0 +1,18 @@
+"""Exceptions shared across the package."""
+
+
+class TileOpsError(Exception):
+    """Base for errors the CLI reports as a clear message rather than a traceback."""
+
+
+class OpNotAvailableError(TileOpsError):
+    """The op cannot answer this question for this call: no completed call yet, or a
+    value-reading formula asked about a call on ``meta`` tensors (§4.4.4)."""
+
+
+class SignatureError(TileOpsError, ValueError):
+    """A call does not fit the op's signature: names the op, the tensor and what was expected."""
+
+
+class ManifestError(TileOpsError):
+    """The manifest cannot serve a request (unknown op, unclean entry)."""

@@ -1,0 +1,118 @@
+"""Checked manifest entries: what the analysis hands to codegen, the ops and the bench.
+
+Plain frozen dataclasses whose ``repr`` is valid Python, so codegen can embed a
+signature in the generated module as a literal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DimTerm = str  # "M" | "*B" | "4" | an output-extent expression such as "ceil_div(N, 2)"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[DimTerm, ...]
+    dtypes: tuple[str, ...] = ()  # a union of concrete dtypes; empty when same_as/param decides
+    same_as: str | None = None  # dtype follows this tensor
+    dtype_param: str | None = None  # dtype follows this construction parameter (e.g. cast)
+    optional: bool = False
+    mutated: bool = False  # an input the op writes in place (read and written)
+    write_only: bool = False  # an input the op only writes (an out= buffer)
+    alias: str | None = None  # an output that is the same storage as this input
+    metadata: bool = False  # an input whose values decide traffic (§4.7)
+
+    @property
+    def is_free_dtype(self) -> bool:
+        """Chosen by the workload's dtype case (not derived from another tensor)."""
+        return self.same_as is None and self.dtype_param is None and len(self.dtypes) > 1
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    type: str  # int | float | bool | str | dtype
+    default: Any = None
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class Signature:
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    params: tuple[ParamSpec, ...] = ()
+    lets: tuple[tuple[str, str], ...] = ()  # (name, expression), in dependency order
+
+    def tensor(self, name: str) -> TensorSpec:
+        for t in self.inputs + self.outputs:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    @property
+    def tensors(self) -> tuple[TensorSpec, ...]:
+        return self.inputs + self.outputs
+
+
+@dataclass(frozen=True)
+class Workload:
+    label: str
+    indices: dict[str, Any]  # index name -> int, or list[int] for a variadic index
+    params: dict[str, Any] = field(default_factory=dict)
+    present: tuple[str, ...] = ()  # optional inputs this row binds
+    dtypes: tuple[Any, ...] = ()  # cases: a dtype name, or {tensor: dtype}
+    tags: tuple[str, ...] = ()
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Roofline:
+    mode: str  # inline | func
+    flops: str | None = None
+    bytes: str | None = None  # None: derived from the signature (§2.2)
+    read_bytes: str | None = None  # the read half, for the NCU audit (§4.5)
+    func: str | None = None
+    read_func: str | None = None
+
+
+@dataclass(frozen=True)
+class OpEntry:
+    name: str
+    family: str
+    ref_api: str
+    status: str  # spec-only | implemented
+    signature: Signature
+    workloads: tuple[Workload, ...]
+    roofline: Roofline
+    file: str = ""
+    description: str = ""
+
+
+def dtype_case_name(case: Any) -> str:
+    """A stable, readable name for a dtype case: 'bfloat16' or 'ids=int64,w=bfloat16'."""
+    if isinstance(case, str):
+        return case
+    return ",".join(f"{k}={v}" for k, v in sorted(dict(case).items()))
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """What codegen emits for one entry: its signature and plain-Python evaluators.
+
+    ``with_lets(ix)`` returns the indices plus the entry's derived indices;
+    ``output_shapes(ix)`` states each output's extents; ``roofline(call)``
+    returns (flops, bytes); ``read_bytes(call)`` the read half, or None when the
+    entry declares none (the NCU audit then gives NO-VERDICT).
+    """
+
+    name: str
+    family: str
+    signature: Signature
+    roofline_mode: str
+    with_lets: Any
+    output_shapes: Any
+    roofline: Any
+    read_bytes: Any = None
