@@ -7,7 +7,7 @@ selected by matching the measured device name; no match leaves SOL blank
 
 from __future__ import annotations
 
-from datetime import date
+import datetime as dt
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -28,7 +28,7 @@ class Provenance(BaseModel):
     source: Literal["datasheet", "calibration", "estimate", "user"]
     ref: str | None = None  # datasheet document / URL, or the calibration tool version
     run_id: str | None = None
-    date: date | None = None
+    date: dt.date | None = None
     tool_version: str | None = None
     note: str | None = None
 
@@ -53,28 +53,57 @@ class Roof(BaseModel):
         return self
 
 
-class MemoryRoof(Roof):
-    """The DRAM/HBM roof. ``calibration`` is the envelope (max) over the measured mixes."""
+class MemoryRoof(BaseModel):
+    """The DRAM/HBM roof.
 
-    mixes: dict[str, float] = Field(default_factory=dict, description="measured fraction per access mix")
+    ``calibration`` is the envelope (max) over the measured mixes' fractions, and
+    ``mixes`` keeps each mix's own fraction (§5.1). ``measured`` keeps each mix's
+    raw bytes/s, so a CPU whose nominal bandwidth is unknown (``theoretical`` is
+    None) still has a measured ceiling; every reading priced on it says the
+    nominal is unknown, and the physics check cannot judge bandwidth there.
+    """
 
-    @field_validator("mixes")
+    model_config = ConfigDict(extra="forbid")
+    theoretical: float | None = Field(None, gt=0, description="nominal bytes/s; None = unknown")
+    calibration: float | None = Field(None, gt=0, le=1.5)
+    theoretical_source: Provenance
+    calibration_source: Provenance | None = None
+    mixes: dict[str, float] = Field(default_factory=dict, description="measured fraction of theoretical per mix")
+    measured: dict[str, float] = Field(default_factory=dict, description="measured bytes/s per mix (STREAM counting)")
+
+    @field_validator("mixes", "measured")
     @classmethod
     def _known_mixes(cls, v: dict[str, float]) -> dict[str, float]:
         bad = sorted(set(v) - set(MIXES))
         if bad:
             raise ValueError(f"unknown mix(es) {bad}; mixes are {', '.join(MIXES)}")
         if any(x <= 0 for x in v.values()):
-            raise ValueError("every mix fraction must be positive")
+            raise ValueError("every mix value must be positive")
         return v
 
     @model_validator(mode="after")
-    def _envelope(self) -> "MemoryRoof":
+    def _consistent(self) -> "MemoryRoof":
+        if self.calibration is not None and self.calibration_source is None:
+            raise ValueError("a calibration needs calibration_source (run id, date, tool version)")
+        if self.theoretical is None and (self.calibration is not None or self.mixes):
+            raise ValueError("calibration and mixes are fractions of theoretical; with theoretical unknown keep "
+                             "only measured (bytes/s per mix)")
         if self.mixes and self.calibration is not None and abs(self.calibration - max(self.mixes.values())) > 1e-9:
             raise ValueError(
                 f"calibration {self.calibration} is not the envelope (max) of the mixes {self.mixes}; "
                 "set calibration to the best mix's fraction")
         return self
+
+    @property
+    def nominal_known(self) -> bool:
+        return self.theoretical is not None
+
+    @property
+    def effective(self) -> float | None:
+        """theoretical × calibration; with the nominal unknown, the measured envelope."""
+        if self.theoretical is not None:
+            return None if self.calibration is None else self.theoretical * self.calibration
+        return max(self.measured.values()) if self.measured else None
 
 
 class Profile(BaseModel):
