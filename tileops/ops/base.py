@@ -217,6 +217,12 @@ class Op:
         call = self._require_call()
         return None if self.emitted.read_bytes is None else self.emitted.read_bytes(call)
 
+    def make_input(self, t: TensorSpec, shape: tuple[int, ...], dtype: str, device: str,
+                   generator: torch.Generator, indices: dict[str, Any]) -> torch.Tensor:
+        """Build input ``t`` for a workload row. Override where values matter (ids within range,
+        routing, lengths): the row's own generator makes them reproducible (§4.7)."""
+        return make_tensor(shape, dtype, device, generator)
+
     def roof_key(self) -> str:
         """The profile key of the unit an optimal implementation would use (§1.4)."""
         return DEFAULT_ROOF

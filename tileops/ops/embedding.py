@@ -7,11 +7,19 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from tileops.dtypes import to_torch
+from tileops.manifest.spec import TensorSpec
 from tileops.ops.base import Op
 
 
 class Embedding(Op):
     name = "embedding"
+
+    def make_input(self, t: TensorSpec, shape: tuple[int, ...], dtype: str, device: str,
+                   generator: torch.Generator, indices: dict[str, Any]) -> torch.Tensor:
+        if t.name == "ids":  # token ids drawn over the whole vocabulary, from the row's generator
+            return torch.randint(0, indices["V"], shape, generator=generator, dtype=to_torch(dtype)).to(device)
+        return super().make_input(t, shape, dtype, device, generator, indices)
 
     def compute(self, ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         return F.embedding(ids, weight)
