@@ -1,0 +1,118 @@
+"""One priced record as a report row: the columns every format shares.
+
+Every renderer (rich, markdown, CSV, JSON, the plot's legend) reads its cells
+from here, so a column means the same thing in every format. ``display`` holds
+what a person reads (SI units); ``raw`` holds base units (seconds, bytes/s,
+FLOP/s, ratios) for machines.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+from tileops.roofline import Priced
+
+#: The human table's columns, in order (``op`` is the group heading).
+DISPLAY_COLUMNS = ("label", "dtype", "backend", "time", "achieved", "roof", "bound", "efficiency", "verdict")
+
+#: The machine formats' columns, in order.
+RAW_COLUMNS = (
+    "run_id", "op", "family", "label", "dtype", "backend", "device_name", "device_kind", "timer", "profile",
+    "status", "actual_time_s", "flops", "bytes", "intensity_flop_per_byte", "roof_key", "roof",
+    "memory_time_s", "compute_time_s", "sol_time_s", "efficiency", "bound",
+    "achieved_bytes_per_s", "achieved_flops_per_s", "effective_bandwidth", "effective_peak",
+    "verdict", "blank_reason", "blank_detail", "formula_error", "breaches", "notes",
+)
+
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_TIME = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+DASH = "—"
+
+
+def si(value: float | None, unit: str) -> str:
+    """``41.2 GB/s``, ``1.21 TFLOP/s``: three significant figures, SI prefix."""
+    if value is None or not math.isfinite(value):
+        return DASH
+    for scale, prefix in _PREFIXES:
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def seconds(value: float | None) -> str:
+    """``12.3 µs``, ``4.56 ms``."""
+    if value is None or not math.isfinite(value):
+        return DASH
+    for scale, unit in _TIME:
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"
+
+
+def percent(ratio: float | None) -> str:
+    return DASH if ratio is None else f"{ratio * 100:.1f} %"
+
+
+def verdict_text(p: Priced) -> str:
+    """The verdict cell: the verdict, a blank's reason, and FORMULA ERROR on a breach."""
+    text: str = p.verdict
+    if p.verdict == "blank":
+        text = f"blank: {p.blank_reason}"
+    elif p.verdict == "error":
+        text = p.blank_reason or "error"  # "error" or "skipped"
+    if p.breaches:
+        text += " · FORMULA ERROR"
+    return text
+
+
+def achieved_and_roof(p: Priced) -> tuple[str, str]:
+    """The achieved rate and the ceiling of the term that bounds the row, in the same unit.
+
+    A memory-bound row shows bytes/s against the memory roof, a compute-bound row
+    FLOP/s against its compute roof; their ratio is the efficiency.
+    """
+    if p.bound == "memory":
+        return si(p.achieved_bytes_per_s, "B/s"), f"memory {si(p.effective_bandwidth, 'B/s')}"
+    if p.bound == "compute":
+        return si(p.achieved_flops_per_s, "FLOP/s"), f"{p.roof} {si(p.effective_peak, 'FLOP/s')}"
+    return DASH, DASH
+
+
+def display(p: Priced) -> dict[str, str]:
+    achieved, roof = achieved_and_roof(p)
+    r = p.record
+    return {
+        "op": r.op, "label": r.label, "dtype": r.dtype, "backend": r.backend,
+        "time": seconds(p.actual_time_s), "achieved": achieved, "roof": roof,
+        "bound": p.bound or DASH, "efficiency": percent(p.efficiency), "verdict": verdict_text(p),
+    }
+
+
+def raw(p: Priced) -> dict[str, Any]:
+    r = p.record
+    return {
+        "run_id": r.run_id, "op": r.op, "family": r.family, "label": r.label, "dtype": r.dtype,
+        "backend": r.backend, "device_name": r.env.device_name, "device_kind": r.env.device_kind,
+        "timer": r.timing.timer if r.timing else None, "profile": p.profile, "status": r.status,
+        "actual_time_s": p.actual_time_s, "flops": r.flops, "bytes": r.bytes,
+        "intensity_flop_per_byte": p.intensity, "roof_key": r.roof_key, "roof": p.roof,
+        "memory_time_s": p.memory_time_s, "compute_time_s": p.compute_time_s, "sol_time_s": p.sol_time_s,
+        "efficiency": p.efficiency, "bound": p.bound,
+        "achieved_bytes_per_s": p.achieved_bytes_per_s, "achieved_flops_per_s": p.achieved_flops_per_s,
+        "effective_bandwidth": p.effective_bandwidth, "effective_peak": p.effective_peak,
+        "verdict": p.verdict, "blank_reason": p.blank_reason, "blank_detail": p.blank_detail,
+        "formula_error": bool(p.breaches),
+        "breaches": [{"ceiling": b.ceiling, "implied_per_s": b.implied_per_s,
+                      "theoretical_per_s": b.theoretical_per_s, "ratio": b.ratio,
+                      "message": b.describe(r)} for b in p.breaches],
+        "notes": list(p.notes),
+    }
+
+
+def grouped(priced: Iterable[Priced]) -> dict[str, list[Priced]]:
+    """Rows grouped by op, ops in the order they first appear (the bench's manifest order)."""
+    out: dict[str, list[Priced]] = {}
+    for p in priced:
+        out.setdefault(p.record.op, []).append(p)
+    return out

@@ -1,0 +1,194 @@
+"""The roofline table and its summary in four formats: rich (a terminal), markdown, CSV, JSON.
+
+All four read their cells from ``tileops.report.rows`` so the columns agree.
+The human formats group rows by op; the machine formats are flat, one row per
+record, base units.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tileops.report import rows as R
+from tileops.report.baseline import Comparison
+from tileops.roofline import BLANK_REASONS, Health, Priced, health as compute_health
+
+VERDICT_STYLE = {
+    "at-ceiling": "bold green",
+    "below": "",
+    "anomaly": "bold magenta",
+    "latency-bound": "yellow",
+    "blank": "dim",
+    "error": "red",
+}
+_ORDER = ("at-ceiling", "below", "latency-bound", "anomaly", "blank", "error")
+
+
+def summary_lines(priced: Sequence[Priced], h: Health | None = None) -> list[str]:
+    """The summary a person reads under the table: counts, blanks by reason, breaches, health."""
+    h = h or compute_health(priced)
+    counts = ", ".join(f"{h.by_verdict.get(v, 0)} {v}" for v in _ORDER if h.by_verdict.get(v, 0))
+    lines = [f"{h.rows} row(s): {counts or 'none'}",
+             f"at ceiling (>= 80 %): {h.at_ceiling}; anomalies (> 105 %, formula or calibration wrong): "
+             f"{h.anomalies}"]
+    for reason, n in sorted(h.blanks_by_reason.items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"blank {reason}: {n} ({BLANK_REASONS.get(reason, reason)})")
+    skipped = sum(1 for p in priced if p.verdict == "error" and p.blank_reason == "skipped")
+    if h.errors or skipped:
+        lines.append(f"failed rows: {h.errors} error(s), {skipped} skipped")
+    for p in priced:
+        for b in p.breaches:
+            lines.append(b.describe(p.record))
+    for note in dict.fromkeys(n for p in priced for n in p.notes):
+        lines.append(f"note: {note}")
+    if h.ok:
+        lines.append("health: OK (physics check passed)")
+    else:
+        lines.append(f"health: FAILED — physics check: {h.breaches} row(s) imply a rate above a theoretical "
+                     "ceiling (FORMULA ERROR)")
+    return lines
+
+
+def _comparison_lines(c: Comparison) -> list[str]:
+    counts = c.counts()
+    lines = [f"baseline: {len(c.regressions)} row(s) more than {c.threshold:.0%} slower; "
+             + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))]
+    lines += [f"note: {n}" for n in c.notes]
+    return lines
+
+
+def _changed(c: Comparison) -> list:
+    return [r for r in c.rows if r.change != "same"]
+
+
+def render_table(priced: Sequence[Priced], console: Console, *, comparison: Comparison | None = None,
+                 title: str | None = None) -> Health:
+    """Print the grouped table and the summary with rich; returns the health it summarised."""
+    h = compute_health(priced)
+    profiles = sorted({p.profile for p in priced if p.profile})
+    table = Table(title=title or f"Roofline — profile {', '.join(profiles) or 'none'}",
+                  title_justify="left", show_lines=False)
+    table.add_column("op", style="bold")
+    for col in R.DISPLAY_COLUMNS:
+        table.add_column(col, justify="right" if col in ("time", "achieved", "efficiency") else "left")
+    for op, group in R.grouped(priced).items():
+        for i, p in enumerate(group):
+            d = R.display(p)
+            style = "bold red" if p.breaches else VERDICT_STYLE.get(p.verdict, "")
+            cells = [op if i == 0 else ""] + [d[c] for c in R.DISPLAY_COLUMNS[:-1]]
+            table.add_row(*cells, Text(d["verdict"], style=style), end_section=(i == len(group) - 1))
+    console.print(table)
+    for line in summary_lines(priced, h):
+        style = "bold red" if line.startswith(("FORMULA ERROR", "health: FAILED")) else \
+            "green" if line.startswith("health: OK") else ""
+        console.print(Text(line, style=style))
+    if comparison is not None:
+        changed = _changed(comparison)
+        if changed:
+            t = Table(title=f"Against the baseline (threshold {comparison.threshold:.0%})", title_justify="left")
+            for col in ("op", "label", "dtype", "backend", "baseline", "now", "ratio", "change"):
+                t.add_column(col, justify="right" if col in ("baseline", "now", "ratio") else "left")
+            for r in changed:
+                ratio = f"{r.ratio:.2f}x" if r.ratio else R.DASH
+                style = "bold red" if r.change == "slower" else "green" if r.change == "faster" else "dim"
+                t.add_row(*r.key, R.seconds(r.old_time_s), R.seconds(r.new_time_s), ratio,
+                          Text(r.change, style=style))
+            console.print(t)
+        for line in _comparison_lines(comparison):
+            console.print(Text(line, style="bold red" if comparison.regressions and "slower" in line else ""))
+    return h
+
+
+def render_markdown(priced: Sequence[Priced], *, comparison: Comparison | None = None) -> str:
+    def esc(s: str) -> str:
+        return s.replace("|", "\\|")
+
+    out: list[str] = []
+    profiles = sorted({p.profile for p in priced if p.profile})
+    out.append(f"# Roofline — profile {', '.join(profiles) or 'none'}\n")
+    for op, group in R.grouped(priced).items():
+        out.append(f"## {esc(op)}\n")
+        out.append("| " + " | ".join(R.DISPLAY_COLUMNS) + " |")
+        out.append("|" + "|".join("---:" if c in ("time", "achieved", "efficiency") else "---"
+                                  for c in R.DISPLAY_COLUMNS) + "|")
+        for p in group:
+            d = R.display(p)
+            out.append("| " + " | ".join(esc(d[c]) for c in R.DISPLAY_COLUMNS) + " |")
+        out.append("")
+    out.append("## Summary\n")
+    out += [f"- {esc(line)}" for line in summary_lines(priced)]
+    if comparison is not None:
+        out.append("\n## Against the baseline\n")
+        changed = _changed(comparison)
+        if changed:
+            out.append("| op | label | dtype | backend | baseline | now | ratio | change |")
+            out.append("|---|---|---|---|---:|---:|---:|---|")
+            for r in changed:
+                ratio = f"{r.ratio:.2f}x" if r.ratio else R.DASH
+                out.append("| " + " | ".join(esc(x) for x in (*r.key, R.seconds(r.old_time_s),
+                                                               R.seconds(r.new_time_s), ratio, r.change)) + " |")
+            out.append("")
+        out += [f"- {esc(line)}" for line in _comparison_lines(comparison)]
+    return "\n".join(out) + "\n"
+
+
+def _comparison_index(c: Comparison | None) -> dict:
+    return {} if c is None else {r.key: r for r in c.rows}
+
+
+def render_csv(priced: Sequence[Priced], *, comparison: Comparison | None = None) -> str:
+    """One line per record, base units. With a baseline, three more columns (and the gone rows)."""
+    cols = list(R.RAW_COLUMNS) + (["baseline_time_s", "time_ratio", "change"] if comparison else [])
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    idx = _comparison_index(comparison)
+    for p in priced:
+        row: dict[str, Any] = R.raw(p)
+        row["breaches"] = "; ".join(b["message"] for b in row["breaches"])
+        row["notes"] = "; ".join(row["notes"])
+        if comparison is not None:
+            rc = idx.get(p.record.key)
+            row.update(baseline_time_s=rc.old_time_s if rc else None, time_ratio=rc.ratio if rc else None,
+                       change=rc.change if rc else None)
+        w.writerow(row)
+    if comparison is not None:
+        for rc in comparison.rows:
+            if rc.change == "gone":
+                op, label, dtype, backend = rc.key
+                w.writerow({"op": op, "label": label, "dtype": dtype, "backend": backend,
+                            "baseline_time_s": rc.old_time_s, "change": "gone"})
+    return buf.getvalue()
+
+
+def as_json(priced: Sequence[Priced], *, comparison: Comparison | None = None) -> dict[str, Any]:
+    h = compute_health(priced)
+    doc: dict[str, Any] = {
+        "health": h.as_dict(),
+        "profiles": sorted({p.profile for p in priced if p.profile}),
+        "summary": summary_lines(priced, h),
+        "rows": [R.raw(p) for p in priced],
+    }
+    if comparison is not None:
+        doc["baseline"] = {
+            "threshold": comparison.threshold,
+            "regressions": len(comparison.regressions),
+            "counts": comparison.counts(),
+            "notes": list(comparison.notes),
+            "rows": [{"op": r.key[0], "label": r.key[1], "dtype": r.key[2], "backend": r.key[3],
+                      "change": r.change, "baseline_time_s": r.old_time_s, "time_s": r.new_time_s,
+                      "time_ratio": r.ratio, "baseline_efficiency": r.old_efficiency,
+                      "efficiency": r.new_efficiency} for r in comparison.rows],
+        }
+    return doc
+
+
+def render_json(priced: Sequence[Priced], *, comparison: Comparison | None = None) -> str:
+    return json.dumps(as_json(priced, comparison=comparison), indent=2) + "\n"
