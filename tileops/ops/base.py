@@ -73,6 +73,7 @@ class Op:
         sig = self.signature
         bound = self._bind_inputs(args, kwargs)
         call = self._check_inputs(bound)
+        self.check_call(call)
         self._stages = {}
         result = self.compute(**bound)
         outs = result if isinstance(result, tuple) else (result,)
@@ -88,6 +89,11 @@ class Op:
     def compute(self, **tensors: torch.Tensor | None) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """The implementation: inputs by signature name (absent optionals are None)."""
         raise NotImplementedError
+
+    def check_call(self, call: CheckedCall) -> None:
+        """Constraints between bound indices that shape patterns cannot state (a's K equals b's K,
+        an even width, query heads a multiple of kv heads). Raise SignatureError naming the op,
+        the tensor and what was expected. The default has none."""
 
     def run_stage(self, stage: str, op: "Op", *args: Any, **kwargs: Any) -> Any:
         """Run a sub-op as a named stage of this composite; its checked call joins ``stages``."""
