@@ -163,6 +163,7 @@ class _Analyzer:
         self.indices: dict[str, bool] = {}  # index name -> variadic
         self.params: dict[str, ParamSpec] = {}
         self.lets: list[tuple[str, str]] = []
+        self.unnamed_tensors = 0  # tensors whose name is absent or malformed
 
     # -- recording ---------------------------------------------------------------------
 
@@ -349,7 +350,14 @@ class _Analyzer:
             return None
         self.unknown_keys(t, TENSOR_FIELDS, path)
         ok = True
-        name = self.get(t, "name", f"{path}.name", required=True, kind="an identifier", check=_is_ident)
+        name = self.get(t, "name", f"{path}.name", required=True, kind="a string",
+                        check=lambda v: isinstance(v, str))
+        if name.ok and not _is_ident(name.value):
+            self.defect("bad-name", f"{path}.name", f"tensor name {name.value!r} is not an identifier",
+                        "use letters, digits and underscores, not starting with a digit")
+            name = self.fact(f"{path}.name", MALFORMED)
+        if not name.ok:
+            self.unnamed_tensors += 1
         if name.ok:
             path = f"{path}({name.value})"
             if not self.declare(name.value, f"{path}.name", "tensor"):
@@ -508,7 +516,11 @@ class _Analyzer:
             while cur.same_as is not None:
                 nxt = known.get(cur.same_as)
                 if nxt is None:
-                    if cur.same_as not in self.tensors:  # not merely a tensor with its own defect
+                    if self.unnamed_tensors:  # the name may belong to a tensor whose name is broken
+                        self.unreached(f"same_as({cur.same_as}) resolves", f"signature.{t.name}.dtype",
+                                       "name of every tensor")
+                        ok = False
+                    elif cur.same_as not in self.tensors:  # not merely a tensor with its own defect
                         self.defect("bad-dtype", f"signature.{t.name}.dtype",
                                     f"same_as({cur.same_as}) names no tensor",
                                     f"name one of: {', '.join(known) or '(none)'}")

@@ -1,0 +1,88 @@
+"""`tileops validate` (§4.1): exit codes, every defect at once with its location, JSON output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tileops.manifest.load import shipped_manifest_dir
+
+
+def validate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tileops.cli", "validate", *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_shipped_manifest_is_clean() -> None:
+    r = validate()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "no defects" in r.stdout
+
+
+def test_broken_manifest_copy_yields_every_defect_at_once(tmp_path: Path) -> None:
+    mdir = tmp_path / "manifest"
+    shutil.copytree(shipped_manifest_dir(), mdir)
+    f = mdir / "broken.yaml"
+    f.write_text(yaml.safe_dump({
+        "broken_op": {
+            "family": "",
+            "ref_api": "torch.x",
+            "status": "finished",
+            "signature": {
+                "inputs": [{"name": "x", "shape": "[M, K]", "dtype": "float33"}],
+                "outputs": [{"name": "y", "shape": "[M, Q]", "dtype": "same_as(x)"}],
+            },
+            "workloads": [{"label": "w", "indices": {"M": 2}, "dtypes": ["float32"]}],
+            "roofline": {"flops": "2 * M * N * sqrt(K)", "func": "tileops.perf.formulas.nope"},
+        }
+    }))
+    r = validate(str(mdir), "--format", "json")
+    assert r.returncode == 1, r.stderr
+    out = json.loads(r.stdout)
+    mine = [d for d in out["defects"] if "broken_op" in d["location"]]
+    got = {d["code"] for d in mine}
+    assert {"bad-type", "bad-status", "bad-dtype", "unknown-name", "roofline-mode", "unknown-function"} <= got, got
+    for d in mine:
+        assert d["location"].startswith(str(f)) and d["fix"], d
+    # the text form renders each with its location and fix
+    r2 = validate(str(f))
+    assert r2.returncode == 1
+    assert r2.stdout.count(f"{f}:broken_op") >= len(got)
+    assert "fix:" in r2.stdout
+
+
+def test_yaml_syntax_error_names_file_and_line_and_exits_2(tmp_path: Path) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text("relu:\n  family: elementwise\n  status: [unclosed\n")
+    r = validate(str(f))
+    assert r.returncode == 2
+    assert f"{f}:4" in r.stderr or f"{f}:3" in r.stderr
+    assert "YAML syntax error" in r.stderr
+
+
+def test_missing_path_exits_2(tmp_path: Path) -> None:
+    assert validate(str(tmp_path / "nope.yaml")).returncode == 2
+
+
+def test_implemented_entry_without_class_is_a_defect(tmp_path: Path) -> None:
+    """The registry check: an implemented entry no Op class claims."""
+    import os
+
+    from tileops.manifest.load import load_entries
+
+    relu = load_entries()["relu"]
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    doc = yaml.safe_load((Path(relu.file)).read_text())["relu"]
+    (extra / "orphan.yaml").write_text(yaml.safe_dump({"orphan_relu": doc}))
+    env = {**os.environ, "TILEOPS_MANIFEST_PATH": str(extra)}
+    r = validate("--format", "json", env=env)
+    assert r.returncode == 1
+    defects = json.loads(r.stdout)["defects"]
+    assert any(d["code"] == "no-class" and d["location"] == f"{extra / 'orphan.yaml'}:orphan_relu.status"
+               for d in defects), defects
