@@ -1,0 +1,70 @@
+"""`tileops export RESULTS... [--push URL] [--textfile DIR]`: publish priced runs to Prometheus.
+
+Without a sink it prints the exposition to stdout (what a scrape would see).
+Exit codes (tileops.cli): 0 exported; 4 a push failed after its retries (the
+textfile, if asked, is written and the records are untouched); 2 unreadable
+input or an unwritable textfile directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tileops.cli import EXIT_OK, EXIT_USAGE
+from tileops.errors import TileOpsError
+from tileops.export.metrics import render
+from tileops.export.pipeline import export_snapshots
+from tileops.export.push import DEFAULT_JOB, RetryPolicy
+from tileops.export.snapshot import latest_per_device, load_run, resolve_profiles
+
+
+def add_sink_arguments(p: argparse.ArgumentParser) -> None:
+    """The sink flags, shared with any command that exports at its end."""
+    p.add_argument("--push", metavar="URL", help="Pushgateway URL (e.g. http://pushgateway:9091); one group per "
+                   "device: job / instance=host / UUID, replaced on each push")
+    p.add_argument("--textfile", type=Path, metavar="DIR",
+                   help="node_exporter textfile-collector directory: writes tileops_<uuid>.prom atomically")
+    p.add_argument("--job", default=DEFAULT_JOB, help="the Pushgateway job label (default %(default)s)")
+    p.add_argument("--instance", help="the Pushgateway instance label (default: the host that ran the bench)")
+    p.add_argument("--push-attempts", type=int, default=RetryPolicy.attempts, metavar="N",
+                   help="tries before giving up (default %(default)s)")
+    p.add_argument("--push-backoff", type=float, default=RetryPolicy.backoff_s, metavar="SECONDS",
+                   help="first retry delay, doubled each retry (default %(default)s)")
+    p.add_argument("--push-timeout", type=float, default=RetryPolicy.timeout_s, metavar="SECONDS",
+                   help="timeout of one push (default %(default)s)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export", help="publish priced runs to Prometheus: Pushgateway, node_exporter textfile, or stdout",
+        description="Price runs and publish their metrics (docs/metrics.md). Without --push/--textfile, print "
+                    "the exposition. Exit 0 exported, 4 push failed after retries (results untouched), "
+                    "2 unreadable input.")
+    p.add_argument("results", nargs="+", type=Path, metavar="RESULTS",
+                   help="run directories (holding records.jsonl) or records.jsonl files; the newest run of each "
+                        "device is exported")
+    p.add_argument("--profile", metavar="NAME|FILE",
+                   help="a profile name or YAML file (default: the profile matching each device)")
+    add_sink_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.push_attempts < 1 or args.push_backoff < 0 or args.push_timeout <= 0:
+        print("tileops export: error: --push-attempts >= 1, --push-backoff >= 0 and --push-timeout > 0",
+              file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        profiles = resolve_profiles(args.profile)
+        snaps = latest_per_device(s for path in args.results for s in load_run(path, profiles))
+    except TileOpsError as exc:
+        print(f"tileops export: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not args.push and args.textfile is None:
+        sys.stdout.buffer.write(render(snaps))
+        sys.stdout.flush()
+        return EXIT_OK
+    policy = RetryPolicy(attempts=args.push_attempts, backoff_s=args.push_backoff, timeout_s=args.push_timeout)
+    return export_snapshots(snaps, args.push, args.textfile, job=args.job, instance=args.instance, policy=policy)

@@ -1,0 +1,58 @@
+"""`tileops serve DIR`: an HTTP Prometheus exporter of the newest run per device under DIR.
+
+``/metrics`` for Prometheus, ``/healthz`` for a liveness probe (200 when DIR is
+readable, else 503). Runs until interrupted; exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tileops.cli import EXIT_OK, EXIT_USAGE
+from tileops.errors import TileOpsError
+from tileops.export.server import DEFAULT_PORT, DirectorySource, make_http_server
+from tileops.export.snapshot import resolve_profiles
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="HTTP exporter: /metrics of the newest results in a directory, /healthz",
+                       description="Serve Prometheus metrics of the newest run of each device found under DIR "
+                                   "(DIR/records.jsonl, DIR/<run>/, DIR/<host>/<run>/), priced at scrape time.")
+    p.add_argument("directory", type=Path, metavar="DIR", nargs="?", default=Path("results"),
+                   help="the results directory (default: %(default)s)")
+    p.add_argument("--host", default="0.0.0.0", help="address to bind (default %(default)s)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to bind; 0 picks a free one "
+                   "(default %(default)s)")
+    p.add_argument("--profile", metavar="NAME|FILE",
+                   help="a profile name or YAML file (default: the profile matching each device, re-read at "
+                        "each scrape so a new calibration shows at once)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        resolve_profiles(args.profile)  # fail now, not at the first scrape
+    except TileOpsError as exc:
+        print(f"tileops serve: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not args.directory.is_dir():
+        print(f"tileops serve: warning: {args.directory} does not exist yet; /healthz answers 503 until it does",
+              file=sys.stderr)
+    source = DirectorySource(args.directory, lambda: resolve_profiles(args.profile))
+    try:
+        server = make_http_server(source, args.host, args.port)
+    except OSError as exc:
+        print(f"tileops serve: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    host, port = server.server_address[:2]
+    print(f"tileops serve: http://{host}:{port}/metrics (results in {args.directory})", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return EXIT_OK

@@ -1,0 +1,151 @@
+"""Push a run to a Prometheus Pushgateway: one group per device, replaced on each run.
+
+The grouping key is ``job`` / ``instance`` (the host) / ``UUID`` (the device), so
+a host with eight GPUs keeps eight groups and each run replaces only its own
+(HTTP PUT: a row that vanished from the bench vanishes from Prometheus too).
+
+A push that fails is retried with exponential backoff; transport errors and
+5xx/429 answers are retried, other 4xx answers are not (the request itself is
+wrong, and a retry would send the same bytes). Nothing here touches the
+records: a failed push loses nothing, and the caller's exit code says so.
+
+The last-success timestamp must survive an unhealthy run, yet PUT replaces the
+whole group; so before pushing, the group's current value is read back
+(``/api/v1/metrics``) and carried into the new group.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import quote, urlparse
+
+from .exposition import CONTENT_TYPE
+from .metrics import render
+from .snapshot import Device, RunSnapshot
+
+DEFAULT_JOB = "tileops"
+LAST_SUCCESS = "tileops_run_last_success_timestamp_seconds"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try: ``attempts`` in all, sleeping ``backoff_s × 2^k`` (±20 %, capped) between them."""
+
+    attempts: int = 5
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    timeout_s: float = 10.0
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.max_backoff_s, self.backoff_s * (2 ** attempt))
+        return base * random.uniform(0.8, 1.2)
+
+
+@dataclass(frozen=True)
+class PushResult:
+    device: Device
+    url: str
+    ok: bool
+    attempts: int
+    error: str | None = None
+
+
+def gateway_base(url: str) -> str:
+    """``host:9091`` or ``http://host:9091/`` → ``http://host:9091``."""
+    parsed = urlparse(url)
+    if not parsed.scheme or parsed.scheme not in ("http", "https"):
+        url = f"http://{url}"
+    return url.rstrip("/")
+
+
+def grouping_key(device: Device, instance: str | None = None) -> dict[str, str]:
+    """The group beside ``job``: ``instance`` = the host (or an override), ``UUID`` = the device."""
+    return {"instance": instance or device.hostname, "UUID": device.uuid}
+
+
+def _path_segment(name: str, value: str) -> str:
+    """One ``/name/value`` pair of a Pushgateway URL; base64 (``name@base64``) when the value has a slash or is empty."""
+    if value == "" or "/" in value:
+        enc = base64.urlsafe_b64encode(value.encode("utf-8")).decode("ascii") or "="
+        return f"/{name}@base64/{enc}"
+    return f"/{name}/{quote(value, safe='')}"
+
+
+def group_url(url: str, job: str, key: dict[str, str]) -> str:
+    """The group's URL: ``<gateway>/metrics/job/<job>/instance/<host>/UUID/<uuid>``."""
+    return (gateway_base(url) + "/metrics" + _path_segment("job", job)
+            + "".join(_path_segment(k, v) for k, v in key.items()))
+
+
+def put_group(url: str, body: bytes, timeout_s: float) -> None:
+    """Replace the group at ``url`` with ``body`` (text format); raises urllib's errors."""
+    req = urllib.request.Request(url, data=body, method="PUT", headers={"Content-Type": CONTENT_TYPE})
+    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        resp.read()
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, urllib.error.HTTPError):
+        return exc.code >= 500 or exc.code == 429
+    return isinstance(exc, OSError)  # URLError, connection refused, timeouts
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, urllib.error.HTTPError):
+        body = ""
+        try:
+            body = exc.read().decode("utf-8", "replace").strip()
+        except Exception:  # noqa: BLE001 - the body is a courtesy
+            pass
+        return f"HTTP {exc.code} {exc.reason}" + (f": {body[:300]}" if body else "")
+    if isinstance(exc, urllib.error.URLError):
+        return f"cannot reach the Pushgateway ({exc.reason})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def previous_last_success(url: str, job: str, key: dict[str, str], timeout_s: float = 5.0) -> float | None:
+    """The group's current last-success timestamp on the Pushgateway, or None (absent or unreachable)."""
+    want = {"job": job, **key}
+    try:
+        with urllib.request.urlopen(f"{gateway_base(url)}/api/v1/metrics", timeout=timeout_s) as resp:
+            doc = json.load(resp)
+    except (OSError, ValueError):
+        return None
+    for group in doc.get("data") or []:
+        if group.get("labels") != want:
+            continue
+        fam = group.get(LAST_SUCCESS) or {}
+        values = [float(m["value"]) for m in fam.get("metrics") or [] if "value" in m]
+        return max(values) if values else None
+    return None
+
+
+def push_snapshot(url: str, snapshot: RunSnapshot, *, job: str = DEFAULT_JOB, instance: str | None = None,
+                  policy: RetryPolicy = RetryPolicy(),
+                  log: Callable[[str], None] = lambda msg: None) -> PushResult:
+    """PUT one device's group, retrying with backoff. Never raises for a network failure."""
+    key = grouping_key(snapshot.device, instance)
+    snap = snapshot.with_last_success(previous_last_success(url, job, key, policy.timeout_s))
+    body = render([snap])
+    base = gateway_base(url)
+    target = group_url(base, job, key)
+    error: str | None = None
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            put_group(target, body, policy.timeout_s)
+            return PushResult(snapshot.device, base, True, attempt)
+        except Exception as exc:  # noqa: BLE001 - every failure is reported, none may lose the run
+            error = _describe(exc)
+            if not _retryable(exc) or attempt == policy.attempts:
+                return PushResult(snapshot.device, base, False, attempt, error)
+            wait = policy.delay(attempt - 1)
+            log(f"push to {base} failed ({error}); retry {attempt + 1}/{policy.attempts} in {wait:.1f} s")
+            time.sleep(wait)
+    return PushResult(snapshot.device, base, False, policy.attempts, error)

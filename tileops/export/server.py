@@ -1,0 +1,144 @@
+"""``tileops serve``: an HTTP exporter of the latest results in a directory.
+
+``/metrics`` publishes each device's newest run found under the directory
+(``DIR/records.jsonl``, ``DIR/<run-id>/``, ``DIR/<host>/<run-id>/``), priced at
+scrape time; ``/healthz`` answers whether the exporter can read the directory
+(liveness of the exporter, not the bench's health, which is a metric).
+
+Runs are re-read only when their files change, so a scrape of a large
+results tree costs a directory walk and a few ``stat`` calls.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from socketserver import ThreadingMixIn
+from typing import Callable, Iterable
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from tileops.bench.records import RECORDS_FILE, RUN_FILE
+from tileops.errors import TileOpsError
+
+from .exposition import CONTENT_TYPE
+from .metrics import render
+from .snapshot import AUDIT_FILE, ProfileSource, RunSnapshot, find_run_dirs, latest_per_device, load_run
+
+DEFAULT_PORT = 9469
+
+
+def _stamp(run_dir: Path) -> tuple:
+    out = []
+    for name in (RECORDS_FILE, RUN_FILE, AUDIT_FILE):
+        try:
+            st = (run_dir / name).stat()
+            out.append((name, st.st_mtime_ns, st.st_size))
+        except FileNotFoundError:
+            out.append((name, None, None))
+    return tuple(out)
+
+
+def _fingerprint(profiles: ProfileSource) -> str:
+    if profiles is None:
+        return ""
+    items = [profiles] if not isinstance(profiles, (list, tuple)) else list(profiles)
+    return "|".join(p.model_dump_json() for p in items)
+
+
+@dataclass
+class DirectorySource:
+    """The snapshots to publish: each device's newest run under ``root``, cached by file stamps."""
+
+    root: Path
+    profiles: Callable[[], ProfileSource]
+    log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)
+    _cache: dict[Path, tuple[tuple, list[RunSnapshot]]] = field(default_factory=dict)
+    _failed: dict[Path, tuple[tuple, str]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def scan(self) -> list[RunSnapshot]:
+        with self._lock:
+            profiles = self.profiles()
+            fp = _fingerprint(profiles)
+            dirs = find_run_dirs(self.root) if self.root.is_dir() else []
+            snaps: list[RunSnapshot] = []
+            for d in dirs:
+                stamp = _stamp(d) + (fp,)
+                hit = self._cache.get(d)
+                if hit is not None and hit[0] == stamp:
+                    snaps.extend(hit[1])
+                    continue
+                try:
+                    loaded = load_run(d, profiles)
+                except (TileOpsError, OSError, ValueError) as exc:
+                    if self._failed.get(d, ((), ""))[0] != stamp:
+                        self.log(f"tileops serve: skipping {d}: {exc}")
+                    self._failed[d] = (stamp, str(exc))
+                    self._cache.pop(d, None)
+                    continue
+                self._failed.pop(d, None)
+                self._cache[d] = (stamp, loaded)
+                snaps.extend(loaded)
+            for gone in set(self._cache) - set(dirs):
+                del self._cache[gone]
+            for gone in set(self._failed) - set(dirs):
+                del self._failed[gone]
+            return latest_per_device(snaps)
+
+    def health(self) -> tuple[bool, dict]:
+        ok = self.root.is_dir()
+        return ok, {
+            "status": "ok" if ok else "error",
+            "directory": str(self.root),
+            "error": None if ok else f"{self.root} is not a readable directory",
+            "runs": len(self._cache),
+            "unreadable": {str(k): v[1] for k, v in sorted(self._failed.items())},
+        }
+
+
+def make_app(source: DirectorySource) -> Callable:
+    """The WSGI app: ``/metrics`` (text format 0.0.4, gzip when accepted), ``/healthz``, ``/``."""
+
+    def app(environ: dict, start_response: Callable) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        if path == "/metrics":
+            body = render(source.scan())
+            headers = [("Content-Type", CONTENT_TYPE)]
+            if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
+                body = gzip.compress(body, compresslevel=1)
+                headers.append(("Content-Encoding", "gzip"))
+            start_response("200 OK", headers + [("Content-Length", str(len(body)))])
+            return [body]
+        if path == "/healthz":
+            if source.root.is_dir():
+                source.scan()  # report unreadable runs as of now
+            ok, body = source.health()
+            start_response("200 OK" if ok else "503 Service Unavailable",
+                           [("Content-Type", "application/json")])
+            return [json.dumps(body).encode()]
+        if path == "/":
+            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"tileops exporter: /metrics (Prometheus), /healthz\n"]
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found: try /metrics or /healthz\n"]
+
+    return app
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+
+def make_http_server(source: DirectorySource, host: str = "0.0.0.0", port: int = DEFAULT_PORT) -> WSGIServer:
+    """A threaded server bound to (host, port); ``port=0`` picks a free one (see ``server_address``)."""
+    return make_server(host, port, make_app(source), server_class=_Server, handler_class=_QuietHandler)
