@@ -31,11 +31,13 @@ impossible, so it is a formula error (never a fast kernel) and fails health.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Literal, Sequence
 
 from tileops.bench.records import Record
 from tileops.profiles import Profile
+from tileops.profiles import select_profile as _profiles_select
 
 Verdict = Literal[
     "at-ceiling",  # efficiency >= 80 %
@@ -84,6 +86,19 @@ NOTE_NOMINAL_UNKNOWN = ("nominal memory bandwidth unknown: priced on the measure
                         "and the physics check cannot judge bandwidth")
 
 
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+
+
+def si(value: float | None, unit: str) -> str:
+    """``41.2 GB/s``, ``1.21 TFLOP/s``: three significant figures and an SI prefix (``—`` for None)."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    for scale, prefix in _PREFIXES:
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
 @dataclass(frozen=True)
 class Breach:
     """A physics-check breach: an implied rate above a theoretical ceiling (§4.3)."""
@@ -103,8 +118,8 @@ class Breach:
     def describe(self, record: Record | None = None) -> str:
         """The sentence a person reads: a FORMULA ERROR, never a fast kernel."""
         who = f"{record.op} [{record.label} {record.dtype} {record.backend}]: " if record is not None else ""
-        return (f"FORMULA ERROR: {who}implies {self.implied_per_s:.4g} {self.unit} on {self.ceiling}, "
-                f"{self.ratio:.0%} of its theoretical {self.theoretical_per_s:.4g} {self.unit}; "
+        return (f"FORMULA ERROR: {who}implies {si(self.implied_per_s, self.unit)} on {self.ceiling}, "
+                f"{self.ratio:.0%} of its theoretical {si(self.theoretical_per_s, self.unit)}; "
                 "physically impossible, so the roofline formula (flops/bytes) or roof key overstates the work")
 
 
@@ -166,14 +181,13 @@ class Health:
 
 
 def select_profile(device_name: str, profiles: Iterable[Profile]) -> Profile | None:
-    """The first profile whose ``match`` names the device; None leaves SOL blank (§1.2).
+    """The profile whose ``match`` names the device; None leaves SOL blank (§1.2).
 
-    The caller orders ``profiles`` by precedence (a calibrated store before the shipped files).
+    Delegates to ``tileops.profiles.select_profile`` so the tool and ``tileops
+    profile`` agree: a store (calibrated) profile wins over a shipped one, and
+    two profiles claiming one device raise ProfileError rather than guess.
     """
-    for p in profiles:
-        if p.matches(device_name):
-            return p
-    return None
+    return _profiles_select(device_name, list(profiles))
 
 
 @dataclass

@@ -13,14 +13,12 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
-from pydantic import ValidationError
 from rich.console import Console
 
 from tileops.bench.records import Record, RecordFileError, load_records
 from tileops.cli import EXIT_DEFECTS, EXIT_OK, EXIT_PHYSICS, EXIT_USAGE
 from tileops.errors import TileOpsError
-from tileops.profiles import Profile
+from tileops.profiles import Profile, ProfileError, find_profile, load_profiles, select_profile
 from tileops.report import FORMATS, compare, render, render_summary
 from tileops.report.baseline import DEFAULT_THRESHOLD
 from tileops.roofline import Priced, health, price_all
@@ -46,70 +44,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-class ProfileArgError(TileOpsError):
-    """--profile names no profile, or its file is not a valid profile."""
-
-
-def read_profile_file(path: Path) -> Profile:
-    """A profile YAML file, validated; errors name the file and the field."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ProfileArgError(f"{path}: cannot read profile: {exc}") from None
-    try:
-        return Profile.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(x) for x in first.get("loc", ()))
-        raise ProfileArgError(f"{path}: not a valid profile ({loc}: {first.get('msg')}); fix that field") from None
-
-
-def available_profiles() -> list[Profile]:
-    """Every profile known, in precedence order (the calibrated store before the shipped files).
-
-    Uses ``tileops.profiles.load_profiles`` when it exists; until then reads
-    ``$TILEOPS_PROFILE_DIR`` and the shipped ``profiles/`` folder directly.
-    """
-    import tileops.profiles as profiles_mod
-
-    loader = getattr(profiles_mod, "load_profiles", None)
-    if loader is not None:
-        got = loader()
-        return list(got.values()) if isinstance(got, dict) else list(got)
-    from tileops.paths import data_dir
-
-    dirs = [Path(d) for d in os.environ.get("TILEOPS_PROFILE_DIR", "").split(os.pathsep) if d]
-    dirs.append(data_dir("profiles"))
-    out: list[Profile] = []
-    for d in dirs:
-        if d.is_dir():
-            for f in sorted([*d.glob("*.yaml"), *d.glob("*.yml")]):
-                out.append(read_profile_file(f))
-    return out
-
-
-def resolve_profile_arg(arg: str) -> Profile:
-    """``--profile``: an existing file is read as YAML; anything else is a profile name."""
-    path = Path(arg)
-    if path.is_file():
-        return read_profile_file(path)
-    known = available_profiles()
-    for p in known:
-        if p.name == arg:
-            return p
-    for p in known:  # a device name or alias works too
-        if p.matches(arg):
-            return p
-    names = ", ".join(sorted(p.name for p in known)) or "none found"
-    raise ProfileArgError(f"--profile {arg!r}: no such profile file or profile name (known: {names}); "
-                          "see `tileops profile list`")
+class InputError(TileOpsError):
+    """A RESULTS or --baseline path holds no records."""
 
 
 def _load(paths: list[Path], what: str) -> list[Record]:
     records = load_records(paths)
     if not records:
-        raise ProfileArgError(f"{what} {', '.join(map(str, paths))}: no records")
+        raise InputError(f"{what} {', '.join(map(str, paths))}: no records")
     return records
+
+
+def _stdout_console() -> Console:
+    """A terminal's own width; piped into a log, wide enough that no column wraps (COLUMNS overrides)."""
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=160)
+    return console
+
+
+def _by_device(profiles: list[Profile]):
+    """Each record's profile by its device name (``tileops.profiles.select_profile``), one lookup per device."""
+    cache: dict[str, Profile | None] = {}
+
+    def choose(record: Record) -> Profile | None:
+        name = record.env.device_name
+        if name not in cache:
+            cache[name] = select_profile(name, profiles)
+        return cache[name]
+
+    return choose
 
 
 def _plot(priced: list[Priced], profiles: list[Profile], out_dir: Path, err: Console) -> None:
@@ -131,23 +95,28 @@ def run(args: argparse.Namespace) -> int:
         records = _load(args.results, "results")
         baseline = _load(args.baseline, "baseline") if args.baseline else None
         if args.profile:
-            chosen = resolve_profile_arg(args.profile)
+            chosen = find_profile(args.profile)  # a file, a profile name, or a device name it matches
             profiles = [chosen]
-            choice: Profile | list[Profile] = chosen
+            choice: Profile | object = chosen
         else:
-            profiles = available_profiles()
-            choice = profiles
-    except (FileNotFoundError, RecordFileError, ProfileArgError) as exc:
+            profiles = load_profiles()  # the store's calibrated profiles over the shipped ones
+            choice = _by_device(profiles)
+    except (FileNotFoundError, RecordFileError, ProfileError, InputError) as exc:
         print(f"tileops roofline: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.threshold < 0:
         print("tileops roofline: error: --threshold must be >= 0 (a fraction: 0.10 = 10 %)", file=sys.stderr)
         return EXIT_USAGE
 
-    priced = price_all(records, choice)
-    comparison = compare(priced, price_all(baseline, choice), args.threshold) if baseline is not None else None
+    try:
+        priced = price_all(records, choice)  # type: ignore[arg-type]
+        old = price_all(baseline, choice) if baseline is not None else None  # type: ignore[arg-type]
+    except ProfileError as exc:  # a device claimed by two profiles: either choice would be a guess
+        print(f"tileops roofline: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    comparison = compare(priced, old, args.threshold) if old is not None else None
     if args.format == "table":
-        h = render_summary(priced, Console(), comparison=comparison)
+        h = render_summary(priced, _stdout_console(), comparison=comparison)
     else:
         sys.stdout.write(render(priced, args.format, comparison=comparison))
         h = health(priced)

@@ -63,22 +63,62 @@ def _why_not_placed(p: Priced, profile: Profile) -> str | None:
     return None
 
 
-def _cluster_labels(points: list[_Point], span_x: float, span_y: float) -> list[tuple[float, float, str]]:
-    """Merge the labels of points that sit on top of each other ("3,4,5") so ids stay readable."""
-    tol_x, tol_y = span_x * 0.025, span_y * 0.03
-    clusters: list[list[_Point]] = []
-    for pt in sorted(points, key=lambda q: (math.log10(q.x), math.log10(q.y))):
-        lx, ly = math.log10(pt.x), math.log10(pt.y)
-        for c in clusters:
-            if abs(math.log10(c[0].x) - lx) <= tol_x and abs(math.log10(c[-1].y) - ly) <= tol_y:
-                c.append(pt)
+def _id_text(ids: list[int], per_line: int = 6) -> tuple[str, int]:
+    """``1-4,7,9`` (runs of three or more compressed), wrapped; returns (text, lines)."""
+    ids = sorted(ids)
+    parts: list[str] = []
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        parts += [f"{ids[i]}-{ids[j]}"] if j - i >= 2 else [str(x) for x in ids[i:j + 1]]
+        i = j + 1
+    lines = [",".join(parts[k:k + per_line]) for k in range(0, len(parts), per_line)]
+    return ",\n".join(lines), len(lines)
+
+
+@dataclass
+class _Label:
+    fx: float  # the point, in axes fraction
+    fy: float
+    ids: list[int]
+    ty: float = 0.0  # where the text goes after de-overlap
+
+
+def _place_labels(points: list[_Point], to_frac, line_h: float, char_w: float) -> list[tuple[_Label, str]]:
+    """One label per group of coincident points, pushed down until it overlaps no label placed before.
+
+    Works in axes fractions; ``line_h`` and ``char_w`` are one text line's height
+    and one character's width there. Labels are placed top to bottom.
+    """
+    labels: list[_Label] = []
+    for pt in points:
+        fx, fy = to_frac(pt.x, pt.y)
+        for lab in labels:
+            if abs(lab.fx - fx) <= 0.012 and abs(lab.fy - fy) <= 0.6 * line_h:
+                lab.ids.append(int(pt.ident))
                 break
         else:
-            clusters.append([pt])
-    out = []
-    for c in clusters:
-        ids = ",".join(q.ident for q in sorted(c, key=lambda q: int(q.ident)))
-        out.append((c[0].x, c[-1].y, ids))
+            labels.append(_Label(fx, fy, [int(pt.ident)]))
+    placed: list[tuple[float, float, float, float]] = []  # x0, x1, y0, y1
+    out: list[tuple[_Label, str]] = []
+    for lab in sorted(labels, key=lambda q: (-q.fy, q.fx)):
+        text, n = _id_text(lab.ids)
+        width = max(len(t) for t in text.split("\n")) * char_w
+        h = n * line_h
+        x0, x1 = lab.fx + 0.012, lab.fx + 0.012 + width
+        ty = lab.fy
+        moved = True
+        while moved:
+            moved = False
+            for px0, px1, py0, py1 in placed:
+                if x0 < px1 and px0 < x1 and ty - h / 2 < py1 and py0 < ty + h / 2:
+                    ty = py0 - h / 2 - 1e-6
+                    moved = True
+        placed.append((x0, x1, ty - h / 2, ty + h / 2))
+        lab.ty = ty
+        out.append((lab, text))
     return out
 
 
@@ -144,25 +184,30 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
     ax.grid(True, which="major", alpha=0.3)
     ax.grid(True, which="minor", alpha=0.08)
 
-    def slope(bw: float, style: str, label: str) -> None:
-        x_end = (peak_max / bw) if peak_max else xmax
+    eff_max = max((e for _, _, e in roofs if e), default=None)
+
+    def slope(bw: float, top: float | None, style: str, label: str) -> None:
+        """The memory slope, up to the highest compute roof of the same kind (theoretical/effective)."""
+        x_end = (top / bw) if top else xmax
         x_end = min(max(x_end, xmin), xmax)
         ax.plot([xmin, x_end], [bw * xmin, bw * x_end], style, color=MEMORY_COLOR, lw=1.6, label=label)
 
     handles: list = []
     if bw_theo:
-        slope(bw_theo, "--", f"memory theoretical {R.si(bw_theo, 'B/s')}")
+        slope(bw_theo, peak_max, "--", f"memory theoretical {R.si(bw_theo, 'B/s')}")
     if bw_eff:
         note = " (measured; nominal unknown)" if mem is not None and not mem.nominal_known else ""
-        slope(bw_eff, "-", f"memory effective {R.si(bw_eff, 'B/s')}{note}")
+        slope(bw_eff, eff_max or peak_max, "-", f"memory effective {R.si(bw_eff, 'B/s')}{note}")
     for idx, (key, theo, eff) in enumerate(sorted(roofs, key=lambda r: -r[1])):
         color = ROOF_COLORS[idx % len(ROOF_COLORS)]
-        for value, style, kind in ((theo, "--", "theoretical"), (eff, "-", "effective")):
+        for value, bw, style, kind in ((theo, bw_theo or bw_eff, "--", "theoretical"),
+                                       (eff, bw_eff, "-", "effective")):
             if value is None:
                 continue
-            x0 = value / bw_ref if bw_ref else xmin
+            x0 = value / bw if bw else xmin
             x0 = min(max(x0, xmin), xmax)
-            ax.plot([x0, xmax], [value, value], style, color=color, lw=1.6,
+            ls = (idx * 3, (5, 4)) if style == "--" else "-"
+            ax.plot([x0, xmax], [value, value], ls=ls, color=color, lw=1.6,
                     label=f"{key} {kind} {R.si(value, 'FLOP/s')}")
         if eff is None:
             ax.plot([], [], " ", label=f"{key}: uncalibrated (no effective line)")
@@ -179,9 +224,20 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
         ax.scatter([q.x for q in breached], [q.y for q in breached], s=180, facecolors="none",
                    edgecolors="red", linewidths=2.0, zorder=6)
     span_x, span_y = math.log10(xmax / xmin), math.log10(ymax / ymin)
-    for x, y, text in _cluster_labels(points, span_x, span_y):
-        ax.annotate(text, (x, y), xytext=(5, 4), textcoords="offset points", fontsize=8, zorder=7,
-                    bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.75))
+    ax_h_in = ax.get_position().height * fig.get_figheight()
+    ax_w_in = ax.get_position().width * fig.get_figwidth()
+    line_h = (8 * 1.3 / 72) / ax_h_in  # one 8-pt text line, in axes fraction
+    char_w = (8 * 0.62 / 72) / ax_w_in  # one 8-pt character
+
+    def to_frac(x: float, y: float) -> tuple[float, float]:
+        return math.log10(x / xmin) / span_x, math.log10(y / ymin) / span_y
+
+    for lab, text in _place_labels(points, to_frac, line_h, char_w):
+        moved = abs(lab.ty - lab.fy) > 0.5 * line_h
+        ax.annotate(text, (lab.fx, lab.fy), xycoords="axes fraction", xytext=(lab.fx + 0.012, lab.ty),
+                    textcoords="axes fraction", fontsize=8, va="center", zorder=7,
+                    bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8),
+                    arrowprops=dict(arrowstyle="-", color="#888888", lw=0.6) if moved else None)
 
     verdict_handles = [Line2D([], [], marker="o", ls="", color=VERDICT_COLOR[v], label=v)
                        for v in VERDICT_COLOR if v in by_verdict]
@@ -202,7 +258,8 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
     paths = []
     for ext in ("png", "svg"):
         path = out_dir / f"{stem}.{ext}"
-        fig.savefig(path, bbox_inches="tight")
+        with matplotlib.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: searchable, small
+            fig.savefig(path, bbox_inches="tight")
         paths.append(path)
     plt.close(fig)
     return paths

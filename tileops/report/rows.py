@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from tileops.roofline import Priced
+from tileops.roofline import Priced, si
 
 #: The human table's columns, in order (``op`` is the group heading).
 DISPLAY_COLUMNS = ("label", "dtype", "backend", "time", "achieved", "roof", "bound", "efficiency", "verdict")
@@ -25,19 +25,8 @@ RAW_COLUMNS = (
     "verdict", "blank_reason", "blank_detail", "formula_error", "breaches", "notes",
 )
 
-_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 _TIME = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 DASH = "—"
-
-
-def si(value: float | None, unit: str) -> str:
-    """``41.2 GB/s``, ``1.21 TFLOP/s``: three significant figures, SI prefix."""
-    if value is None or not math.isfinite(value):
-        return DASH
-    for scale, prefix in _PREFIXES:
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
 
 
 def seconds(value: float | None) -> str:

@@ -1,0 +1,117 @@
+"""Reports of priced rows: the four formats, the baseline comparison, the roofline plot."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from roofline_fixtures import make_profile, make_record
+from tileops.report import compare, render, render_summary
+from tileops.report.plot import write_plot
+from tileops.roofline import price_all
+
+PROFILE = make_profile(name="cpu-test", bw_theoretical=40e9, bw_calibration=0.5,
+                       roofs={"cpu.fp32": (200e9, 0.5), "cpu.fp32_matmul": (200e9, None)}, latency_floor_s=5e-6)
+
+
+def _rows() -> list:
+    return [
+        make_record(op="relu", label="n=1M", flops=1 << 20, bytes=8 << 20, median_s=(8 << 20) / 18e9),  # 90 %
+        make_record(op="relu", label="n=16M", flops=1 << 24, bytes=8 << 24, median_s=(8 << 24) / 10e9),  # 50 %
+        make_record(op="relu", label="tiny", flops=16, bytes=128, median_s=2e-6),  # latency-bound
+        make_record(op="gemm", label="M=N=K=512", flops=2 * 512 ** 3, bytes=12 * 512 * 512, median_s=0.01,
+                    roof_key="cpu.fp32"),
+        make_record(op="gemm", label="matmul roof", flops=2 * 512 ** 3, bytes=12 * 512 * 512, median_s=0.01,
+                    roof_key="cpu.fp32_matmul"),  # uncalibrated roof: blank
+        make_record(op="cast", label="identity", flops=0, bytes=8 << 20, median_s=1e-3),  # 0 FLOPs: not placed
+        make_record(op="add", label="inflated", flops=1 << 20, bytes=800 << 20, median_s=1e-3),  # breach
+        make_record(op="mul", label="broken", status="error"),
+    ]
+
+
+def test_render_summary_prints_the_grouped_table_and_summary() -> None:
+    console = Console(record=True, width=200, file=io.StringIO())
+    h = render_summary(price_all(_rows(), PROFILE), console)
+    text = console.export_text()
+    for needle in ("relu", "gemm", "n=16M", "at-ceiling", "latency-bound", "blank: roof-uncalibrated",
+                   "FORMULA ERROR", "health: FAILED", "memory 20 GB/s", "cpu.fp32 100 GFLOP/s"):
+        assert needle in text, needle
+    assert text.count("relu") >= 1 and "inflated" in text
+    assert not h.ok and h.breaches == 1 and h.errors == 1
+
+
+def test_memory_bound_row_shows_bytes_per_second_against_the_memory_roof() -> None:
+    md = render(price_all(_rows()[:1], PROFILE), "md")
+    assert "| n=1M | float32 | torch |" in md
+    assert "18 GB/s | memory 20 GB/s | memory | 90.0 % | at-ceiling |" in md
+    assert "## relu" in md and "health: OK" in md
+
+
+def test_csv_and_json_are_flat_in_base_units() -> None:
+    priced = price_all(_rows(), PROFILE)
+    rows = list(csv.DictReader(io.StringIO(render(priced, "csv"))))
+    assert len(rows) == len(priced)
+    first = rows[0]
+    assert float(first["efficiency"]) == pytest.approx(0.9)
+    assert float(first["effective_bandwidth"]) == pytest.approx(20e9)
+    assert first["verdict"] == "at-ceiling" and first["bound"] == "memory"
+    assert rows[-2]["formula_error"] == "True" and "FORMULA ERROR" in rows[-2]["breaches"]
+    doc = json.loads(render(priced, "json"))
+    assert doc["health"]["ok"] is False and doc["health"]["breaches"] == 1
+    assert doc["health"]["blanks_by_reason"] == {"roof-uncalibrated": 1}
+    assert [r["verdict"] for r in doc["rows"]] == [p.verdict for p in priced]
+    assert doc["rows"][6]["breaches"][0]["ceiling"] == "memory"
+
+
+def test_baseline_flags_rows_more_than_the_threshold_slower() -> None:
+    def run(times: dict[str, float]) -> list:
+        return price_all([make_record(label=k, bytes=8 << 20, median_s=v) for k, v in times.items()], PROFILE)
+
+    old = run({"a": 1e-3, "b": 1e-3, "c": 1e-3, "d": 1e-3, "gone": 1e-3})
+    new = run({"a": 1.11e-3, "b": 1.09e-3, "c": 0.8e-3, "d": 1e-3, "new": 1e-3})
+    c = compare(new, old, threshold=0.10)
+    change = {r.key[1]: r.change for r in c.rows}
+    assert change == {"a": "slower", "b": "same", "c": "faster", "d": "same", "new": "new", "gone": "gone"}
+    assert [r.key[1] for r in c.regressions] == ["a"]
+    assert c.regressions[0].ratio == pytest.approx(1.11)
+    # the threshold is a flag: at 5 % row b is slower too
+    assert [r.key[1] for r in compare(new, old, threshold=0.05).regressions] == ["a", "b"]
+    md = render(new, "md", comparison=c)
+    assert "| relu | a | float32 | torch |" in md and "slower" in md
+    doc = json.loads(render(new, "json", comparison=c))
+    assert doc["baseline"]["regressions"] == 1
+    rows = list(csv.DictReader(io.StringIO(render(new, "csv", comparison=c))))
+    assert {r["label"]: r["change"] for r in rows}["a"] == "slower"
+    assert any(r["change"] == "gone" for r in rows)
+
+
+def test_baseline_notes_a_device_change() -> None:
+    old = price_all([make_record(device_name="Other CPU", bytes=8)], PROFILE)
+    new = price_all([make_record(bytes=8)], PROFILE)
+    assert "different devices" in compare(new, old).notes[0]
+
+
+def test_plot_is_written_as_png_and_svg(tmp_path: Path) -> None:
+    priced = price_all(_rows(), PROFILE)
+    paths = write_plot(priced, PROFILE, tmp_path / "out")
+    assert [p.name for p in paths] == ["roofline.png", "roofline.svg"]
+    png, svg = paths
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    text = svg.read_text(encoding="utf-8")
+    assert "<svg" in text
+    # every row is listed in the legend table, placed or not, with its verdict
+    for needle in ("inflated", "identity", "not placed: 0 FLOPs", "FORMULA ERROR", "cpu.fp32_matmul"):
+        assert needle in text, needle
+
+
+def test_plot_with_nominal_bandwidth_unknown_and_no_rows_placed(tmp_path: Path) -> None:
+    prof = make_profile(bw_theoretical=None, bw_calibration=None, measured={"triad": 1e10})
+    paths = write_plot(price_all([make_record(status="error")], prof), prof, tmp_path, stem="x")
+    assert [p.name for p in paths] == ["x.png", "x.svg"]
+    svg = paths[1].read_text(encoding="utf-8")
+    assert "nominal unknown" in svg and "0 of 1 row(s) placed" in svg

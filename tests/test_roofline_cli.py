@@ -1,0 +1,99 @@
+"""`tileops roofline`: formats, profile selection, baseline, plot, and the exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roofline_fixtures import make_profile, make_record, write_profile, write_records
+from tileops.cli import EXIT_DEFECTS, EXIT_OK, EXIT_PHYSICS, EXIT_USAGE, main
+
+PROFILE = make_profile(name="cli-test-cpu", match=("CLI Test CPU",), bw_theoretical=40e9, bw_calibration=0.5,
+                       roofs={"cpu.fp32": (200e9, 0.5)})
+
+
+def _honest(**kw) -> list:
+    return [make_record(device_name="CLI Test CPU", label=f"n={n}", flops=n, bytes=8 * n,
+                        median_s=8 * n / 15e9 * kw.get("slow", 1.0)) for n in (1 << 16, 1 << 20)]
+
+
+@pytest.fixture()
+def profile_file(tmp_path: Path) -> Path:
+    return write_profile(tmp_path / "cli-test-cpu.yaml", PROFILE)
+
+
+def test_table_with_a_profile_file_exits_0(tmp_path: Path, profile_file: Path, capsys) -> None:
+    run = write_records(tmp_path / "run" / "records.jsonl", _honest())
+    assert main(["roofline", str(run.parent), "--profile", str(profile_file)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "n=65536" in out and "75.0 %" in out and "health: OK" in out
+
+
+def test_profile_selected_by_device_name_from_the_store(tmp_path: Path, monkeypatch, capsys) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    write_profile(store / "cli-test-cpu.yaml", PROFILE)
+    monkeypatch.setenv("TILEOPS_PROFILE_DIR", str(store))
+    run = write_records(tmp_path / "records.jsonl", _honest() + [make_record(device_name="Unknown CPU")])
+    assert main(["roofline", str(run), "--format", "json"]) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["profile"] for r in doc["rows"]] == ["cli-test-cpu", "cli-test-cpu", None]
+    assert doc["rows"][2]["blank_reason"] == "no-profile"
+    assert main(["roofline", str(run), "--profile", "cli-test-cpu", "--format", "csv"]) == EXIT_OK
+    assert capsys.readouterr().out.count("cli-test-cpu") == 3
+
+
+def test_unreadable_input_exits_2(tmp_path: Path, profile_file: Path) -> None:
+    assert main(["roofline", str(tmp_path / "missing"), "--profile", str(profile_file)]) == EXIT_USAGE
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"not": "a record"}\n{"also": "bad"}\n')
+    assert main(["roofline", str(bad), "--profile", str(profile_file)]) == EXIT_USAGE
+    run = write_records(tmp_path / "ok.jsonl", _honest())
+    assert main(["roofline", str(run), "--profile", "no-such-profile"]) == EXIT_USAGE
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["roofline", str(empty), "--profile", str(profile_file)]) == EXIT_USAGE
+
+
+def test_baseline_regression_exits_1(tmp_path: Path, profile_file: Path, capsys) -> None:
+    old = write_records(tmp_path / "old.jsonl", _honest())
+    new = write_records(tmp_path / "new.jsonl", _honest(slow=1.2))
+    assert main(["roofline", str(new), "--profile", str(profile_file), "--baseline", str(old),
+                 "--format", "md"]) == EXIT_DEFECTS
+    md = capsys.readouterr().out
+    assert md.count("| slower |") == 2
+    assert main(["roofline", str(new), "--profile", str(profile_file), "--baseline", str(old),
+                 "--threshold", "0.25"]) == EXIT_OK
+
+
+def test_error_rows_exit_1(tmp_path: Path, profile_file: Path) -> None:
+    run = write_records(tmp_path / "r.jsonl", _honest() + [make_record(status="error")])
+    assert main(["roofline", str(run), "--profile", str(profile_file)]) == EXIT_DEFECTS
+
+
+def test_plot_written_next_to_the_results(tmp_path: Path, profile_file: Path) -> None:
+    run = write_records(tmp_path / "run" / "records.jsonl", _honest())
+    assert main(["roofline", str(run.parent), "--profile", str(profile_file), "--plot", str(run.parent)]) == 0
+    for name in ("roofline.png", "roofline.svg"):
+        assert (run.parent / name).stat().st_size > 10_000
+
+
+def test_inflated_bytes_exit_3_in_a_subprocess(tmp_path: Path, profile_file: Path, capsys) -> None:
+    """A formula that inflates bytes implies a bandwidth above the datasheet: exit 3, FORMULA ERROR."""
+    inflated = make_record(device_name="CLI Test CPU", label="inflated", flops=1 << 20, bytes=80 << 30,
+                           median_s=1.0)  # 86 GB/s implied > 40 GB/s theoretical
+    run = write_records(tmp_path / "run" / "records.jsonl", _honest() + [inflated])
+    env = {**os.environ, "COLUMNS": "200"}
+    res = subprocess.run([sys.executable, "-m", "tileops.cli", "roofline", str(run.parent),
+                          "--profile", str(profile_file)], capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == EXIT_PHYSICS == 3, res.stderr
+    assert "FORMULA ERROR" in res.stdout and "health: FAILED" in res.stdout
+    assert "physics check FAILED" in res.stderr
+    # json keeps the exit code and carries the health (in process: one subprocess start is enough)
+    assert main(["roofline", str(run), "--profile", str(profile_file), "--format", "json"]) == EXIT_PHYSICS
+    assert json.loads(capsys.readouterr().out)["health"]["ok"] is False
