@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tileops.cli import EXIT_OK, EXIT_USAGE
 from tileops.errors import TileOpsError
+from tileops.export.calibration import device_calibrations
 from tileops.export.metrics import render
 from tileops.export.pipeline import export_snapshots
 from tileops.export.push import DEFAULT_JOB, RetryPolicy
@@ -58,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         profiles = resolve_profiles(args.profile)
-        snaps = latest_per_device(s for path in args.results for s in load_run(path, profiles))
+        calibrations = device_calibrations()
+        snaps = latest_per_device(s for path in args.results for s in load_run(path, profiles, calibrations))
     except TileOpsError as exc:
         print(f"tileops export: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -47,7 +47,7 @@ class MetricSpec:
     name: str
     help: str
     labels: tuple[str, ...]
-    scope: str  # "row", "run", "calibration", "audit", "build": where docs/metrics.md lists it
+    scope: str  # "row", "run", "calibration", "profile", "audit", "build": its section in docs/metrics.md
 
 
 def _spec(name: str, help: str, labels: Sequence[str], scope: str) -> MetricSpec:
@@ -96,25 +96,35 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
     _spec("tileops_run_info", "Descriptive detail of a run (value 1): run id, versions, git revision, profile.",
           DEVICE_LABELS + ("run_id", "status", "profile", "git_revision", "tileops_version", "torch_version",
                            "driver", "cuda", "cpu_model"), "run"),
-    # ---- calibration of the device's profile
-    _spec("tileops_calibration_memory_mix_ratio", "Measured fraction of theoretical bandwidth per mix "
-          "(copy, triad, read, write).", DEVICE_LABELS + ("profile", "mix"), "calibration"),
-    _spec("tileops_calibration_memory_mix_bytes_per_second", "Measured bandwidth per mix, STREAM counting.",
-          DEVICE_LABELS + ("profile", "mix"), "calibration"),
-    _spec("tileops_calibration_memory_ratio", "Memory calibration: the envelope (max) of the mix fractions.",
-          DEVICE_LABELS + ("profile",), "calibration"),
-    _spec("tileops_memory_theoretical_bytes_per_second", "Nominal (datasheet) memory bandwidth; absent when "
-          "unknown.", DEVICE_LABELS + ("profile",), "calibration"),
-    _spec("tileops_memory_effective_bytes_per_second", "Effective memory roof (theoretical x calibration, or "
-          "the measured envelope when the nominal is unknown).", DEVICE_LABELS + ("profile",), "calibration"),
-    _spec("tileops_calibration_compute_ratio", "Measured fraction of a compute roof's theoretical peak.",
-          DEVICE_LABELS + ("profile", "roof"), "calibration"),
-    _spec("tileops_compute_theoretical_flops_per_second", "Theoretical (dense) peak of a compute roof.",
-          DEVICE_LABELS + ("profile", "roof"), "calibration"),
-    _spec("tileops_compute_effective_flops_per_second", "Effective compute roof (theoretical x calibration).",
-          DEVICE_LABELS + ("profile", "roof"), "calibration"),
-    _spec("tileops_latency_floor_seconds", "The profile's latency floor: the device time of a trivial op.",
-          DEVICE_LABELS + ("profile",), "calibration"),
+    # ---- this device's own calibration (tileops calibrate: <store>/devices/<uuid>.yaml)
+    _spec("tileops_calibration_memory_bytes_per_second", "Bandwidth this device measured per mix (copy, triad, "
+          "read, write), STREAM counting.", DEVICE_LABELS + ("mix",), "calibration"),
+    _spec("tileops_calibration_memory_ratio", "This device's measured bandwidth per mix as a fraction of the "
+          "profile's theoretical; absent when the nominal is unknown.", DEVICE_LABELS + ("mix",), "calibration"),
+    _spec("tileops_calibration_compute_flops_per_second", "Compute rate this device measured per roof.",
+          DEVICE_LABELS + ("roof",), "calibration"),
+    _spec("tileops_calibration_compute_ratio", "This device's measured compute rate as a fraction of the "
+          "profile roof's theoretical peak.", DEVICE_LABELS + ("roof",), "calibration"),
+    _spec("tileops_calibration_latency_floor_seconds", "This device's measured latency floor (a trivial op).",
+          DEVICE_LABELS, "calibration"),
+    _spec("tileops_calibration_timestamp_seconds", "When this device's calibration finished (Unix time).",
+          DEVICE_LABELS, "calibration"),
+    # ---- the profile that priced the device's rows (the model's ceilings)
+    _spec("tileops_profile_memory_theoretical_bytes_per_second", "Nominal (datasheet) memory bandwidth of the "
+          "profile; absent when unknown.", DEVICE_LABELS + ("profile",), "profile"),
+    _spec("tileops_profile_memory_effective_bytes_per_second", "The profile's effective memory roof "
+          "(theoretical x calibration, or the measured envelope when the nominal is unknown).",
+          DEVICE_LABELS + ("profile",), "profile"),
+    _spec("tileops_profile_memory_calibration_ratio", "The profile's memory calibration: the envelope (max) of "
+          "its mix fractions.", DEVICE_LABELS + ("profile",), "profile"),
+    _spec("tileops_profile_compute_theoretical_flops_per_second", "Theoretical (dense) peak of a profile roof.",
+          DEVICE_LABELS + ("profile", "roof"), "profile"),
+    _spec("tileops_profile_compute_effective_flops_per_second", "Effective compute roof of the profile "
+          "(theoretical x calibration).", DEVICE_LABELS + ("profile", "roof"), "profile"),
+    _spec("tileops_profile_compute_calibration_ratio", "The profile's calibration of a compute roof.",
+          DEVICE_LABELS + ("profile", "roof"), "profile"),
+    _spec("tileops_profile_latency_floor_seconds", "The profile's latency floor.", DEVICE_LABELS + ("profile",),
+          "profile"),
     # ---- read-side bytes audit
     _spec("tileops_audit_verdict", "The audit's verdict for a row (value 1): FAIL, WARN, EXEMPT, SKIPPED, ERROR, "
           "NO-VERDICT.", ROW_LABELS + ("verdict",), "audit"),
@@ -199,27 +209,42 @@ def _run(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
 
 
 def _calibration(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
+    """This device's own measurements, as fractions of its profile's theoretical ceilings where known."""
+    cal = s.calibration
+    if cal is None:
+        return
+    prof = s.profile
+    theo_bw = prof.memory.theoretical if prof is not None and prof.memory is not None else None
+    for mix in MIXES:
+        m = cal.mixes.get(mix)
+        if m is None:
+            continue
+        fam.add("tileops_calibration_memory_bytes_per_second", dev + (mix,), m.bytes_per_s)
+        fam.add("tileops_calibration_memory_ratio", dev + (mix,), m.bytes_per_s / theo_bw if theo_bw else None)
+    for key, r in sorted(cal.roofs.items()):
+        roof = prof.compute.get(key) if prof is not None else None
+        fam.add("tileops_calibration_compute_flops_per_second", dev + (key,), r.flops_per_s)
+        fam.add("tileops_calibration_compute_ratio", dev + (key,), r.flops_per_s / roof.theoretical if roof else None)
+    fam.add("tileops_calibration_latency_floor_seconds", dev, cal.latency_floor_s)
+    fam.add("tileops_calibration_timestamp_seconds", dev, cal.finished_at.timestamp())
+
+
+def _profile(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
+    """The ceilings that priced the device's rows."""
     prof = s.profile
     if prof is None:
         return
     lab = dev + (prof.name,)
     mem = prof.memory
     if mem is not None:
-        for mix in MIXES:
-            frac = mem.mixes.get(mix)
-            fam.add("tileops_calibration_memory_mix_ratio", lab + (mix,), frac)
-            measured = mem.measured.get(mix)
-            if measured is None and frac is not None and mem.theoretical is not None:
-                measured = frac * mem.theoretical
-            fam.add("tileops_calibration_memory_mix_bytes_per_second", lab + (mix,), measured)
-        fam.add("tileops_calibration_memory_ratio", lab, mem.calibration)
-        fam.add("tileops_memory_theoretical_bytes_per_second", lab, mem.theoretical)
-        fam.add("tileops_memory_effective_bytes_per_second", lab, mem.effective)
+        fam.add("tileops_profile_memory_theoretical_bytes_per_second", lab, mem.theoretical)
+        fam.add("tileops_profile_memory_effective_bytes_per_second", lab, mem.effective)
+        fam.add("tileops_profile_memory_calibration_ratio", lab, mem.calibration)
     for key, roof in sorted(prof.compute.items()):
-        fam.add("tileops_calibration_compute_ratio", lab + (key,), roof.calibration)
-        fam.add("tileops_compute_theoretical_flops_per_second", lab + (key,), roof.theoretical)
-        fam.add("tileops_compute_effective_flops_per_second", lab + (key,), roof.effective)
-    fam.add("tileops_latency_floor_seconds", lab, prof.latency_floor_s)
+        fam.add("tileops_profile_compute_theoretical_flops_per_second", lab + (key,), roof.theoretical)
+        fam.add("tileops_profile_compute_effective_flops_per_second", lab + (key,), roof.effective)
+        fam.add("tileops_profile_compute_calibration_ratio", lab + (key,), roof.calibration)
+    fam.add("tileops_profile_latency_floor_seconds", lab, prof.latency_floor_s)
 
 
 def _audit(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
@@ -258,6 +283,7 @@ def collect_samples(snapshots: Iterable[RunSnapshot], *, build_info: bool = True
             _row(fam, dev, p)
         _run(fam, dev, s)
         _calibration(fam, dev, s)
+        _profile(fam, dev, s)
         _audit(fam, dev, s)
     if build_info:
         fam.add("tileops_build_info", _build_labels(), 1)

@@ -13,6 +13,7 @@ from typing import Callable
 
 from tileops.errors import TileOpsError
 
+from .calibration import device_calibrations
 from .push import DEFAULT_JOB, RetryPolicy, push_snapshot
 from .snapshot import RunSnapshot, load_run, resolve_profiles
 from .textfile import write_textfile
@@ -73,7 +74,7 @@ def export_run(run_dir: Path | str, push_url: str | None = None, textfile_dir: P
     records are untouched); ``EXIT_USAGE`` (2) when the run cannot be read.
     """
     try:
-        snapshots = load_run(Path(run_dir), resolve_profiles(profile))
+        snapshots = load_run(Path(run_dir), resolve_profiles(profile), device_calibrations())
         return export_snapshots(snapshots, push_url, Path(textfile_dir) if textfile_dir else None, job=job,
                                 instance=instance, policy=policy, log=log)
     except TileOpsError as exc:

@@ -24,6 +24,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from tileops.bench.records import RECORDS_FILE, RUN_FILE
 from tileops.errors import TileOpsError
 
+from .calibration import device_calibrations
 from .exposition import CONTENT_TYPE
 from .metrics import render
 from .snapshot import AUDIT_FILE, ProfileSource, RunSnapshot, find_run_dirs, latest_per_device, load_run
@@ -63,7 +64,9 @@ class DirectorySource:
     def scan(self) -> list[RunSnapshot]:
         with self._lock:
             profiles = self.profiles()
-            fp = _fingerprint(profiles)
+            calibrations = device_calibrations()
+            fp = _fingerprint(profiles) + "|" + "|".join(
+                f"{k}:{c.run_id}:{c.finished_at.isoformat()}" for k, c in sorted(calibrations.items()))
             dirs = find_run_dirs(self.root) if self.root.is_dir() else []
             snaps: list[RunSnapshot] = []
             for d in dirs:
@@ -73,7 +76,7 @@ class DirectorySource:
                     snaps.extend(hit[1])
                     continue
                 try:
-                    loaded = load_run(d, profiles)
+                    loaded = load_run(d, profiles, calibrations)
                 except (TileOpsError, OSError, ValueError) as exc:
                     if self._failed.get(d, ((), ""))[0] != stamp:
                         self.log(f"tileops serve: skipping {d}: {exc}")

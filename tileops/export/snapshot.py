@@ -14,12 +14,13 @@ import os
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable, Literal, Sequence
+from typing import Iterable, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tileops.bench.records import (RECORDS_FILE, RUN_FILE, Record, RecordFileError, RunInfo, load_records,
                                    read_run_info)
+from tileops.calibrate.results import DeviceCalibration
 from tileops.errors import TileOpsError
 from tileops.profiles import Profile, find_profile, load_profiles, select_profile
 from tileops.roofline import Health, Priced, health, price_all
@@ -67,7 +68,8 @@ class Device:
 
     dcgm-exporter labels its series ``Hostname``, ``UUID`` and ``modelName``; ours
     carry the same names and values so a PromQL join needs no relabelling. A CPU
-    has no UUID: it gets ``CPU-<hostname>``, stable across runs on that host.
+    has no UUID: it gets ``cpu-<hostname>``, stable across runs on that host and
+    the same key ``tileops calibrate`` files that CPU's calibration under.
     """
 
     hostname: str
@@ -78,7 +80,7 @@ class Device:
     @classmethod
     def of(cls, record: Record) -> "Device":
         env = record.env
-        uuid = env.device_uuid or f"{env.device_kind.upper()}-{env.hostname}"
+        uuid = env.device_uuid or f"cpu-{env.hostname}"
         return cls(hostname=env.hostname, uuid=uuid, model=env.device_name, kind=env.device_kind)
 
     def labels(self) -> tuple[str, str, str]:
@@ -102,6 +104,7 @@ class RunSnapshot:
     status: str  # run.json's status, or "unknown" when the run file is absent
     info: RunInfo | None = None
     audit: tuple[AuditEntry, ...] = ()
+    calibration: DeviceCalibration | None = None  # this device's own calibration result, when one exists
     #: Unix time of the latest healthy run known for this device (this one or an
     #: earlier one a sink remembered); None when none is known.
     last_success_s: float | None = None
@@ -170,11 +173,14 @@ def _choose(profiles: ProfileSource, device_name: str) -> Profile | None:
     return select_profile(device_name, profiles)
 
 
-def load_run(path: Path, profiles: ProfileSource) -> list[RunSnapshot]:
+def load_run(path: Path, profiles: ProfileSource,
+             calibrations: Mapping[str, DeviceCalibration] | None = None) -> list[RunSnapshot]:
     """Every device's snapshot of one run directory (or records file), priced.
 
     ``profiles``: one Profile (prices every row), a sequence (each device's is
     selected by its name, as ``tileops roofline`` does), or None (every row blank).
+    ``calibrations``: per-device calibration results by device key (uuid, or
+    ``cpu-<hostname>``), as :func:`tileops.export.calibration.device_calibrations` reads them.
     """
     path = Path(path)
     run_dir = resolve_run_dir(path)
@@ -201,7 +207,7 @@ def load_run(path: Path, profiles: ProfileSource) -> list[RunSnapshot]:
             run_dir=run_dir, run_id=info.run_id if info else recs[0].run_id, device=device,
             records=tuple(recs), priced=tuple(priced), health=health(priced), profile=profile,
             started_at=started, finished_at=finished, status=info.status if info else "unknown", info=info,
-            audit=tuple(audit))
+            audit=tuple(audit), calibration=(calibrations or {}).get(device.uuid))
         out.append(snap.with_last_success(None))
     return out
 
