@@ -3,14 +3,29 @@
 ``effective = theoretical × calibration`` is computed on read. A profile is
 selected by matching the measured device name; no match leaves SOL blank
 (§1.2). An uncalibrated roof prices as blank too, with that reason.
+
+Profiles live in two places: the shipped ones (``profiles/*.yaml``, datasheet
+values, calibration empty unless someone measured it) and the profile store
+(``TILEOPS_PROFILE_DIR``, default ``<user data dir>/tileops/profiles``), where
+``tileops calibrate`` writes. A store profile overrides a shipped one of the
+same name, so a calibration never has to edit the shipped files.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+import os
+import re
+import tempfile
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Iterable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+import yaml
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
+                      model_validator)
+
+from tileops.errors import TileOpsError
 
 MIXES = ("copy", "triad", "read", "write")
 ROOF_KEYS = (
@@ -19,13 +34,19 @@ ROOF_KEYS = (
     # CPU roofs: FMA-saturated vector path and large-matmul path (both measured, §primer).
     "cpu.fp32", "cpu.fp32_matmul",
 )
+PROFILE_DIR_ENV = "TILEOPS_PROFILE_DIR"
 
 
 class Provenance(BaseModel):
-    """Where a number came from."""
+    """Where a number came from.
+
+    ``unknown`` exists for one case only: a CPU whose nominal DRAM bandwidth could
+    not be read (no DMI/SMBIOS, no user value); ``note`` then says so and how to
+    supply it.
+    """
 
     model_config = ConfigDict(extra="forbid")
-    source: Literal["datasheet", "calibration", "estimate", "user"]
+    source: Literal["datasheet", "calibration", "estimate", "user", "unknown"]
     ref: str | None = None  # datasheet document / URL, or the calibration tool version
     run_id: str | None = None
     date: dt.date | None = None
@@ -122,6 +143,9 @@ class Profile(BaseModel):
     latency_floor_source: Provenance | None = None
     notes: str | None = None
 
+    #: The file this profile was read from (None when built in memory); not serialised.
+    _source_path: Path | None = PrivateAttr(None)
+
     @field_validator("compute")
     @classmethod
     def _known_roofs(cls, v: dict[str, Roof]) -> dict[str, Roof]:
@@ -130,6 +154,20 @@ class Profile(BaseModel):
             raise ValueError(f"unknown roof key(s) {bad}; keys are {', '.join(ROOF_KEYS)}")
         return v
 
+    @model_validator(mode="after")
+    def _aliases_resolve(self) -> "Profile":
+        for key, target in self.roof_aliases.items():
+            if key not in ROOF_KEYS:
+                raise ValueError(f"roof_aliases key {key!r} is not a roof key; keys are {', '.join(ROOF_KEYS)}")
+            if target not in self.compute:
+                raise ValueError(f"roof_aliases maps {key!r} to {target!r}, which is not a compute roof of this "
+                                 f"profile; add compute.{target} or map {key!r} to one of {sorted(self.compute)}")
+        return self
+
+    @property
+    def source_path(self) -> Path | None:
+        return self._source_path
+
     def roof(self, key: str) -> Roof | None:
         """The compute roof that prices ``key`` on this device (through ``roof_aliases``), or None."""
         return self.compute.get(self.roof_aliases.get(key, key))
@@ -137,3 +175,288 @@ class Profile(BaseModel):
     def matches(self, device_name: str) -> bool:
         n = device_name.strip().lower()
         return any(n == m.strip().lower() for m in self.match)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class ProfileError(TileOpsError):
+    """A profile file is unreadable or malformed, or a lookup failed; names the file, the field and the fix."""
+
+    def __init__(self, message: str, *, file: Path | str | None = None, field: str | None = None,
+                 fix: str | None = None) -> None:
+        self.file = str(file) if file is not None else None
+        self.field = field
+        self.fix = fix
+        super().__init__(message)
+
+
+#: Fix hints for a field, by the last named element of the error's location.
+_FIELD_FIXES = {
+    "name": "give the profile a name, e.g. name: h100-sxm (the store file is <name>.yaml)",
+    "kind": "set kind: gpu or kind: cpu",
+    "match": "list the device names the driver reports (torch.cuda.get_device_name / nvidia-smi), "
+             "e.g. match: [\"NVIDIA H100 80GB HBM3\"]",
+    "theoretical": "give the dense datasheet ceiling as a plain number in bytes/s or FLOP/s, e.g. 3.35e+12",
+    "calibration": "a calibration is measured / theoretical (a fraction, 0 < c <= 1.5); "
+                   "re-run `tileops calibrate` or remove the field",
+    "theoretical_source": "say where the number came from, e.g. theoretical_source: {source: datasheet, ref: \"...\"}",
+    "calibration_source": "a calibration needs calibration_source: {source: calibration, run_id, date, "
+                          "tool_version}; re-run `tileops calibrate`",
+    "source": "source is one of datasheet, calibration, estimate, user, unknown",
+    "l2_bytes": "give the last-level cache size in bytes as an integer, e.g. 52428800",
+    "latency_floor_s": "give the latency floor in seconds, e.g. 2.5e-06",
+    "mixes": "mixes are copy, triad, read, write, each a positive fraction of memory.theoretical",
+    "measured": "measured holds copy, triad, read, write, each in bytes/s",
+    "compute": f"compute roofs are keyed {', '.join(ROOF_KEYS)}",
+    "roof_aliases": "map a roof key to a key under compute, e.g. cuda_core.fp32: cpu.fp32",
+    "date": "write dates as YYYY-MM-DD",
+}
+
+_TYPE_FIXES = {
+    "missing": "add the field",
+    "extra_forbidden": "remove it or fix its spelling (see docs/profiles.md for the fields)",
+    "float_parsing": "write a plain number without units, e.g. 3.35e+12",
+    "float_type": "write a plain number without units, e.g. 3.35e+12",
+    "int_parsing": "write a whole number without units",
+    "int_type": "write a whole number without units",
+    "greater_than": "the value must be positive",
+    "less_than_equal": "the value is above its allowed maximum",
+    "list_type": "write a YAML list, e.g. [\"NVIDIA H100 80GB HBM3\"]",
+    "too_short": "the list must not be empty",
+    "dict_type": "write a YAML mapping",
+    "model_type": "write a YAML mapping",
+    "literal_error": "use one of the allowed values",
+    "string_type": "write a string",
+}
+
+
+def _loc_str(loc: Iterable[Any]) -> str:
+    return ".".join(str(x) for x in loc) or "(top level)"
+
+
+def _fix_for(err: dict[str, Any]) -> str:
+    loc = [str(x) for x in err.get("loc", ()) if not isinstance(x, int)]
+    if err.get("type") == "value_error":
+        return "see the message"
+    if err.get("type") == "extra_forbidden":
+        return _TYPE_FIXES["extra_forbidden"]
+    for part in reversed(loc):
+        if part in _FIELD_FIXES:
+            hint = _FIELD_FIXES[part]
+            if err.get("type") == "missing":
+                return f"add {part}: {hint}"
+            return hint
+    return _TYPE_FIXES.get(str(err.get("type")), "see docs/profiles.md")
+
+
+def _validation_error(path: Path, exc: ValidationError) -> ProfileError:
+    lines = []
+    first: tuple[str, str] | None = None
+    for err in exc.errors():
+        field = _loc_str(err.get("loc", ()))
+        msg = str(err.get("msg", "")).removeprefix("Value error, ")
+        fix = _fix_for(err)
+        if first is None:
+            first = (field, fix)
+        lines.append(f"  {field}: {msg} (fix: {fix})" if fix != "see the message" else f"  {field}: {msg}")
+    field, fix = first or ("(top level)", "see docs/profiles.md")
+    return ProfileError(f"{path}: invalid profile\n" + "\n".join(lines), file=path, field=field, fix=fix)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def shipped_dir() -> Path:
+    """The shipped profiles: ``profiles/`` in a checkout, ``tileops/_data/profiles`` when installed."""
+    from tileops.paths import data_dir
+
+    return data_dir("profiles")
+
+
+def store_dir() -> Path:
+    """The profile store: ``$TILEOPS_PROFILE_DIR`` or ``<user data dir>/tileops/profiles``."""
+    env = os.environ.get(PROFILE_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("tileops")) / "profiles"
+
+
+def parse_profile(data: Any, path: Path | str = "<profile>") -> Profile:
+    """Validate already-parsed YAML data; errors name ``path``, the field and the fix."""
+    path = Path(path)
+    if not isinstance(data, dict):
+        found = "an empty file" if data is None else f"a {type(data).__name__}"
+        raise ProfileError(f"{path}: a profile is a YAML mapping (name, kind, match, memory, compute, ...); "
+                           f"found {found} (fix: write the profile as a mapping, see docs/profiles.md)",
+                           file=path, field="(top level)", fix="write the profile as a YAML mapping")
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise _validation_error(path, exc) from None
+    profile._source_path = path
+    return profile
+
+
+def load_profile(path: Path | str) -> Profile:
+    """Read one profile file. Raises ProfileError naming the file, the field and the fix."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read the profile ({exc.strerror or exc}); check the path",
+                           file=path, fix="check the path") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ProfileError(f"{where}: not valid YAML ({problem}); fix the syntax at that line",
+                           file=path, field="(syntax)", fix="fix the YAML syntax") from None
+    return parse_profile(data, path)
+
+
+def _load_dir(directory: Path) -> dict[str, Profile]:
+    out: dict[str, Profile] = {}
+    if not directory.is_dir():
+        return out
+    for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
+        p = load_profile(path)
+        if p.name in out:
+            other = out[p.name].source_path
+            raise ProfileError(f"{path}: name {p.name!r} is also used by {other}; every profile in a folder needs "
+                               "its own name", file=path, field="name", fix="rename one of the two profiles")
+        out[p.name] = p
+    return out
+
+
+def load_profiles(*, shipped: bool = True, store: bool = True, store_path: Path | None = None) -> list[Profile]:
+    """Shipped profiles plus the store's, a store profile replacing a shipped one of the same name.
+
+    A malformed file raises ProfileError: a profile that silently vanished would
+    leave readings blank with a misleading reason.
+    """
+    merged: dict[str, Profile] = {}
+    if shipped:
+        merged.update(_load_dir(shipped_dir()))
+    if store:
+        merged.update(_load_dir(store_path or store_dir()))
+    return sorted(merged.values(), key=lambda p: p.name)
+
+
+def is_store_profile(profile: Profile, store_path: Path | None = None) -> bool:
+    src = profile.source_path
+    if src is None:
+        return False
+    try:
+        return src.resolve().parent == (store_path or store_dir()).resolve()
+    except OSError:
+        return False
+
+
+def select_profile(device_name: str, profiles: Iterable[Profile] | None = None) -> Profile | None:
+    """The profile whose ``match`` names this device (exact, case-insensitive), or None (§1.2: SOL blank).
+
+    Store profiles win over shipped ones; two profiles from the same place claiming
+    the same device is an error, since either choice would be a guess.
+    """
+    pool = list(load_profiles() if profiles is None else profiles)
+    hits = [p for p in pool if p.matches(device_name)]
+    if len(hits) <= 1:
+        return hits[0] if hits else None
+    in_store = [p for p in hits if is_store_profile(p)]
+    if len(in_store) == 1:
+        return in_store[0]
+    tied = in_store or hits
+    files = ", ".join(f"{p.name} ({p.source_path or 'in memory'})" for p in tied)
+    raise ProfileError(f"device {device_name!r} matches several profiles: {files}",
+                       file=tied[0].source_path, field="match",
+                       fix=f"remove {device_name!r} from all but one profile's match list")
+
+
+def find_profile(name_or_path: str | Path, profiles: Iterable[Profile] | None = None) -> Profile:
+    """A profile by file path, by name, or by a device name it matches; ProfileError listing the names otherwise."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.is_file():
+        return load_profile(p)
+    pool = list(load_profiles() if profiles is None else profiles)
+    key = str(name_or_path).strip().lower()
+    for prof in pool:
+        if prof.name.lower() == key:
+            return prof
+    hit = select_profile(str(name_or_path), pool)
+    if hit is not None:
+        return hit
+    names = ", ".join(x.name for x in pool) or "(none)"
+    raise ProfileError(f"no profile named or matching {str(name_or_path)!r}; known profiles: {names}",
+                       field="name", fix="run `tileops profile list`, or `tileops calibrate` on that device")
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def profile_filename(name: str) -> str:
+    """A file name for a profile name: lower case, anything but [a-z0-9._-] replaced by '-'."""
+    slug = re.sub(r"[^a-z0-9._-]+", "-", name.strip().lower()).strip("-.")
+    return (slug or "profile") + ".yaml"
+
+
+def _float_repr(dumper: yaml.SafeDumper, value: float) -> yaml.Node:
+    """Large and small floats in scientific notation (3.35e+12), exactly round-tripping."""
+    if value != value or value in (float("inf"), float("-inf")) or value == 0 or 1e-3 <= abs(value) < 1e6:
+        return dumper.represent_float(value)
+    mant, _, exp = format(Decimal(repr(value)).normalize(), "e").partition("e")
+    if "." not in mant:
+        mant += ".0"
+    return dumper.represent_scalar("tag:yaml.org,2002:float", f"{mant}e{int(exp):+03d}")
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(float, _float_repr)
+
+
+def dump_profile(profile: Profile) -> str:
+    """The profile as YAML text with a header comment naming its sources."""
+    data = profile.model_dump(mode="json", exclude_none=True)
+    from tileops import __version__
+
+    head = [f"# Device profile {profile.name} ({profile.kind}), written by tileops {__version__}.",
+            "# Inputs only: effective = theoretical x calibration is computed on read (spec 5.1).",
+            "# Sources:"]
+    if profile.memory is not None:
+        head.append(f"#   memory: {_describe_source(profile.memory.theoretical_source)}")
+    for key, roof in profile.compute.items():
+        head.append(f"#   {key}: {_describe_source(roof.theoretical_source)}")
+    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
+    return "\n".join(head) + "\n" + body
+
+
+def _describe_source(p: Provenance) -> str:
+    return p.source + (f" ({p.ref})" if p.ref else "") + (f" - {p.note}" if p.note else "")
+
+
+def write_profile(profile: Profile, directory: Path | None = None, *, path: Path | None = None) -> Path:
+    """Write ``profile`` atomically to ``path`` or ``directory/<name>.yaml`` (default: the store).
+
+    The text is re-read and validated before it replaces anything, so a bad write
+    never leaves a profile that fails to load.
+    """
+    target = Path(path) if path is not None else (directory or store_dir()) / profile_filename(profile.name)
+    text = dump_profile(profile)
+    parse_profile(yaml.safe_load(text), target)  # what we write must load
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yaml", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

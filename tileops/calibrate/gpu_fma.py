@@ -1,0 +1,51 @@
+"""The CUDA-core fp32 roof: a Triton kernel of independent FMA chains held in registers.
+
+Imported only on a GPU host (``import triton`` fails elsewhere, and the caller
+falls back). Each element runs ``CHAINS`` independent chains ``x = x*a + b``
+(Triton contracts a multiply-add into one FMA), so the FMA pipes stay busy
+with no memory traffic but one load-free start and one store: 2 FLOPs per
+chain step.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton  # noqa: F401  (ImportError here is the caller's signal to fall back)
+import triton.language as tl
+
+CHAINS = 4
+BLOCK = 1024
+
+
+@triton.jit
+def _fma_chains(out_ptr, n_iter, BLOCK: tl.constexpr):  # pragma: no cover - needs a GPU
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    x = offs.to(tl.float32) * 1e-7
+    a = x + 0.1
+    b = x + 0.2
+    c = x + 0.3
+    d = x + 0.4
+    for _ in range(n_iter):
+        a = a * 0.999 + 0.001
+        b = b * 0.999 + 0.002
+        c = c * 0.999 + 0.003
+        d = d * 0.999 + 0.004
+    tl.store(out_ptr + offs, a + b + c + d)
+
+
+def fma_kernel_rate(device: torch.device, target_s: float) -> tuple[float, float, float, str]:  # pragma: no cover
+    """(FLOP/s, FLOPs per launch, best seconds, method) of the FMA-chain kernel on ``device``."""
+    from tileops.calibrate.measure import best_time
+
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    grid = sms * 16
+    out = torch.empty(grid * BLOCK, dtype=torch.float32, device=device)
+    n_iter = 1024
+    run = lambda: _fma_chains[(grid,)](out, n_iter, BLOCK=BLOCK)  # noqa: E731
+    t = best_time(run, device, reps=2, warmup=2)  # compiles on the first call
+    n_iter = max(1024, int(n_iter * target_s / max(t, 1e-7)))
+    t = best_time(run, device, reps=5, warmup=1)
+    flops = 2.0 * CHAINS * n_iter * grid * BLOCK
+    return flops / t, flops, t, (f"Triton FMA chains ({CHAINS} per element, {n_iter} steps, {grid}x{BLOCK} "
+                                 "elements), best of 5")

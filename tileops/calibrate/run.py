@@ -1,0 +1,180 @@
+"""Running a calibration: measure one device, build its profile, or calibrate every device in turn.
+
+Measuring and writing are separate: ``calibrate_cpu``/``calibrate_gpu`` return a
+Profile and write nothing (the bench and tests call them); the command writes.
+``run_children`` calibrates each visible device in its own process, so one
+device's CUDA context, allocator state or crash never touches another's run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+
+from tileops import __version__
+from tileops.calibrate import measure
+from tileops.calibrate.base import TheoryOptions, base_profile
+from tileops.calibrate.results import DeviceCalibration, build_profile, new_run_id
+from tileops.device import DeviceInfo, cpu_busy_fraction, describe_device, gpu_processes, read_clocks
+from tileops.profiles import Profile
+
+#: progress(what, step, steps): called before each step, and once more with step == steps at the end.
+Progress = Callable[[str, int, int], None]
+
+CPU_ROOFS = ("cpu.fp32", "cpu.fp32_matmul")
+GPU_ROOFS = ("cuda_core.fp32", "tensor_core.tf32", "tensor_core.bf16", "tensor_core.fp16", "tensor_core.fp8",
+             "tensor_core.int8")
+BUSY_LOAD = 0.5  # load average per usable CPU above which a CPU calibration warns
+
+
+@dataclass
+class Outcome:
+    profile: Profile
+    run: DeviceCalibration
+    warnings: list[str] = field(default_factory=list)
+
+
+def _steps(kind: str) -> list[str]:
+    roofs = CPU_ROOFS if kind == "cpu" else GPU_ROOFS
+    return [f"bandwidth: {m}" for m in ("copy", "triad", "read", "write")] + [f"compute: {k}" for k in roofs] + [
+        "latency floor"]
+
+
+def idle_warnings(info: DeviceInfo) -> list[str]:
+    """The device must be idle: other processes would make its ceilings look lower than they are."""
+    if info.kind == "cpu":
+        load = cpu_busy_fraction()
+        if load is not None and load > BUSY_LOAD:
+            return [f"the host is busy (1-minute load {load:.2f} per usable CPU): other work competes with the "
+                    "calibration, so its figures may be low; calibrate on an idle host"]
+        return []
+    procs = gpu_processes(info.device)  # pragma: no cover - needs a GPU
+    if procs is None:
+        return ["NVML is unavailable (install nvidia-ml-py): could not check that the GPU is idle"]
+    if procs:
+        pids = ", ".join(str(p["pid"]) for p in procs)
+        return [f"{len(procs)} other process(es) on {info.device} (pid {pids}): the GPU is not idle, so its "
+                "figures may be low; calibrate an idle device"]
+    return []
+
+
+def measure_device(device: str = "auto", *, quick: bool = False, progress: Progress | None = None,
+                   run_id: str | None = None) -> DeviceCalibration:
+    """Measure ``device``'s mixes, roofs and latency floor. Writes nothing."""
+    info = describe_device(device)
+    dev = torch.device(info.device)
+    started = dt.datetime.now(dt.timezone.utc)
+    warnings = idle_warnings(info)
+    steps = _steps(info.kind)
+    done = [0]
+
+    def step(what: str) -> None:
+        if progress is not None:
+            progress(what, done[0], len(steps))
+        done[0] += 1
+
+    clocks_before = info.clocks
+    if info.kind == "cpu":
+        sizes = measure.cpu_sizes(info.l2_bytes, info.memory_bytes, quick)
+    else:  # pragma: no cover - needs a GPU
+        torch.cuda.set_device(dev)
+        sizes = measure.gpu_sizes(info.l2_bytes, info.memory_bytes, quick)
+    mixes = measure.measure_mixes(dev, sizes, step)
+    roofs: dict[str, measure.RoofMeasurement] = {}
+    not_measured: dict[str, str] = {}
+    if info.kind == "cpu":
+        step("compute: cpu.fp32")
+        roofs["cpu.fp32"] = measure.cpu_fma_path(sizes)
+        step("compute: cpu.fp32_matmul")
+        roofs["cpu.fp32_matmul"] = measure.cpu_big_matmul(sizes)
+        step("latency floor")
+        floor, how = measure.cpu_latency_floor(sizes)
+    else:  # pragma: no cover - needs a GPU
+        for key in GPU_ROOFS:
+            step(f"compute: {key}")
+            try:
+                roofs[key] = (measure.gpu_fp32(dev, sizes) if key == "cuda_core.fp32"
+                              else measure.gpu_gemm(key, dev, sizes))
+            except Exception as exc:  # an unsupported dtype is a finding, not a crash
+                not_measured[key] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            finally:
+                torch.cuda.empty_cache()
+        step("latency floor")
+        floor, how = measure.gpu_latency_floor(dev, sizes)
+    if progress is not None:
+        progress("done", len(steps), len(steps))
+    return DeviceCalibration(
+        run_id=run_id or new_run_id(), started_at=started, finished_at=dt.datetime.now(dt.timezone.utc),
+        tool_version=f"tileops {__version__}", torch_version=torch.__version__, quick=quick, kind=info.kind,
+        name=info.name, uuid=info.uuid, index=info.index, hostname=info.hostname, driver=info.driver,
+        cuda=info.cuda, cpu_model=info.cpu_model, threads=info.threads, l2_bytes=info.l2_bytes,
+        clocks_before=clocks_before, clocks_after=read_clocks(info.device, uuid=info.uuid), mixes=mixes,
+        roofs=roofs, not_measured=not_measured, latency_floor_s=floor, latency_method=how, warnings=warnings)
+
+
+def calibrate_device(device: str = "auto", *, quick: bool = False, progress: Progress | None = None,
+                     options: TheoryOptions = TheoryOptions(),
+                     profiles: Iterable[Profile] | None = None) -> Outcome:
+    """Measure ``device`` and build its calibrated profile (theoretical figures resolved first, so a
+    missing clock fails before minutes of measuring). Writes nothing."""
+    info = describe_device(device)
+    base, notes = base_profile(info.kind, info.name, options, profiles)
+    run = measure_device(device, quick=quick, progress=progress)
+    profile, warnings = build_profile(base, [run])
+    return Outcome(profile=profile, run=run, warnings=[*run.warnings, *notes, *warnings])
+
+
+def calibrate_cpu(quick: bool = False, progress: Progress | None = None,
+                  options: TheoryOptions = TheoryOptions()) -> Profile:
+    """The calibrated CPU profile of this host (not written anywhere)."""
+    return calibrate_device("cpu", quick=quick, progress=progress, options=options).profile
+
+
+def calibrate_gpu(index: int = 0, quick: bool = False, progress: Progress | None = None,
+                  options: TheoryOptions = TheoryOptions()) -> Profile:  # pragma: no cover - needs a GPU
+    """The calibrated profile of GPU ``cuda:index`` (not written anywhere)."""
+    return calibrate_device(f"cuda:{index}", quick=quick, progress=progress, options=options).profile
+
+
+# --------------------------------------------------------------------------- every device, one process each
+
+
+def visible_devices() -> list[str]:
+    """``cuda:0`` … ``cuda:N-1`` for every visible GPU; ``["cpu"]`` on a host without one."""
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return [f"cuda:{i}" for i in range(n)] or ["cpu"]
+
+
+@dataclass
+class ChildResult:
+    device: str
+    run: DeviceCalibration | None
+    error: str | None = None
+
+
+def run_children(devices: list[str], *, quick: bool, echo: Callable[[str], None] = print) -> list[ChildResult]:
+    """Calibrate each device in turn, each in its own ``tileops calibrate --results-out`` process."""
+    from tileops.calibrate.results import read_device_result
+
+    out: list[ChildResult] = []
+    with tempfile.TemporaryDirectory(prefix="tileops-cal-") as tmp:
+        for i, dev in enumerate(devices, 1):
+            path = Path(tmp) / f"{dev.replace(':', '-')}.yaml"
+            cmd = [sys.executable, "-m", "tileops.cli", "calibrate", "--device", dev, "--results-out", str(path)]
+            if quick:
+                cmd.append("--quick")
+            echo(f"[{i}/{len(devices)}] calibrating {dev} in its own process")
+            proc = subprocess.run(cmd, env=os.environ.copy())
+            if proc.returncode != 0 or not path.exists():
+                out.append(ChildResult(dev, None, f"exit code {proc.returncode}"))
+                continue
+            out.append(ChildResult(dev, read_device_result(path)))
+    return out

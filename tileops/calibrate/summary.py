@@ -1,0 +1,165 @@
+"""Rich tables for a profile: theoretical, calibration and effective side by side.
+
+Shared by ``tileops profile show`` and the end of ``tileops calibrate`` (which
+adds the run's raw measurements and methods).
+"""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from tileops.calibrate.results import DeviceCalibration
+from tileops.profiles import MIXES, Profile, Provenance
+
+
+def fmt_rate(value: float | None, unit: str) -> str:
+    """3.35e12, "B/s" -> "3.35 TB/s"; None -> "-"."""
+    if value is None:
+        return "-"
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.4g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def fmt_seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s * 1e6:.3g} us" if s < 1e-3 else f"{s * 1e3:.3g} ms"
+
+
+def fmt_frac(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def fmt_source(p: Provenance | None) -> str:
+    if p is None:
+        return "-"
+    bits = [p.source]
+    if p.run_id:
+        bits.append(p.run_id)
+    if p.date:
+        bits.append(str(p.date))
+    return " ".join(bits)
+
+
+def memory_table(profile: Profile, run: DeviceCalibration | None = None) -> RenderableType:
+    mem = profile.memory
+    if mem is None:
+        return Text("memory: no roof in this profile (bandwidth readings price blank)", style="yellow")
+    nominal = fmt_rate(mem.theoretical, "B/s") if mem.theoretical else "unknown"
+    title = f"memory: theoretical {nominal} ({fmt_source(mem.theoretical_source)})"
+    if not mem.measured:
+        return Text(f"{title}: uncalibrated, bandwidth readings price blank")
+    t = Table(title=title, title_justify="left")
+    t.add_column("mix")
+    t.add_column("measured", justify="right")
+    t.add_column("fraction", justify="right")
+    t.add_column("")
+    best = max(mem.measured, key=mem.measured.__getitem__) if mem.measured else None
+    for mix in MIXES:
+        if mix not in mem.measured and mix not in mem.mixes:
+            continue
+        row = [mix, fmt_rate(mem.measured.get(mix), "B/s"), fmt_frac(mem.mixes.get(mix)),
+               "envelope" if mix == best else ""]
+        t.add_row(*row)
+    eff = mem.effective
+    lines: list[RenderableType] = [t]
+    if run is not None and run.mixes:
+        m0 = next(iter(run.mixes.values()))
+        lines.append(Text("kernels: " + "; ".join(f"{k} {m.kernel}" for k, m in run.mixes.items())
+                          + f" over {m0.array_bytes >> 20} MiB fp32 arrays, best of {m0.reps}; bytes counted as "
+                          "STREAM counts them (no write-allocate)", style="dim"))
+    if mem.theoretical is None:
+        lines.append(Text(f"nominal bandwidth unknown ({mem.theoretical_source.note or 'not given'}); "
+                          f"effective = measured envelope {fmt_rate(eff, 'B/s')}; every reading priced on it "
+                          "says so, and the physics check cannot judge bandwidth", style="yellow"))
+    else:
+        lines.append(Text(f"calibration {fmt_frac(mem.calibration)} (envelope) -> effective {fmt_rate(eff, 'B/s')}"
+                          + ("" if mem.calibration is not None else ": uncalibrated, bandwidth prices blank")))
+    return Group(*lines)
+
+
+def compute_table(profile: Profile, run: DeviceCalibration | None = None) -> RenderableType:
+    t = Table(title="compute roofs", title_justify="left")
+    for col in ("roof", "theoretical", "calibration", "effective"):
+        t.add_column(col, justify="left" if col == "roof" else "right")
+    if run is not None:
+        t.add_column("measured", justify="right")
+    notes: list[str] = []
+    sources: dict[str, list[str]] = {}
+    for key, roof in profile.compute.items():
+        row = [key, fmt_rate(roof.theoretical, "FLOP/s"), fmt_frac(roof.calibration),
+               fmt_rate(roof.effective, "FLOP/s") if roof.effective else "uncalibrated"]
+        src = roof.theoretical_source
+        sources.setdefault(fmt_source(src) + (f" ({src.note or src.ref})" if src.note or src.ref else ""),
+                           []).append(key)
+        if run is not None:
+            m = run.roofs.get(key)
+            row.append(fmt_rate(m.flops_per_s, "FLOP/s") if m else "-")
+            notes.append(f"{key}: measured by {m.method}" if m else
+                         f"{key}: {run.not_measured.get(key, 'not measured in this run')}")
+        t.add_row(*row)
+    if run is not None:
+        for key in sorted(set(run.roofs) - set(profile.compute)):
+            m = run.roofs[key]
+            t.add_row(key, "-", "-", "no theoretical", fmt_rate(m.flops_per_s, "FLOP/s"))
+            notes.append(f"{key}: measured by {m.method}")
+        for key in sorted(set(run.not_measured) - set(profile.compute)):
+            notes.append(f"{key}: not measured: {run.not_measured[key]}")
+    notes = [f"theoretical {', '.join(keys)}: {src}" for src, keys in sources.items()] + notes
+    parts: list[RenderableType] = [t]
+    if profile.roof_aliases:
+        parts.append(Text("priced through: " + ", ".join(f"{k} -> {v}" for k, v in profile.roof_aliases.items())))
+    parts += [Text(n, style="dim") for n in dict.fromkeys(notes)]
+    return Group(*parts)
+
+
+def profile_view(profile: Profile, run: DeviceCalibration | None = None) -> RenderableType:
+    head = Text()
+    head.append(f"{profile.name}", style="bold")
+    head.append(f" ({profile.kind}) matches: {', '.join(profile.match)}")
+    if profile.source_path:
+        head.append(f"\nfile: {profile.source_path}")
+    extra = [f"L2/LLC: {profile.l2_bytes / 2**20:g} MiB" if profile.l2_bytes else "L2/LLC: unknown",
+             f"latency floor: {fmt_seconds(profile.latency_floor_s)}"
+             + (f" ({fmt_source(profile.latency_floor_source)})" if profile.latency_floor_source else "")]
+    parts: list[RenderableType] = [head, memory_table(profile, run), compute_table(profile, run),
+                                   Text("; ".join(extra))]
+    if profile.memory_note:
+        parts.append(Text(profile.memory_note, style="yellow"))
+    if profile.notes:
+        parts.append(Text(profile.notes, style="dim"))
+    return Group(*parts)
+
+
+def run_view(run: DeviceCalibration) -> RenderableType:
+    """A device's raw measurements, with no theoretical figures (the child side of --all-devices)."""
+    t = Table(title=f"{run.name} [{run.device_key}] raw measurements", title_justify="left")
+    t.add_column("measurement")
+    t.add_column("rate", justify="right")
+    t.add_column("how")
+    for mix, m in run.mixes.items():
+        t.add_row(f"bandwidth {mix}", fmt_rate(m.bytes_per_s, "B/s"), m.kernel)
+    for key, r in run.roofs.items():
+        t.add_row(key, fmt_rate(r.flops_per_s, "FLOP/s"), r.method)
+    for key, why in run.not_measured.items():
+        t.add_row(key, "-", f"not measured: {why}")
+    t.add_row("latency floor", fmt_seconds(run.latency_floor_s), run.latency_method or "-")
+    return t
+
+
+def devices_table(runs: list[DeviceCalibration]) -> RenderableType:
+    """One row per device: the fleet's view of a single weak device among its model."""
+    keys = sorted({k for r in runs for k in r.roofs})
+    t = Table(title="per-device results", title_justify="left")
+    for col in ["device", "model", "best mix", *keys, "latency floor"]:
+        t.add_column(col)
+    for r in runs:
+        best = max(r.mixes.values(), key=lambda m: m.bytes_per_s) if r.mixes else None
+        t.add_row(r.device_key, r.name, fmt_rate(best.bytes_per_s if best else None, "B/s"),
+                  *[fmt_rate(r.roofs[k].flops_per_s, "FLOP/s") if k in r.roofs else "-" for k in keys],
+                  fmt_seconds(r.latency_floor_s))
+    return t

@@ -1,0 +1,118 @@
+"""`tileops profile list|show|match`: the device profiles this host would price against.
+
+``list`` shows every profile (shipped and store, the store's overriding), ``show``
+one profile's theoretical, calibration and effective figures side by side, and
+``match`` which profile a device name (default: this host's device) selects, or
+that none does, in which case SOL readings are blank (§1.2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from tileops.calibrate.summary import fmt_rate, fmt_seconds, profile_view
+from tileops.errors import TileOpsError
+from tileops.profiles import PROFILE_DIR_ENV, Profile, ProfileError, find_profile, is_store_profile, \
+    load_profiles, select_profile, store_dir
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("profile", help="list and show device profiles (theoretical, calibration, effective)",
+                       description="Device profiles: shipped ones plus the profile store, the store's overriding.")
+    p.add_argument("--profile-dir", type=Path, default=None,
+                   help="profile store (default: $TILEOPS_PROFILE_DIR or the user data dir)")
+    p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
+    verbs = p.add_subparsers(dest="verb", metavar="VERB")
+    verbs.add_parser("list", help="every profile, one line each")
+    show = verbs.add_parser("show", help="one profile: theoretical, calibration and effective side by side")
+    show.add_argument("name", nargs="?", help="profile name, a device name it matches, or a YAML file "
+                                              "(default: the profile matching this host's device)")
+    match = verbs.add_parser("match", help="which profile a device name selects")
+    match.add_argument("device_name", nargs="?", help="the device name (default: this host's device)")
+    p.set_defaults(func=run, verb="list")
+
+
+def _profiles(args: argparse.Namespace) -> list[Profile]:
+    if args.profile_dir is not None:
+        os.environ[PROFILE_DIR_ENV] = str(args.profile_dir)  # one store for every lookup in this process
+    return load_profiles()
+
+
+def _this_device_name() -> str:
+    from tileops.device import describe_device
+
+    return describe_device("auto").name
+
+
+def _dump(profile: Profile, fmt: str) -> str:
+    data = profile.model_dump(mode="json", exclude_none=True)
+    return json.dumps(data, indent=2) if fmt == "json" else yaml.safe_dump(data, sort_keys=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        profiles = _profiles(args)
+        if args.verb == "show":
+            return _show(args, profiles)
+        if args.verb == "match":
+            return _match(args, profiles)
+        return _list(args, profiles)
+    except ProfileError as exc:
+        raise TileOpsError(str(exc) + (f" (fix: {exc.fix})" if exc.fix and "fix:" not in str(exc) else "")) from None
+
+
+def _list(args: argparse.Namespace, profiles: list[Profile]) -> int:
+    if args.format != "table":
+        data = [p.model_dump(mode="json", exclude_none=True) for p in profiles]
+        print(json.dumps(data, indent=2) if args.format == "json" else yaml.safe_dump(data, sort_keys=False))
+        return 0
+    t = Table(title=f"device profiles (store: {store_dir()})", title_justify="left")
+    for col in ("name", "kind", "matches", "memory nominal", "effective", "roofs calibrated", "floor", "from"):
+        t.add_column(col)
+    for p in profiles:
+        mem = p.memory
+        nominal = "-" if mem is None else (fmt_rate(mem.theoretical, "B/s") if mem.nominal_known else "unknown")
+        eff = "-" if mem is None or mem.effective is None else fmt_rate(mem.effective, "B/s")
+        calibrated = sum(r.calibration is not None for r in p.compute.values())
+        t.add_row(p.name, p.kind, "\n".join(p.match), nominal, eff, f"{calibrated}/{len(p.compute)}",
+                  fmt_seconds(p.latency_floor_s), "store" if is_store_profile(p) else "shipped")
+    Console().print(t)
+    return 0
+
+
+def _show(args: argparse.Namespace, profiles: list[Profile]) -> int:
+    if args.name:
+        profile = find_profile(args.name, profiles)
+    else:
+        name = _this_device_name()
+        profile = select_profile(name, profiles)
+        if profile is None:
+            raise ProfileError(f"no profile matches this device ({name!r}): SOL readings here are blank",
+                               fix="run `tileops calibrate` (CPU) or add a profile whose match lists it")
+    if args.format != "table":
+        print(_dump(profile, args.format))
+        return 0
+    Console().print(profile_view(profile))
+    return 0
+
+
+def _match(args: argparse.Namespace, profiles: list[Profile]) -> int:
+    name = args.device_name or _this_device_name()
+    hit = select_profile(name, profiles)
+    if args.format != "table":
+        print(json.dumps({"device_name": name, "profile": hit.name if hit else None,
+                          "file": str(hit.source_path) if hit and hit.source_path else None}))
+        return 0 if hit else 1
+    if hit is None:
+        print(f"{name!r}: no profile matches; SOL readings on this device are blank (§1.2). "
+              "Calibrate it, or add the name to a profile's match list.")
+        return 1
+    print(f"{name!r} -> {hit.name} ({hit.source_path})")
+    return 0
