@@ -11,16 +11,22 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tileops.calibrate.results import DeviceCalibration, devices_dir, read_device_result
 from tileops.errors import TileOpsError
 
-_cache: dict[Path, tuple[tuple[int, int], DeviceCalibration | None]] = {}
+if TYPE_CHECKING:
+    from tileops.calibrate.results import DeviceCalibration
+
+_cache: dict[Path, tuple[tuple[int, int], "DeviceCalibration | None"]] = {}
 _lock = threading.Lock()
 
 
 def device_calibrations(store: Path | None = None) -> dict[str, DeviceCalibration]:
     """The newest result per device key (uuid, or ``cpu-<hostname>``) in the profile store."""
+    # Imported here: the calibrate package pulls in torch, which an exporter otherwise never needs.
+    from tileops.calibrate.results import devices_dir, read_device_result
+
     d = devices_dir(store)
     if not d.is_dir():
         return {}

@@ -14,16 +14,18 @@ import os
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tileops.bench.records import (RECORDS_FILE, RUN_FILE, Record, RecordFileError, RunInfo, load_records,
                                    read_run_info)
-from tileops.calibrate.results import DeviceCalibration
 from tileops.errors import TileOpsError
 from tileops.profiles import Profile, find_profile, load_profiles, select_profile
 from tileops.roofline import Health, Priced, health, price_all
+
+if TYPE_CHECKING:  # the calibrate package imports torch; the exporter needs only the type
+    from tileops.calibrate.results import DeviceCalibration
 
 AUDIT_FILE = "audit.jsonl"
 

@@ -1,0 +1,253 @@
+"""The metric catalogue and its exposition: names, labels, values against the roofline tool, docs."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from export_support import T0, env, profile, record, write_run
+from tileops.calibrate.results import DeviceCalibration, MixMeasurement, RoofMeasurement
+from tileops.export.metrics import DEVICE_LABELS, METRICS, ROW_LABELS, collect_samples, registry_for, render
+from tileops.export.snapshot import Device, ExportInputError, latest_per_device, load_run
+from tileops.roofline import VERDICTS, price
+
+REPO = Path(__file__).resolve().parents[1]
+NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+def parse(body: bytes) -> dict[str, list]:
+    """metric name -> samples, through prometheus_client's own parser (so the text is valid exposition)."""
+    return {f.name: f.samples for f in text_string_to_metric_families(body.decode("utf-8"))}
+
+
+def one(samples: list, **labels: str):
+    hits = [s for s in samples if all(s.labels.get(k) == v for k, v in labels.items())]
+    assert len(hits) == 1, f"expected one sample with {labels}, got {hits}"
+    return hits[0]
+
+
+# --------------------------------------------------------------------------- catalogue
+
+
+def test_catalogue_follows_prometheus_naming():
+    for name, spec in METRICS.items():
+        assert NAME_RE.match(name) and name.startswith("tileops_"), name
+        assert all(LABEL_RE.match(label) and not label.startswith("__") for label in spec.labels), name
+        assert len(set(spec.labels)) == len(spec.labels), name
+        if "time" in name or "duration" in name or "latency" in name:
+            assert name.endswith(("_seconds", "_timestamp_seconds")), f"{name}: times are in seconds"
+        assert not re.search(r"_(ms|us|percent|gb|tflops|gbps)(_|$)", name), f"{name}: use base units"
+        assert not name.endswith("_total"), f"{name}: every metric is a gauge, not a counter"
+
+
+def test_labels_join_dcgm_exporter_and_high_cardinality_stays_in_info():
+    # dcgm-exporter labels its series Hostname, UUID and modelName (exact case).
+    assert DEVICE_LABELS == ("Hostname", "UUID", "modelName")
+    assert ROW_LABELS[3:] == ("op", "label", "dtype", "backend")
+    detail = {"shapes", "params", "run_id", "git_revision", "cpu_model", "torch_version"}
+    for name, spec in METRICS.items():
+        if not name.endswith("_info"):
+            assert not detail & set(spec.labels), f"{name} carries high-cardinality labels {detail & set(spec.labels)}"
+
+
+def test_every_metric_is_documented_and_every_documented_metric_exists():
+    doc = (REPO / "docs" / "metrics.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `(tileops_[a-z0-9_]+)`", doc, flags=re.M))  # the metric tables' rows
+    assert set(METRICS) <= documented, f"undocumented: {sorted(set(METRICS) - documented)}"
+    assert documented <= set(METRICS), f"documented but not emitted: {sorted(documented - set(METRICS))}"
+    for name, spec in METRICS.items():  # each metric's labels are listed on its row
+        row = next(line for line in doc.splitlines() if line.startswith(f"| `{name}`"))
+        for label in spec.labels:
+            if label not in DEVICE_LABELS + ROW_LABELS:
+                assert f"`{label}`" in row, f"docs/metrics.md: {name} does not list its label {label}"
+
+
+# --------------------------------------------------------------------------- values
+
+
+@pytest.fixture
+def mixed_run(tmp_path: Path) -> Path:
+    """A healthy row, a row whose bytes are inflated past the theoretical bandwidth, an error row."""
+    return write_run(tmp_path / "run", [
+        record("relu", "small"),
+        record("add", "inflated", bytes_=80_000_000_000),  # 80 GB in 1 ms: 800x the 100 GB/s nominal
+        record("neg", "small", status="error"),
+    ], audit=[{"op": "relu", "label": "small", "dtype": "float32", "backend": "torch", "verdict": "FAIL",
+               "measured_read_bytes": 6_000_000, "expected_read_bytes": 4_000_000, "note": "extra fields are fine"}])
+
+
+def test_row_values_equal_the_roofline_tools(mixed_run: Path):
+    prof = profile()
+    (snap,) = load_run(mixed_run, prof)
+    m = parse(render([snap]))
+    for rec in snap.records:
+        p = price(rec, prof)
+        lab = {"op": rec.op, "label": rec.label, "dtype": rec.dtype, "backend": rec.backend,
+               "Hostname": "node-a", "UUID": "cpu-node-a", "modelName": "Test CPU 9000"}
+        assert one(m["tileops_row_verdict"], **lab).labels["verdict"] == p.verdict
+        if p.efficiency is None:
+            assert not [s for s in m["tileops_sol_ratio"] if s.labels["op"] == rec.op]
+            continue
+        assert one(m["tileops_sol_ratio"], **lab).value == pytest.approx(p.efficiency)
+        assert one(m["tileops_sol_time_seconds"], **lab).value == pytest.approx(p.sol_time_s)
+        assert one(m["tileops_device_time_seconds"], **lab).value == pytest.approx(p.actual_time_s)
+        assert one(m["tileops_achieved_bytes_per_second"], **lab).value == pytest.approx(p.achieved_bytes_per_s)
+        assert one(m["tileops_achieved_flops_per_second"], **lab).value == pytest.approx(p.achieved_flops_per_s)
+        assert one(m["tileops_roof_bytes_per_second"], **lab).value == pytest.approx(p.effective_bandwidth)
+        assert one(m["tileops_roof_flops_per_second"], **lab).value == pytest.approx(p.effective_peak)
+        assert one(m["tileops_row_bound"], **lab).labels["bound"] == p.bound
+        # the fleet divides sums: sol time / device time is the ratio
+        assert (one(m["tileops_sol_time_seconds"], **lab).value / one(m["tileops_device_time_seconds"], **lab).value
+                == pytest.approx(one(m["tileops_sol_ratio"], **lab).value))
+
+
+def test_breach_row_run_health_and_rows_by_verdict(mixed_run: Path):
+    (snap,) = load_run(mixed_run, profile())
+    m = parse(render([snap]))
+    assert one(m["tileops_physics_breach"], op="add").value == 1
+    assert one(m["tileops_physics_breach"], op="relu").value == 0
+    assert not [s for s in m["tileops_physics_breach"] if s.labels["op"] == "neg"]  # an error row is not judged
+    ratio = one(m["tileops_physics_breach_ratio"], op="add", ceiling="memory")
+    assert ratio.value == pytest.approx(800.0)
+    assert one(m["tileops_run_healthy"]).value == 0
+    assert "tileops_run_last_success_timestamp_seconds" not in m  # never after an unhealthy run
+    assert one(m["tileops_run_physics_breaches"]).value == 1
+    rows = {s.labels["verdict"]: s.value for s in m["tileops_run_rows"]}
+    assert set(rows) == set(VERDICTS)  # zeros listed, so a verdict that empties still reads 0
+    assert sum(rows.values()) == 3 and rows["error"] == 1
+    assert one(m["tileops_row_verdict"], op="neg").labels["blank_reason"] == "error"
+    assert one(m["tileops_run_duration_seconds"]).value == pytest.approx(120.0)
+
+
+def test_healthy_run_sets_last_success_to_its_finish(tmp_path: Path):
+    (snap,) = load_run(write_run(tmp_path / "ok", [record()]), profile())
+    m = parse(render([snap]))
+    assert one(m["tileops_run_healthy"]).value == 1
+    expected = (T0 + timedelta(minutes=2)).timestamp()
+    assert one(m["tileops_run_last_success_timestamp_seconds"]).value == pytest.approx(expected)
+    assert one(m["tileops_run_timestamp_seconds"]).value == pytest.approx(expected)
+
+
+def test_an_interrupted_run_is_not_a_success(tmp_path: Path):
+    (snap,) = load_run(write_run(tmp_path / "cut", [record()], status="interrupted"), profile())
+    m = parse(render([snap]))
+    assert one(m["tileops_run_healthy"]).value == 0
+    assert "tileops_run_last_success_timestamp_seconds" not in m
+
+
+def test_detail_lives_in_info_series(mixed_run: Path):
+    (snap,) = load_run(mixed_run, profile())
+    m = parse(render([snap]))
+    info = one(m["tileops_row_info"], op="relu")
+    assert info.value == 1 and info.labels["shapes"] == '{"x":[1000,2000]}'
+    assert info.labels["roof_key"] == "cuda_core.fp32" and info.labels["roof"] == "cpu.fp32"
+    run = one(m["tileops_run_info"])
+    assert run.labels["git_revision"] == "abc123def456" and run.labels["run_id"] == "run-1"
+    assert one(m["tileops_build_info"]).labels["version"]
+
+
+def test_audit_verdicts_when_present(mixed_run: Path, tmp_path: Path):
+    (snap,) = load_run(mixed_run, profile())
+    m = parse(render([snap]))
+    assert one(m["tileops_audit_verdict"], op="relu").labels["verdict"] == "FAIL"
+    assert one(m["tileops_audit_read_bytes_ratio"], op="relu").value == pytest.approx(1.5)
+    (plain,) = load_run(write_run(tmp_path / "no-audit", [record()]), profile())
+    assert "tileops_audit_verdict" not in parse(render([plain]))
+
+
+def test_a_bad_audit_line_names_the_file_and_line(tmp_path: Path):
+    run = write_run(tmp_path / "r", [record()])
+    (run / "audit.jsonl").write_text('{"op": "relu"}\n', encoding="utf-8")
+    with pytest.raises(ExportInputError, match=r"audit\.jsonl:1: not a valid audit entry"):
+        load_run(run, profile())
+
+
+def test_profile_ceilings_and_this_devices_calibration(tmp_path: Path):
+    prof = profile(bandwidth=100e9)
+    cal = DeviceCalibration(
+        run_id="cal-7", started_at=T0, finished_at=T0 + timedelta(minutes=1), tool_version="0.1.0",
+        torch_version="2.13.0", quick=True, kind="cpu", name="Test CPU 9000", hostname="node-a",
+        mixes={"copy": MixMeasurement(bytes_per_s=60e9, bytes=1 << 30, array_bytes=1 << 29, best_s=0.1, reps=3,
+                                      kernel="copy"),
+               "triad": MixMeasurement(bytes_per_s=70e9, bytes=1 << 30, array_bytes=1 << 29, best_s=0.1, reps=3,
+                                       kernel="triad")},
+        roofs={"cpu.fp32": RoofMeasurement(flops_per_s=4e11, flops=1e9, best_s=0.01, reps=3, method="fma")},
+        latency_floor_s=5e-6)
+    run = write_run(tmp_path / "r", [record()])
+    (snap,) = load_run(run, prof, {"cpu-node-a": cal, "cpu-other-host": cal})
+    m = parse(render([snap]))
+    assert one(m["tileops_calibration_memory_bytes_per_second"], mix="triad").value == 70e9
+    assert one(m["tileops_calibration_memory_ratio"], mix="copy").value == pytest.approx(0.6)
+    assert one(m["tileops_calibration_compute_flops_per_second"], roof="cpu.fp32").value == 4e11
+    assert one(m["tileops_calibration_compute_ratio"], roof="cpu.fp32").value == pytest.approx(0.4)
+    assert one(m["tileops_calibration_latency_floor_seconds"]).value == 5e-6
+    assert one(m["tileops_calibration_timestamp_seconds"]).value == (T0 + timedelta(minutes=1)).timestamp()
+    assert one(m["tileops_profile_memory_theoretical_bytes_per_second"], profile="TestCPU").value == 100e9
+    assert one(m["tileops_profile_memory_effective_bytes_per_second"]).value == pytest.approx(80e9)
+    assert one(m["tileops_profile_compute_effective_flops_per_second"], roof="cpu.fp32").value == 5e11
+    # another device's result is not this one's
+    (other,) = load_run(run, prof, {"cpu-other-host": cal})
+    assert "tileops_calibration_memory_bytes_per_second" not in parse(render([other]))
+
+
+def test_no_matching_profile_leaves_sol_blank(tmp_path: Path):
+    (snap,) = load_run(write_run(tmp_path / "r", [record()]), [profile(match="Some Other CPU")])
+    m = parse(render([snap]))
+    assert "tileops_sol_ratio" not in m
+    assert one(m["tileops_row_verdict"]).labels == {**one(m["tileops_row_verdict"]).labels, "verdict": "blank",
+                                                    "blank_reason": "no-profile"}
+
+
+def test_devices_are_split_and_labelled_like_dcgm(tmp_path: Path):
+    gpu = env(device="NVIDIA H200", uuid="GPU-1234", kind="cuda", hostname="node-b")
+    run = write_run(tmp_path / "r", [record(), record(e=gpu)])
+    snaps = load_run(run, [profile()])
+    assert {s.device for s in snaps} == {Device("node-a", "cpu-node-a", "Test CPU 9000", "cpu"),
+                                         Device("node-b", "GPU-1234", "NVIDIA H200", "cuda")}
+    m = parse(render(snaps))
+    uuids = {s.labels["UUID"] for s in m["tileops_run_healthy"]}
+    assert uuids == {"cpu-node-a", "GPU-1234"}
+
+
+def test_latest_per_device_keeps_the_newest_run_and_the_newest_success(tmp_path: Path):
+    good = write_run(tmp_path / "a", [record(e=env(run_id="a"))], start=T0)
+    bad = write_run(tmp_path / "b", [record("add", "inflated", bytes_=80_000_000_000, e=env(run_id="b"))],
+                    start=T0 + timedelta(hours=3))
+    snaps = latest_per_device([*load_run(bad, profile()), *load_run(good, profile())])
+    (s,) = snaps
+    assert s.run_id == "b" and not s.healthy
+    assert s.last_success_s == pytest.approx((T0 + timedelta(minutes=2)).timestamp())
+
+
+def test_unreadable_input_names_the_fix(tmp_path: Path):
+    with pytest.raises(ExportInputError, match="not a run directory"):
+        load_run(tmp_path, profile())
+    run = write_run(tmp_path / "r", [record()])
+    with (run / "records.jsonl").open("a") as f:
+        f.write('{"not": "a record"}\n{"op": "x"}\n')
+    with pytest.raises(ExportInputError, match=r"records\.jsonl:2"):
+        load_run(run, profile())
+
+
+def test_text_writer_equals_prometheus_client(tmp_path: Path):
+    """Our fast writer and prometheus_client's generate_latest say the same thing, escapes included."""
+    nasty = env(hostname='host "quoted"\\back\nslash')
+    run = write_run(tmp_path / "r", [record(e=nasty), record("add", 'label "x"', bytes_=80_000_000_000, e=nasty),
+                                     record("neg", status="error", e=nasty)])
+    snaps = load_run(run, profile())
+
+    def norm(body: bytes) -> list:
+        return [(f.name, f.documentation, f.type,
+                 sorted((s.name, tuple(sorted(s.labels.items())), s.value) for s in f.samples))
+                for f in text_string_to_metric_families(body.decode("utf-8"))]
+
+    ours = render(snaps)
+    theirs = generate_latest(registry_for(lambda: snaps))
+    assert norm(ours) == norm(theirs)
+    assert len(collect_samples(snaps)) == sum(len(f[3]) for f in norm(ours))
