@@ -8,6 +8,149 @@ from tileops.manifest import primitives as _p
 from tileops.manifest.spec import Emitted, ParamSpec, Signature, TensorSpec
 
 
+# --- abs (elementwise.yaml) ---------------------------------------------------------
+def abs__with_lets(ix):
+    return ix
+
+def abs__output_shapes(ix):
+    return {'y': (*ix['S'], )}
+
+def abs__roofline(call):
+    ix = call.indices
+    flops = _p.prod(ix['S'])
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'abs flops'), _p.count(nbytes, 'abs bytes')
+
+def abs__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x'), 'abs read bytes')
+
+ABS = Emitted(
+    name='abs', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='y', shape=('*S',), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=abs__with_lets, output_shapes=abs__output_shapes,
+    roofline=abs__roofline, read_bytes=abs__read_bytes,
+)
+
+# --- add (elementwise.yaml) ---------------------------------------------------------
+def add__with_lets(ix):
+    return ix
+
+def add__output_shapes(ix):
+    return {'y': (*_p.broadcast(ix['S'], ix['T']), )}
+
+def add__roofline(call):
+    ix = call.indices
+    flops = _p.prod(_p.broadcast(ix['S'], ix['T']))
+    nbytes = _p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'add flops'), _p.count(nbytes, 'add bytes')
+
+def add__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'add read bytes')
+
+ADD = Emitted(
+    name='add', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='a', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='b', shape=('*T',), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='y', shape=('*broadcast(S, T)',), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=add__with_lets, output_shapes=add__output_shapes,
+    roofline=add__roofline, read_bytes=add__read_bytes,
+)
+
+# --- bmm (gemm.yaml) ---------------------------------------------------------
+def bmm__with_lets(ix):
+    return ix
+
+def bmm__output_shapes(ix):
+    return {'c': (ix['Bt'], ix['M'], ix['N'], )}
+
+def bmm__roofline(call):
+    ix = call.indices
+    flops = ((((2 * ix['Bt']) * ix['M']) * ix['N']) * ix['K'])
+    nbytes = _p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b') + _p.tensor_bytes(call, 'c')
+    return _p.count(flops, 'bmm flops'), _p.count(nbytes, 'bmm bytes')
+
+def bmm__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'bmm read bytes')
+
+BMM = Emitted(
+    name='bmm', family='gemm', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='a', shape=('Bt', 'M', 'K'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='b', shape=('Bt', 'K', 'N'), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='c', shape=('Bt', 'M', 'N'), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=bmm__with_lets, output_shapes=bmm__output_shapes,
+    roofline=bmm__roofline, read_bytes=bmm__read_bytes,
+)
+
+# --- cast (elementwise.yaml) --------------------------------------------------------
+def cast__with_lets(ix):
+    return ix
+
+def cast__output_shapes(ix):
+    return {'y': (*ix['S'], )}
+
+def cast__roofline(call):
+    import tileops.perf.formulas as _m
+    flops, nbytes = _m.cast_roofline(call)
+    return _p.count(flops, 'cast flops'), _p.count(nbytes, 'cast bytes')
+
+def cast__read_bytes(call):
+    import tileops.perf.formulas as _m
+    return _p.count(_m.cast_read_bytes(call), 'cast read bytes')
+
+CAST = Emitted(
+    name='cast', family='elementwise', roofline_mode='func',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32', 'float8_e4m3fn'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='y', shape=('*S',), dtypes=(), same_as=None, dtype_param='dtype', optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(ParamSpec(name='dtype', type='dtype', default=None, required=True),), lets=()),
+    with_lets=cast__with_lets, output_shapes=cast__output_shapes,
+    roofline=cast__roofline, read_bytes=cast__read_bytes,
+)
+
+# --- cumsum (reduction.yaml) ------------------------------------------------------
+def cumsum__with_lets(ix):
+    return ix
+
+def cumsum__output_shapes(ix):
+    return {'y': (*ix['B'], ix['N'], )}
+
+def cumsum__roofline(call):
+    ix = call.indices
+    flops = (_p.prod(ix['B']) * ix['N'])
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'cumsum flops'), _p.count(nbytes, 'cumsum bytes')
+
+def cumsum__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x'), 'cumsum read bytes')
+
+CUMSUM = Emitted(
+    name='cumsum', family='reduction', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*B', 'N'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='y', shape=('*B', 'N'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=cumsum__with_lets, output_shapes=cumsum__output_shapes,
+    roofline=cumsum__roofline, read_bytes=cumsum__read_bytes,
+)
+
+# --- div (elementwise.yaml) ---------------------------------------------------------
+def div__with_lets(ix):
+    return ix
+
+def div__output_shapes(ix):
+    return {'y': (*_p.broadcast(ix['S'], ix['T']), )}
+
+def div__roofline(call):
+    ix = call.indices
+    flops = _p.prod(_p.broadcast(ix['S'], ix['T']))
+    nbytes = _p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'div flops'), _p.count(nbytes, 'div bytes')
+
+def div__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'div read bytes')
+
+DIV = Emitted(
+    name='div', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='a', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='b', shape=('*T',), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='y', shape=('*broadcast(S, T)',), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=div__with_lets, output_shapes=div__output_shapes,
+    roofline=div__roofline, read_bytes=div__read_bytes,
+)
+
 # --- embedding (embedding.yaml) ---------------------------------------------------
 def embedding__with_lets(ix):
     return ix
@@ -29,6 +172,178 @@ EMBEDDING = Emitted(
     signature=Signature(inputs=(TensorSpec(name='ids', shape=('*T',), dtypes=('int32', 'int64'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=True), TensorSpec(name='weight', shape=('V', 'D'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='out', shape=('*T', 'D'), dtypes=(), same_as='weight', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
     with_lets=embedding__with_lets, output_shapes=embedding__output_shapes,
     roofline=embedding__roofline, read_bytes=embedding__read_bytes,
+)
+
+# --- exp (elementwise.yaml) ---------------------------------------------------------
+def exp__with_lets(ix):
+    return ix
+
+def exp__output_shapes(ix):
+    return {'y': (*ix['S'], )}
+
+def exp__roofline(call):
+    ix = call.indices
+    flops = _p.prod(ix['S'])
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'exp flops'), _p.count(nbytes, 'exp bytes')
+
+def exp__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x'), 'exp read bytes')
+
+EXP = Emitted(
+    name='exp', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='y', shape=('*S',), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=exp__with_lets, output_shapes=exp__output_shapes,
+    roofline=exp__roofline, read_bytes=exp__read_bytes,
+)
+
+# --- fused_add_rms_norm (norm.yaml) ------------------------------------------
+def fused_add_rms_norm__with_lets(ix):
+    return ix
+
+def fused_add_rms_norm__output_shapes(ix):
+    return {'y': (*ix['B'], ix['N'], )}
+
+def fused_add_rms_norm__roofline(call):
+    ix = call.indices
+    flops = (_p.prod(ix['B']) * ((5 * ix['N']) + 3))
+    nbytes = _p.tensor_bytes(call, 'x') + 2 * _p.tensor_bytes(call, 'residual') + _p.tensor_bytes(call, 'weight') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'fused_add_rms_norm flops'), _p.count(nbytes, 'fused_add_rms_norm bytes')
+
+def fused_add_rms_norm__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'residual') + _p.tensor_bytes(call, 'weight'), 'fused_add_rms_norm read bytes')
+
+FUSED_ADD_RMS_NORM = Emitted(
+    name='fused_add_rms_norm', family='norm', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*B', 'N'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='residual', shape=('*B', 'N'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=True, write_only=False, alias=None, metadata=False), TensorSpec(name='weight', shape=('N',), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='y', shape=('*B', 'N'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(ParamSpec(name='eps', type='float', default=1e-06, required=False),), lets=()),
+    with_lets=fused_add_rms_norm__with_lets, output_shapes=fused_add_rms_norm__output_shapes,
+    roofline=fused_add_rms_norm__roofline, read_bytes=fused_add_rms_norm__read_bytes,
+)
+
+# --- fused_experts (moe.yaml) -----------------------------------------------
+def fused_experts__with_lets(ix):
+    return ix
+
+def fused_experts__output_shapes(ix):
+    return {'out': (ix['T'], ix['Hd'], )}
+
+def fused_experts__roofline(call):
+    import tileops.perf.formulas as _m
+    flops, nbytes = _m.fused_experts_roofline(call)
+    return _p.count(flops, 'fused_experts flops'), _p.count(nbytes, 'fused_experts bytes')
+
+def fused_experts__read_bytes(call):
+    import tileops.perf.formulas as _m
+    return _p.count(_m.fused_experts_read_bytes(call), 'fused_experts read bytes')
+
+FUSED_EXPERTS = Emitted(
+    name='fused_experts', family='moe', roofline_mode='func',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('T', 'Hd'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='topk_weights', shape=('T', 'Kt'), dtypes=('float32',), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='topk_ids', shape=('T', 'Kt'), dtypes=('int32', 'int64'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=True), TensorSpec(name='w13', shape=('E', 'I2', 'Hd'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='w2', shape=('E', 'Hd', 'I'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='out', shape=('T', 'Hd'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=fused_experts__with_lets, output_shapes=fused_experts__output_shapes,
+    roofline=fused_experts__roofline, read_bytes=fused_experts__read_bytes,
+)
+
+# --- gelu_tanh (elementwise.yaml) ---------------------------------------------------
+def gelu_tanh__with_lets(ix):
+    return ix
+
+def gelu_tanh__output_shapes(ix):
+    return {'y': (*ix['S'], )}
+
+def gelu_tanh__roofline(call):
+    ix = call.indices
+    flops = (9 * _p.prod(ix['S']))
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'gelu_tanh flops'), _p.count(nbytes, 'gelu_tanh bytes')
+
+def gelu_tanh__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x'), 'gelu_tanh read bytes')
+
+GELU_TANH = Emitted(
+    name='gelu_tanh', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='y', shape=('*S',), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=gelu_tanh__with_lets, output_shapes=gelu_tanh__output_shapes,
+    roofline=gelu_tanh__roofline, read_bytes=gelu_tanh__read_bytes,
+)
+
+# --- gemm (gemm.yaml) --------------------------------------------------------
+def gemm__with_lets(ix):
+    ix = dict(ix)
+    ix['M'] = (ix['A1'] if ix['trans_a'] else ix['A0'])
+    ix['K'] = (ix['A0'] if ix['trans_a'] else ix['A1'])
+    ix['Kb'] = (ix['B1'] if ix['trans_b'] else ix['B0'])
+    ix['N'] = (ix['B0'] if ix['trans_b'] else ix['B1'])
+    return ix
+
+def gemm__output_shapes(ix):
+    return {'c': (ix['M'], ix['N'], )}
+
+def gemm__roofline(call):
+    ix = call.indices
+    flops = (((2 * ix['M']) * ix['N']) * ix['K'])
+    nbytes = _p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b') + _p.tensor_bytes(call, 'c')
+    return _p.count(flops, 'gemm flops'), _p.count(nbytes, 'gemm bytes')
+
+def gemm__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'gemm read bytes')
+
+GEMM = Emitted(
+    name='gemm', family='gemm', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='a', shape=('A0', 'A1'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='b', shape=('B0', 'B1'), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='c', shape=('M', 'N'), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(ParamSpec(name='trans_a', type='bool', default=False, required=False), ParamSpec(name='trans_b', type='bool', default=False, required=False)), lets=(('M', 'A1 if trans_a else A0'), ('K', 'A0 if trans_a else A1'), ('Kb', 'B1 if trans_b else B0'), ('N', 'B0 if trans_b else B1'))),
+    with_lets=gemm__with_lets, output_shapes=gemm__output_shapes,
+    roofline=gemm__roofline, read_bytes=gemm__read_bytes,
+)
+
+# --- gt (elementwise.yaml) ----------------------------------------------------------
+def gt__with_lets(ix):
+    return ix
+
+def gt__output_shapes(ix):
+    return {'y': (*_p.broadcast(ix['S'], ix['T']), )}
+
+def gt__roofline(call):
+    ix = call.indices
+    flops = _p.prod(_p.broadcast(ix['S'], ix['T']))
+    nbytes = _p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'gt flops'), _p.count(nbytes, 'gt bytes')
+
+def gt__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'gt read bytes')
+
+GT = Emitted(
+    name='gt', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='a', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='b', shape=('*T',), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='y', shape=('*broadcast(S, T)',), dtypes=('bool',), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=gt__with_lets, output_shapes=gt__output_shapes,
+    roofline=gt__roofline, read_bytes=gt__read_bytes,
+)
+
+# --- layer_norm (norm.yaml) --------------------------------------------------
+def layer_norm__with_lets(ix):
+    return ix
+
+def layer_norm__output_shapes(ix):
+    return {'y': (*ix['B'], ix['N'], )}
+
+def layer_norm__roofline(call):
+    ix = call.indices
+    flops = (_p.prod(ix['B']) * ((((5 * ix['N']) + 4) + (ix['N'] if _p.present(call, 'weight') else 0)) + (ix['N'] if _p.present(call, 'bias') else 0)))
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'weight') + _p.tensor_bytes(call, 'bias') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'layer_norm flops'), _p.count(nbytes, 'layer_norm bytes')
+
+def layer_norm__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'weight') + _p.tensor_bytes(call, 'bias'), 'layer_norm read bytes')
+
+LAYER_NORM = Emitted(
+    name='layer_norm', family='norm', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*B', 'N'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='weight', shape=('N',), dtypes=(), same_as='x', dtype_param=None, optional=True, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='bias', shape=('N',), dtypes=(), same_as='x', dtype_param=None, optional=True, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='y', shape=('*B', 'N'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(ParamSpec(name='eps', type='float', default=1e-05, required=False),), lets=()),
+    with_lets=layer_norm__with_lets, output_shapes=layer_norm__output_shapes,
+    roofline=layer_norm__roofline, read_bytes=layer_norm__read_bytes,
 )
 
 # --- linear (gemm.yaml) ------------------------------------------------------
@@ -55,6 +370,125 @@ LINEAR = Emitted(
     roofline=linear__roofline, read_bytes=linear__read_bytes,
 )
 
+# --- maximum (elementwise.yaml) -----------------------------------------------------
+def maximum__with_lets(ix):
+    return ix
+
+def maximum__output_shapes(ix):
+    return {'y': (*_p.broadcast(ix['S'], ix['T']), )}
+
+def maximum__roofline(call):
+    ix = call.indices
+    flops = _p.prod(_p.broadcast(ix['S'], ix['T']))
+    nbytes = _p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'maximum flops'), _p.count(nbytes, 'maximum bytes')
+
+def maximum__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'maximum read bytes')
+
+MAXIMUM = Emitted(
+    name='maximum', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='a', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='b', shape=('*T',), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='y', shape=('*broadcast(S, T)',), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=maximum__with_lets, output_shapes=maximum__output_shapes,
+    roofline=maximum__roofline, read_bytes=maximum__read_bytes,
+)
+
+# --- moe_combine (moe.yaml) -------------------------------------------------
+def moe_combine__with_lets(ix):
+    return ix
+
+def moe_combine__output_shapes(ix):
+    return {'out': (ix['T'], ix['Hd'], )}
+
+def moe_combine__roofline(call):
+    ix = call.indices
+    flops = (((2 * ix['T']) * ix['Kt']) * ix['Hd'])
+    nbytes = _p.tensor_bytes(call, 'expert_out') + _p.tensor_bytes(call, 'topk_weights') + _p.tensor_bytes(call, 'out')
+    return _p.count(flops, 'moe_combine flops'), _p.count(nbytes, 'moe_combine bytes')
+
+def moe_combine__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'expert_out') + _p.tensor_bytes(call, 'topk_weights'), 'moe_combine read bytes')
+
+MOE_COMBINE = Emitted(
+    name='moe_combine', family='moe', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='expert_out', shape=('T', 'Kt', 'Hd'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='topk_weights', shape=('T', 'Kt'), dtypes=('float32',), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='out', shape=('T', 'Hd'), dtypes=(), same_as='expert_out', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=moe_combine__with_lets, output_shapes=moe_combine__output_shapes,
+    roofline=moe_combine__roofline, read_bytes=moe_combine__read_bytes,
+)
+
+# --- moe_ffn (moe.yaml) -----------------------------------------------------
+def moe_ffn__with_lets(ix):
+    return ix
+
+def moe_ffn__output_shapes(ix):
+    return {'out': (ix['T'], ix['Hd'], )}
+
+def moe_ffn__roofline(call):
+    import tileops.perf.formulas as _m
+    flops, nbytes = _m.moe_ffn_roofline(call)
+    return _p.count(flops, 'moe_ffn flops'), _p.count(nbytes, 'moe_ffn bytes')
+
+def moe_ffn__read_bytes(call):
+    import tileops.perf.formulas as _m
+    return _p.count(_m.moe_ffn_read_bytes(call), 'moe_ffn read bytes')
+
+MOE_FFN = Emitted(
+    name='moe_ffn', family='moe', roofline_mode='func',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('T', 'Hd'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='router_logits', shape=('T', 'E'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=True), TensorSpec(name='w13', shape=('E', 'I2', 'Hd'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='w2', shape=('E', 'Hd', 'I'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='out', shape=('T', 'Hd'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(ParamSpec(name='top_k', type='int', default=None, required=True), ParamSpec(name='renormalize', type='bool', default=True, required=False)), lets=()),
+    with_lets=moe_ffn__with_lets, output_shapes=moe_ffn__output_shapes,
+    roofline=moe_ffn__roofline, read_bytes=moe_ffn__read_bytes,
+)
+
+# --- mul (elementwise.yaml) ---------------------------------------------------------
+def mul__with_lets(ix):
+    return ix
+
+def mul__output_shapes(ix):
+    return {'y': (*_p.broadcast(ix['S'], ix['T']), )}
+
+def mul__roofline(call):
+    ix = call.indices
+    flops = _p.prod(_p.broadcast(ix['S'], ix['T']))
+    nbytes = _p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'mul flops'), _p.count(nbytes, 'mul bytes')
+
+def mul__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'mul read bytes')
+
+MUL = Emitted(
+    name='mul', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='a', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='b', shape=('*T',), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='y', shape=('*broadcast(S, T)',), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=mul__with_lets, output_shapes=mul__output_shapes,
+    roofline=mul__roofline, read_bytes=mul__read_bytes,
+)
+
+# --- neg (elementwise.yaml) ---------------------------------------------------------
+def neg__with_lets(ix):
+    return ix
+
+def neg__output_shapes(ix):
+    return {'y': (*ix['S'], )}
+
+def neg__roofline(call):
+    ix = call.indices
+    flops = _p.prod(ix['S'])
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'neg flops'), _p.count(nbytes, 'neg bytes')
+
+def neg__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x'), 'neg read bytes')
+
+NEG = Emitted(
+    name='neg', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='y', shape=('*S',), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=neg__with_lets, output_shapes=neg__output_shapes,
+    roofline=neg__roofline, read_bytes=neg__read_bytes,
+)
+
 # --- relu (elementwise.yaml) --------------------------------------------------------
 def relu__with_lets(ix):
     return ix
@@ -79,9 +513,356 @@ RELU = Emitted(
     roofline=relu__roofline, read_bytes=relu__read_bytes,
 )
 
+# --- rms_norm (norm.yaml) ----------------------------------------------------
+def rms_norm__with_lets(ix):
+    return ix
+
+def rms_norm__output_shapes(ix):
+    return {'y': (*ix['B'], ix['N'], )}
+
+def rms_norm__roofline(call):
+    ix = call.indices
+    flops = (_p.prod(ix['B']) * ((4 * ix['N']) + 3))
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'weight') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'rms_norm flops'), _p.count(nbytes, 'rms_norm bytes')
+
+def rms_norm__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'weight'), 'rms_norm read bytes')
+
+RMS_NORM = Emitted(
+    name='rms_norm', family='norm', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*B', 'N'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='weight', shape=('N',), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='y', shape=('*B', 'N'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(ParamSpec(name='eps', type='float', default=1e-06, required=False),), lets=()),
+    with_lets=rms_norm__with_lets, output_shapes=rms_norm__output_shapes,
+    roofline=rms_norm__roofline, read_bytes=rms_norm__read_bytes,
+)
+
+# --- rope (position.yaml) --------------------------------------------------------
+def rope__with_lets(ix):
+    return ix
+
+def rope__output_shapes(ix):
+    return {'y': (ix['T'], ix['H'], ix['D'], )}
+
+def rope__roofline(call):
+    ix = call.indices
+    flops = (((6 * ix['T']) * ix['H']) * ix['R'])
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'cos') + _p.tensor_bytes(call, 'sin') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'rope flops'), _p.count(nbytes, 'rope bytes')
+
+def rope__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'cos') + _p.tensor_bytes(call, 'sin'), 'rope read bytes')
+
+ROPE = Emitted(
+    name='rope', family='position', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('T', 'H', 'D'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='cos', shape=('T', 'R'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='sin', shape=('T', 'R'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='y', shape=('T', 'H', 'D'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=rope__with_lets, output_shapes=rope__output_shapes,
+    roofline=rope__roofline, read_bytes=rope__read_bytes,
+)
+
+# --- rsqrt (elementwise.yaml) -------------------------------------------------------
+def rsqrt__with_lets(ix):
+    return ix
+
+def rsqrt__output_shapes(ix):
+    return {'y': (*ix['S'], )}
+
+def rsqrt__roofline(call):
+    ix = call.indices
+    flops = _p.prod(ix['S'])
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'rsqrt flops'), _p.count(nbytes, 'rsqrt bytes')
+
+def rsqrt__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x'), 'rsqrt read bytes')
+
+RSQRT = Emitted(
+    name='rsqrt', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='y', shape=('*S',), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=rsqrt__with_lets, output_shapes=rsqrt__output_shapes,
+    roofline=rsqrt__roofline, read_bytes=rsqrt__read_bytes,
+)
+
+# --- scaled_mm (gemm.yaml) ---------------------------------------------------
+def scaled_mm__with_lets(ix):
+    return ix
+
+def scaled_mm__output_shapes(ix):
+    return {'c': (ix['M'], ix['N'], )}
+
+def scaled_mm__roofline(call):
+    ix = call.indices
+    flops = (((((2 * ix['M']) * ix['N']) * ix['K']) + (ix['M'] * ix['N'])) + 1)
+    nbytes = _p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b') + _p.tensor_bytes(call, 'scale_a') + _p.tensor_bytes(call, 'scale_b') + _p.tensor_bytes(call, 'c')
+    return _p.count(flops, 'scaled_mm flops'), _p.count(nbytes, 'scaled_mm bytes')
+
+def scaled_mm__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b') + _p.tensor_bytes(call, 'scale_a') + _p.tensor_bytes(call, 'scale_b'), 'scaled_mm read bytes')
+
+SCALED_MM = Emitted(
+    name='scaled_mm', family='gemm', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='a', shape=('M', 'K'), dtypes=('float8_e4m3fn',), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='b', shape=('N', 'K'), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='scale_a', shape=('1',), dtypes=('float32',), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='scale_b', shape=('1',), dtypes=('float32',), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='c', shape=('M', 'N'), dtypes=(), same_as=None, dtype_param='out_dtype', optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(ParamSpec(name='out_dtype', type='dtype', default='bfloat16', required=False),), lets=()),
+    with_lets=scaled_mm__with_lets, output_shapes=scaled_mm__output_shapes,
+    roofline=scaled_mm__roofline, read_bytes=scaled_mm__read_bytes,
+)
+
+# --- sdpa_fwd (attention.yaml) ----------------------------------------------------
+def sdpa_fwd__with_lets(ix):
+    ix = dict(ix)
+    ix['scores'] = ((ix['Sq'] * ix['Skv']) - (((ix['Sq'] * (ix['Sq'] - 1)) // 2) if ix['causal'] else 0))
+    return ix
+
+def sdpa_fwd__output_shapes(ix):
+    return {'o': (ix['Bz'], ix['Hq'], ix['Sq'], ix['Dv'], )}
+
+def sdpa_fwd__roofline(call):
+    ix = call.indices
+    flops = ((ix['Bz'] * ix['Hq']) * ((ix['scores'] * ((((2 * ix['D']) + (2 * ix['Dv'])) + 5) + (3 if (ix['softcap'] > 0) else 0))) + (ix['Sq'] * ix['Dv'])))
+    nbytes = _p.tensor_bytes(call, 'q') + _p.tensor_bytes(call, 'k') + _p.tensor_bytes(call, 'v') + _p.tensor_bytes(call, 'o')
+    return _p.count(flops, 'sdpa_fwd flops'), _p.count(nbytes, 'sdpa_fwd bytes')
+
+def sdpa_fwd__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'q') + _p.tensor_bytes(call, 'k') + _p.tensor_bytes(call, 'v'), 'sdpa_fwd read bytes')
+
+SDPA_FWD = Emitted(
+    name='sdpa_fwd', family='attention', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='q', shape=('Bz', 'Hq', 'Sq', 'D'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='k', shape=('Bz', 'Hkv', 'Skv', 'D'), dtypes=(), same_as='q', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='v', shape=('Bz', 'Hkv', 'Skv', 'Dv'), dtypes=(), same_as='q', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='o', shape=('Bz', 'Hq', 'Sq', 'Dv'), dtypes=(), same_as='q', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(ParamSpec(name='causal', type='bool', default=False, required=False), ParamSpec(name='softcap', type='float', default=0.0, required=False), ParamSpec(name='scale', type='float', default=0.0, required=False)), lets=(('scores', 'Sq * Skv - (Sq * (Sq - 1) // 2 if causal else 0)'),)),
+    with_lets=sdpa_fwd__with_lets, output_shapes=sdpa_fwd__output_shapes,
+    roofline=sdpa_fwd__roofline, read_bytes=sdpa_fwd__read_bytes,
+)
+
+# --- sigmoid (elementwise.yaml) -----------------------------------------------------
+def sigmoid__with_lets(ix):
+    return ix
+
+def sigmoid__output_shapes(ix):
+    return {'y': (*ix['S'], )}
+
+def sigmoid__roofline(call):
+    ix = call.indices
+    flops = (4 * _p.prod(ix['S']))
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'sigmoid flops'), _p.count(nbytes, 'sigmoid bytes')
+
+def sigmoid__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x'), 'sigmoid read bytes')
+
+SIGMOID = Emitted(
+    name='sigmoid', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='y', shape=('*S',), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=sigmoid__with_lets, output_shapes=sigmoid__output_shapes,
+    roofline=sigmoid__roofline, read_bytes=sigmoid__read_bytes,
+)
+
+# --- silu (elementwise.yaml) --------------------------------------------------------
+def silu__with_lets(ix):
+    return ix
+
+def silu__output_shapes(ix):
+    return {'y': (*ix['S'], )}
+
+def silu__roofline(call):
+    ix = call.indices
+    flops = (5 * _p.prod(ix['S']))
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'silu flops'), _p.count(nbytes, 'silu bytes')
+
+def silu__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x'), 'silu read bytes')
+
+SILU = Emitted(
+    name='silu', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='y', shape=('*S',), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=silu__with_lets, output_shapes=silu__output_shapes,
+    roofline=silu__roofline, read_bytes=silu__read_bytes,
+)
+
+# --- silu_and_mul (elementwise.yaml) ------------------------------------------------
+def silu_and_mul__with_lets(ix):
+    ix = dict(ix)
+    ix['D'] = (ix['H'] // 2)
+    return ix
+
+def silu_and_mul__output_shapes(ix):
+    return {'y': (*ix['B'], ix['D'], )}
+
+def silu_and_mul__roofline(call):
+    ix = call.indices
+    flops = ((6 * _p.prod(ix['B'])) * ix['D'])
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'silu_and_mul flops'), _p.count(nbytes, 'silu_and_mul bytes')
+
+def silu_and_mul__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x'), 'silu_and_mul read bytes')
+
+SILU_AND_MUL = Emitted(
+    name='silu_and_mul', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*B', 'H'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='y', shape=('*B', 'D'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=(('D', 'H // 2'),)),
+    with_lets=silu_and_mul__with_lets, output_shapes=silu_and_mul__output_shapes,
+    roofline=silu_and_mul__roofline, read_bytes=silu_and_mul__read_bytes,
+)
+
+# --- softmax (reduction.yaml) -----------------------------------------------------
+def softmax__with_lets(ix):
+    return ix
+
+def softmax__output_shapes(ix):
+    return {'y': (*ix['B'], ix['N'], )}
+
+def softmax__roofline(call):
+    ix = call.indices
+    flops = ((5 * _p.prod(ix['B'])) * ix['N'])
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'softmax flops'), _p.count(nbytes, 'softmax bytes')
+
+def softmax__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x'), 'softmax read bytes')
+
+SOFTMAX = Emitted(
+    name='softmax', family='reduction', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*B', 'N'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='y', shape=('*B', 'N'), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=softmax__with_lets, output_shapes=softmax__output_shapes,
+    roofline=softmax__roofline, read_bytes=softmax__read_bytes,
+)
+
+# --- sum (reduction.yaml) ---------------------------------------------------------
+def sum__with_lets(ix):
+    return ix
+
+def sum__output_shapes(ix):
+    return {'y': (*ix['B'], )}
+
+def sum__roofline(call):
+    ix = call.indices
+    flops = (_p.prod(ix['B']) * ix['N'])
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'sum flops'), _p.count(nbytes, 'sum bytes')
+
+def sum__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x'), 'sum read bytes')
+
+SUM = Emitted(
+    name='sum', family='reduction', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*B', 'N'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='y', shape=('*B',), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=sum__with_lets, output_shapes=sum__output_shapes,
+    roofline=sum__roofline, read_bytes=sum__read_bytes,
+)
+
+# --- tanh (elementwise.yaml) --------------------------------------------------------
+def tanh__with_lets(ix):
+    return ix
+
+def tanh__output_shapes(ix):
+    return {'y': (*ix['S'], )}
+
+def tanh__roofline(call):
+    ix = call.indices
+    flops = _p.prod(ix['S'])
+    nbytes = _p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'tanh flops'), _p.count(nbytes, 'tanh bytes')
+
+def tanh__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'x'), 'tanh read bytes')
+
+TANH = Emitted(
+    name='tanh', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='x', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='y', shape=('*S',), dtypes=(), same_as='x', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=tanh__with_lets, output_shapes=tanh__output_shapes,
+    roofline=tanh__roofline, read_bytes=tanh__read_bytes,
+)
+
+# --- topk_softmax (moe.yaml) ------------------------------------------------
+def topk_softmax__with_lets(ix):
+    return ix
+
+def topk_softmax__output_shapes(ix):
+    return {'topk_weights': (ix['T'], ix['top_k'], ), 'topk_ids': (ix['T'], ix['top_k'], )}
+
+def topk_softmax__roofline(call):
+    ix = call.indices
+    flops = (ix['T'] * (((5 * ix['E']) + (ix['top_k'] * ix['E'])) + ((2 * ix['top_k']) if ix['renormalize'] else 0)))
+    nbytes = _p.tensor_bytes(call, 'router_logits') + _p.tensor_bytes(call, 'topk_weights') + _p.tensor_bytes(call, 'topk_ids')
+    return _p.count(flops, 'topk_softmax flops'), _p.count(nbytes, 'topk_softmax bytes')
+
+def topk_softmax__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'router_logits'), 'topk_softmax read bytes')
+
+TOPK_SOFTMAX = Emitted(
+    name='topk_softmax', family='moe', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='router_logits', shape=('T', 'E'), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), outputs=(TensorSpec(name='topk_weights', shape=('T', 'top_k'), dtypes=('float32',), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='topk_ids', shape=('T', 'top_k'), dtypes=('int64',), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), params=(ParamSpec(name='top_k', type='int', default=None, required=True), ParamSpec(name='renormalize', type='bool', default=True, required=False)), lets=()),
+    with_lets=topk_softmax__with_lets, output_shapes=topk_softmax__output_shapes,
+    roofline=topk_softmax__roofline, read_bytes=topk_softmax__read_bytes,
+)
+
+# --- where (elementwise.yaml) -------------------------------------------------------
+def where__with_lets(ix):
+    return ix
+
+def where__output_shapes(ix):
+    return {'y': (*_p.broadcast(ix['C'], ix['S'], ix['T']), )}
+
+def where__roofline(call):
+    ix = call.indices
+    flops = _p.prod(_p.broadcast(ix['C'], ix['S'], ix['T']))
+    nbytes = _p.tensor_bytes(call, 'cond') + _p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b') + _p.tensor_bytes(call, 'y')
+    return _p.count(flops, 'where flops'), _p.count(nbytes, 'where bytes')
+
+def where__read_bytes(call):
+    ix = call.indices
+    return _p.count(_p.tensor_bytes(call, 'cond') + _p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'where read bytes')
+
+WHERE = Emitted(
+    name='where', family='elementwise', roofline_mode='inline',
+    signature=Signature(inputs=(TensorSpec(name='cond', shape=('*C',), dtypes=('bool',), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='a', shape=('*S',), dtypes=('float16', 'bfloat16', 'float32'), same_as=None, dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False), TensorSpec(name='b', shape=('*T',), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False)), outputs=(TensorSpec(name='y', shape=('*broadcast(C, S, T)',), dtypes=(), same_as='a', dtype_param=None, optional=False, mutated=False, write_only=False, alias=None, metadata=False),), params=(), lets=()),
+    with_lets=where__with_lets, output_shapes=where__output_shapes,
+    roofline=where__roofline, read_bytes=where__read_bytes,
+)
+
 
 ENTRIES = {
+    'abs': ABS,
+    'add': ADD,
+    'bmm': BMM,
+    'cast': CAST,
+    'cumsum': CUMSUM,
+    'div': DIV,
     'embedding': EMBEDDING,
+    'exp': EXP,
+    'fused_add_rms_norm': FUSED_ADD_RMS_NORM,
+    'fused_experts': FUSED_EXPERTS,
+    'gelu_tanh': GELU_TANH,
+    'gemm': GEMM,
+    'gt': GT,
+    'layer_norm': LAYER_NORM,
     'linear': LINEAR,
+    'maximum': MAXIMUM,
+    'moe_combine': MOE_COMBINE,
+    'moe_ffn': MOE_FFN,
+    'mul': MUL,
+    'neg': NEG,
     'relu': RELU,
+    'rms_norm': RMS_NORM,
+    'rope': ROPE,
+    'rsqrt': RSQRT,
+    'scaled_mm': SCALED_MM,
+    'sdpa_fwd': SDPA_FWD,
+    'sigmoid': SIGMOID,
+    'silu': SILU,
+    'silu_and_mul': SILU_AND_MUL,
+    'softmax': SOFTMAX,
+    'sum': SUM,
+    'tanh': TANH,
+    'topk_softmax': TOPK_SOFTMAX,
+    'where': WHERE,
 }
