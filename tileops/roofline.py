@@ -99,7 +99,7 @@ def si(value: float | None, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Breach:
     """A physics-check breach: an implied rate above a theoretical ceiling (§4.3)."""
 
@@ -123,7 +123,7 @@ class Breach:
                 "physically impossible, so the roofline formula (flops/bytes) or roof key overstates the work")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Priced:
     record: Record
     profile: str | None  # the profile's name, None when no profile matched
@@ -198,6 +198,8 @@ class _Ceilings:
     bandwidth: float | None
     bandwidth_theoretical: float | None
     notes: tuple[str, ...]
+    name: str = ""
+    latency_floor_s: float | None = None
     _roofs: dict[str, tuple[str | None, float | None, float | None]] = field(default_factory=dict)
 
     @classmethod
@@ -206,7 +208,8 @@ class _Ceilings:
         notes: tuple[str, ...] = ()
         if mem is not None and not mem.nominal_known:
             notes = (NOTE_NOMINAL_UNKNOWN,)
-        return cls(profile, mem.effective if mem else None, mem.theoretical if mem else None, notes)
+        return cls(profile, mem.effective if mem else None, mem.theoretical if mem else None, notes,
+                   profile.name, profile.latency_floor_s)
 
     def roof(self, key: str) -> tuple[str | None, float | None, float | None]:
         """(resolved key or None when absent, effective, theoretical) for a record's roof key."""
@@ -231,20 +234,19 @@ def _blank(record: Record, profile: str | None, reason: str, detail: str, *,
                   actual_time_s=actual, breaches=breaches, notes=notes)
 
 
-def _physics(record: Record, actual: float, c: _Ceilings) -> tuple[Breach, ...]:
-    """Implied rates against theoretical ceilings; only where a theoretical value exists."""
-    out: list[Breach] = []
-    if record.bytes and c.bandwidth_theoretical is not None:
-        implied = record.bytes / actual
-        if implied > c.bandwidth_theoretical:
-            out.append(Breach("memory", implied, c.bandwidth_theoretical))
-    if record.flops and record.roof_key:
-        resolved, _, theo = c.roof(record.roof_key)
-        if resolved is not None and theo is not None:
-            implied = record.flops / actual
-            if implied > theo:
-                out.append(Breach(resolved, implied, theo))
-    return tuple(out)
+_NO_ROOF: tuple[str | None, float | None, float | None] = (None, None, None)
+
+
+def _physics(flops: int | None, nbytes: int | None, actual: float, bw_theoretical: float | None,
+             roof: tuple[str | None, float | None, float | None]) -> tuple[Breach, ...]:
+    """Implied rates against theoretical ceilings, wherever a theoretical value exists."""
+    out: tuple[Breach, ...] = ()
+    if nbytes and bw_theoretical is not None and nbytes / actual > bw_theoretical:
+        out = (Breach("memory", nbytes / actual, bw_theoretical),)
+    resolved, _, theo = roof
+    if flops and resolved is not None and theo is not None and flops / actual > theo:
+        out += (Breach(resolved, flops / actual, theo),)
+    return out
 
 
 def _price(r: Record, c: _Ceilings | None) -> Priced:
@@ -254,23 +256,26 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
                           f"skipped: {r.skip_reason or 'no reason recorded'}", verdict="error")
         msg = f"{r.error.kind}: {r.error.message}" if r.error else "no error detail recorded"
         return _blank(r, c.profile.name if c else None, BLANK_ERROR, f"error: {msg}", verdict="error")
+    timing = r.timing
     if c is None:
         return _blank(r, None, BLANK_NO_PROFILE,
                       f"no profile matches device {r.env.device_name!r}; calibrate it (`tileops calibrate`) "
-                      "or pass --profile", actual=r.timing.actual_time_s if r.timing else None)
-    name = c.profile.name
-    if r.timing is None:
+                      "or pass --profile", actual=timing.actual_time_s if timing else None)
+    name = c.name
+    if timing is None:
         return _blank(r, name, BLANK_NO_TIMING, "an ok record without timing; re-run the bench for this row")
-    actual = r.timing.actual_time_s
-    breaches = _physics(r, actual, c)
-    if r.env.device_kind == "cuda" and r.timing.timer != "cupti":
+    actual = timing.actual_time_s
+    flops, nbytes, key = r.flops, r.bytes, r.roof_key
+    roof = c.roof(key) if key else _NO_ROOF
+    breaches = _physics(flops, nbytes, actual, c.bandwidth_theoretical, roof)
+    if timing.timer != "cupti" and r.env.device_kind == "cuda":
         return _blank(r, name, BLANK_NO_CUPTI,
-                      f"timed with {r.timing.timer} on a GPU, not CUPTI device-busy time; install the gpu extra "
+                      f"timed with {timing.timer} on a GPU, not CUPTI device-busy time; install the gpu extra "
                       "(cupti-python) and re-run", actual=actual, breaches=breaches, notes=c.notes)
-    if r.bytes is None or r.flops is None:
+    if nbytes is None or flops is None:
         return _blank(r, name, BLANK_NO_ROOFLINE, "the record carries no (flops, bytes) from eval_roofline()",
                       actual=actual, breaches=breaches, notes=c.notes)
-    if r.bytes == 0:
+    if nbytes == 0:
         return _blank(r, name, BLANK_BYTES_ZERO, "the bytes formula yields zero; SOL is undefined",
                       actual=actual, breaches=breaches, notes=c.notes)
     bw = c.bandwidth
@@ -278,32 +283,30 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         return _blank(r, name, BLANK_MEMORY_UNCALIBRATED,
                       f"profile {name!r} has no calibrated memory roof; run `tileops calibrate`",
                       actual=actual, breaches=breaches, notes=c.notes)
-    memory_time = r.bytes / bw
-    resolved: str | None = None
-    peak: float | None = None
-    if r.flops == 0:
+    memory_time = nbytes / bw
+    resolved, peak, _ = roof
+    if flops == 0:
         compute_time = 0.0  # no arithmetic: the compute roof is not needed, nothing is guessed
-        if r.roof_key:
-            resolved, peak, _ = c.roof(r.roof_key)
     else:
-        if not r.roof_key:
+        if not key:
             return _blank(r, name, BLANK_ROOF_ABSENT, "the record has FLOPs but no roof key",
                           actual=actual, breaches=breaches, notes=c.notes)
-        resolved, peak, _ = c.roof(r.roof_key)
         if resolved is None:
             return _blank(r, name, BLANK_ROOF_ABSENT,
-                          f"roof key {r.roof_key!r} is absent from profile {name!r} (no roof, no alias)",
+                          f"roof key {key!r} is absent from profile {name!r} (no roof, no alias)",
                           actual=actual, breaches=breaches, notes=c.notes)
         if peak is None:
-            via = f" (via alias {resolved!r})" if resolved != r.roof_key else ""
+            via = f" (via alias {resolved!r})" if resolved != key else ""
             return _blank(r, name, BLANK_ROOF_UNCALIBRATED,
-                          f"roof {r.roof_key!r}{via} is uncalibrated in profile {name!r}; run `tileops calibrate`",
+                          f"roof {key!r}{via} is uncalibrated in profile {name!r}; run `tileops calibrate`",
                           actual=actual, breaches=breaches, notes=c.notes)
-        compute_time = r.flops / peak
-    sol = max(memory_time, compute_time)
-    bound: Bound = "memory" if memory_time >= compute_time else "compute"
+        compute_time = flops / peak
+    if memory_time >= compute_time:  # a tie is memory-bound
+        sol, bound = memory_time, "memory"
+    else:
+        sol, bound = compute_time, "compute"
     eff = sol / actual
-    floor = c.profile.latency_floor_s
+    floor = c.latency_floor_s
     verdict: Verdict
     if floor is not None and sol < floor and actual < floor:
         verdict = "latency-bound"
@@ -315,8 +318,8 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         verdict = "below"
     return Priced(
         record=r, profile=name, verdict=verdict, actual_time_s=actual, memory_time_s=memory_time,
-        compute_time_s=compute_time, sol_time_s=sol, efficiency=eff, bound=bound,
-        achieved_bytes_per_s=r.bytes / actual, achieved_flops_per_s=r.flops / actual,
+        compute_time_s=compute_time, sol_time_s=sol, efficiency=eff, bound=bound,  # type: ignore[arg-type]
+        achieved_bytes_per_s=nbytes / actual, achieved_flops_per_s=flops / actual,
         effective_bandwidth=bw, effective_peak=peak, breaches=breaches, roof=resolved, notes=c.notes)
 
 

@@ -200,7 +200,8 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
         slope(bw_eff, eff_max or peak_max, "-", f"memory effective {R.si(bw_eff, 'B/s')}{note}")
     for idx, (key, theo, eff) in enumerate(sorted(roofs, key=lambda r: -r[1])):
         color = ROOF_COLORS[idx % len(ROOF_COLORS)]
-        for value, bw, style, kind in ((theo, bw_theo or bw_eff, "--", "theoretical"),
+        # With the nominal bandwidth unknown there is no theoretical ridge: the dashed roof spans the plot.
+        for value, bw, style, kind in ((theo, bw_theo, "--", "theoretical"),
                                        (eff, bw_eff, "-", "effective")):
             if value is None:
                 continue

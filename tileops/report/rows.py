@@ -48,8 +48,9 @@ def verdict_text(p: Priced) -> str:
     text: str = p.verdict
     if p.verdict == "blank":
         text = f"blank: {p.blank_reason}"
-    elif p.verdict == "error":
-        text = p.blank_reason or "error"  # "error" or "skipped"
+    elif p.verdict == "error":  # "error: timeout", or "skipped"
+        err = p.record.error
+        text = f"error: {err.kind}" if (p.blank_reason == "error" and err) else (p.blank_reason or "error")
     if p.breaches:
         text += " · FORMULA ERROR"
     return text
