@@ -139,7 +139,9 @@ def start_pushgateway(tmp: Path) -> tuple[subprocess.Popen, str]:
     exe = need_binary("prometheus-pushgateway")
     port = free_port()
     log = open(tmp / "pushgateway.log", "wb")
-    proc = subprocess.Popen([exe, f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    # Debian's build persists to /var/lib/prometheus by default: keep each test's gateway in memory only.
+    proc = subprocess.Popen([exe, f"--web.listen-address=127.0.0.1:{port}", "--persistence.file="],
+                            stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(f"{url}/-/ready", 20, proc)

@@ -1,0 +1,96 @@
+"""The shipped Prometheus rules and config: promtool checks them and runs their unit tests.
+
+Every alert must have a promtool test where it fires and one where it does not,
+and its annotations must name the device (and, for row alerts, the op and label).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from export_support import need_binary
+from tileops.export.metrics import METRICS, ROW_LABELS
+
+PROM = Path(__file__).resolve().parents[1] / "exporters" / "prometheus"
+RULES = sorted((PROM / "rules").glob("*.rules.yml"))
+TESTS = sorted((PROM / "tests").glob("*.test.yml"))
+ROW_ALERTS = {"TileOpsPhysicsBreach", "TileOpsSOLRegression", "TileOpsAuditFail"}
+
+
+def _rules() -> list[dict]:
+    return [r for f in RULES for g in yaml.safe_load(f.read_text())["groups"] for r in g["rules"]]
+
+
+def _alerts() -> dict[str, dict]:
+    return {r["alert"]: r for r in _rules() if "alert" in r}
+
+
+def _promtool(*args: str) -> subprocess.CompletedProcess:
+    exe = need_binary("promtool")
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=120, cwd=PROM)
+
+
+def test_the_five_alerts_exist_with_severity_and_annotations():
+    alerts = _alerts()
+    assert set(alerts) == {"TileOpsPhysicsBreach", "TileOpsSOLRegression", "TileOpsCalibrationDrift",
+                           "TileOpsBenchStale", "TileOpsAuditFail"}
+    assert alerts["TileOpsPhysicsBreach"]["labels"]["severity"] == "critical"
+    for name, rule in alerts.items():
+        text = rule["annotations"]["summary"] + rule["annotations"]["description"]
+        for label in ("modelName", "UUID", "Hostname"):
+            assert f"$labels.{label}" in text, f"{name} does not name the device's {label}"
+        if name in ROW_ALERTS:
+            for label in ("op", "label"):
+                assert f"$labels.{label} " in text, f"{name} does not name the row's {label}"
+
+
+def test_rules_use_only_metrics_the_exporter_emits():
+    import re
+
+    names = set(METRICS) | {r["record"] for r in _rules() if "record" in r}
+    for rule in _rules():
+        used = set(re.findall(r"\b(tileops[_:][a-z0-9_:]+)", rule["expr"]))
+        assert used and used <= names, f"{rule.get('alert') or rule.get('record')}: unknown {used - names}"
+        for label in re.findall(r"(?:by|without|on) \(([^)]*)\)", rule["expr"]):
+            for name in (x.strip() for x in label.split(",")):
+                assert name in set(ROW_LABELS) | {"job", "instance", "mix", "roof"}, f"unknown label {name}"
+
+
+def test_every_alert_is_tested_firing_and_not_firing():
+    firing: set[str] = set()
+    quiet: set[str] = set()
+    for f in TESTS:
+        doc = yaml.safe_load(f.read_text())
+        assert {str((f.parent / r).resolve()) for r in doc["rule_files"]} == {str(r.resolve()) for r in RULES}
+        for case in doc["tests"]:
+            for a in case.get("alert_rule_test", []):
+                (firing if a.get("exp_alerts") else quiet).add(a["alertname"])
+    assert firing == set(_alerts()), f"never tested firing: {set(_alerts()) - firing}"
+    assert quiet == set(_alerts()), f"never tested quiet: {set(_alerts()) - quiet}"
+
+
+def test_promtool_checks_the_rules_and_the_config():
+    res = _promtool("check", "rules", *map(str, RULES))
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = _promtool("check", "config", "prometheus.yml")  # also loads the rule files it names
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "2 rule files found" in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("test_file", TESTS, ids=lambda p: p.name)
+def test_promtool_unit_tests_pass(test_file: Path):
+    res = _promtool("test", "rules", str(test_file))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "SUCCESS" in res.stdout + res.stderr
+
+
+def test_scrape_config_honours_pushed_labels():
+    cfg = yaml.safe_load((PROM / "prometheus.yml").read_text())
+    jobs = {j["job_name"]: j for j in cfg["scrape_configs"]}
+    assert jobs["tileops-pushgateway"]["honor_labels"] is True
+    assert "tileops-serve" in jobs
+    assert cfg["rule_files"] == ["rules/*.rules.yml"]

@@ -1,0 +1,74 @@
+"""Pushing to a real Pushgateway (Debian's prometheus-pushgateway on 127.0.0.1, a free port).
+
+Skips locally when the binary is missing; fails under CI=true.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from export_support import T0, env, profile, record, start_pushgateway, stop, write_run
+from tileops.export.push import RetryPolicy, push_snapshot
+from tileops.export.snapshot import load_run
+
+POLICY = RetryPolicy(attempts=3, backoff_s=0.05, timeout_s=5)
+
+
+@pytest.fixture
+def gateway(tmp_path: Path):
+    proc, url = start_pushgateway(tmp_path)
+    try:
+        yield url
+    finally:
+        stop(proc)
+
+
+def scrape(url: str) -> dict[str, list]:
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {f.name: f.samples for f in text_string_to_metric_families(text) if f.name.startswith("tileops_")}
+
+
+def test_push_groups_by_device_and_replaces_the_group(tmp_path: Path, gateway: str):
+    first = write_run(tmp_path / "1", [record("relu", "small", e=env(run_id="1")),
+                                       record("neg", "small", e=env(run_id="1"))], start=T0)
+    (snap,) = load_run(first, profile())
+    res = push_snapshot(gateway, snap, policy=POLICY)
+    assert res.ok and res.attempts == 1
+
+    m = scrape(gateway)
+    sol = {s.labels["op"]: s for s in m["tileops_sol_ratio"]}
+    assert set(sol) == {"relu", "neg"}
+    assert {k: sol["relu"].labels[k] for k in ("job", "instance", "UUID", "Hostname", "modelName")} == {
+        "job": "tileops", "instance": "node-a", "UUID": "cpu-node-a", "Hostname": "node-a",
+        "modelName": "Test CPU 9000"}
+    success = (T0 + timedelta(minutes=2)).timestamp()
+    assert m["tileops_run_last_success_timestamp_seconds"][0].value == success
+
+    # the next run drops a row and breaches: PUT replaces the group, the last success survives
+    second = write_run(tmp_path / "2", [record("relu", "small", bytes_=80_000_000_000, e=env(run_id="2"))],
+                       start=T0 + timedelta(hours=1))
+    (snap2,) = load_run(second, profile())
+    assert push_snapshot(gateway, snap2, policy=POLICY).ok
+    m = scrape(gateway)
+    assert {s.labels["op"] for s in m["tileops_sol_ratio"]} == {"relu"}  # neg is gone
+    assert m["tileops_run_healthy"][0].value == 0
+    assert m["tileops_physics_breach"][0].value == 1
+    assert [s.value for s in m["tileops_run_last_success_timestamp_seconds"]] == [success]
+
+
+def test_each_device_is_its_own_group(tmp_path: Path, gateway: str):
+    run = write_run(tmp_path / "r", [record(), record(e=env(device="NVIDIA H200", uuid="GPU-77", kind="cuda"))])
+    for snap in load_run(run, [profile()]):
+        assert push_snapshot(gateway, snap, policy=POLICY).ok
+    with urllib.request.urlopen(gateway + "/api/v1/metrics", timeout=5) as resp:
+        groups = [g["labels"] for g in json.load(resp)["data"]]
+    assert sorted(groups, key=lambda g: g["UUID"]) == [
+        {"job": "tileops", "instance": "node-a", "UUID": "GPU-77"},
+        {"job": "tileops", "instance": "node-a", "UUID": "cpu-node-a"}]

@@ -1,0 +1,224 @@
+"""End to end with the real servers: a CPU bench pushed to a Pushgateway, `tileops serve`, Prometheus.
+
+    tileops calibrate --quick           the CPU's profile and per-device result, in a temporary store
+    tileops bench --push PGW            a small CPU run, pushed by the bench itself at its end
+    results/inflated/                   the same run with its formula inflated past the ceilings, plus an audit
+    tileops serve results/              publishes the newest run: the inflated one
+    prometheus                          scrapes both (the shipped config, honor_labels, the shipped rules)
+
+then asks Prometheus's HTTP API for our series and labels, waits for the breach
+alert to fire, and runs every query of the Grafana dashboard, each of which must
+return data. Binaries come from Debian's `prometheus` and `prometheus-pushgateway`;
+missing, the test skips locally and fails under CI=true. Every server runs on
+127.0.0.1 with a free port and a temporary directory, and is always stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from export_support import free_port, need_binary, start_pushgateway, stop, wait_http
+from tileops.bench.records import RunInfo, append_record, load_records, read_run_info, write_run_info
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+PROM_DIR = REPO / "exporters" / "prometheus"
+DASHBOARD = REPO / "exporters" / "grafana" / "dashboards" / "tileops-sol.json"
+INFLATE = 10**6  # bytes and FLOPs of one row, x1e6: far past any theoretical ceiling
+
+
+def _tileops(*args: str, env: dict[str, str], timeout: float = 150) -> subprocess.CompletedProcess:
+    res = subprocess.run([sys.executable, "-m", "tileops.cli", *args], env=env, capture_output=True, text=True,
+                         timeout=timeout, cwd=REPO)
+    return res
+
+
+def _query(base: str, promql: str) -> list[dict]:
+    url = f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        doc = json.load(resp)
+    assert doc["status"] == "success", doc
+    return doc["data"]["result"]
+
+
+def _eventually(what: str, probe: Callable[[], Any], timeout_s: float = 45) -> Any:
+    """Poll ``probe`` until it returns something truthy (bounded); fail naming what never came."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: nothing within {timeout_s} s (last answer: {last!r})")
+
+
+def _inflate(run_dir: Path, out: Path) -> tuple[str, str]:
+    """Copy a run with one row's formula inflated past the ceilings; returns (op, label) of that row."""
+    out.mkdir(parents=True)
+    records = load_records([run_dir])
+    victim = next(r for r in records if r.status == "ok" and r.bytes)
+    now = datetime.now(timezone.utc)
+    for r in records:
+        update: dict[str, Any] = {"run_id": "inflated", "env": r.env.model_copy(update={"run_id": "inflated"})}
+        if r is victim:
+            update |= {"bytes": r.bytes * INFLATE, "flops": (r.flops or 0) * INFLATE}
+        append_record(out / "records.jsonl", r.model_copy(update=update))
+    write_run_info(out, RunInfo(run_id="inflated", started_at=now, finished_at=now, status="completed",
+                                exit_code=3, rows_total=len(records)))
+    audit = [{"op": r.op, "label": r.label, "dtype": r.dtype, "backend": r.backend,
+              "verdict": "FAIL" if r is victim else "WARN", "measured_read_bytes": 3 * (r.read_bytes or 1),
+              "expected_read_bytes": r.read_bytes or 1} for r in records if r.status == "ok"]
+    (out / "audit.jsonl").write_text("".join(json.dumps(a) + "\n" for a in audit), encoding="utf-8")
+    return victim.op, victim.label
+
+
+def _prometheus_config(tmp: Path, pushgateway: str, serve: str) -> Path:
+    """The shipped config with our targets, 1 s intervals and the shipped rules by absolute path."""
+    cfg = yaml.safe_load((PROM_DIR / "prometheus.yml").read_text())
+    cfg["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    cfg["rule_files"] = [str(PROM_DIR / pattern) for pattern in cfg["rule_files"]]
+    targets = {"tileops-pushgateway": pushgateway, "tileops-serve": serve}
+    for job in cfg["scrape_configs"]:
+        job["static_configs"] = [{"targets": [targets[job["job_name"]]]}]
+    path = tmp / "prometheus.yml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _dashboard_queries() -> list[tuple[str, str]]:
+    """(panel title, PromQL) for every panel target, with the template variables set to All."""
+    dash = json.loads(DASHBOARD.read_text())
+    out = []
+    for panel in dash["panels"]:
+        for target in panel.get("targets", []):
+            expr = re.sub(r"\$(modelName|op)\b", ".*", target["expr"])
+            assert "$" not in expr, f"{panel['title']}: unresolved variable in {expr}"
+            out.append((panel["title"], expr))
+    return out
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory):
+    prometheus = need_binary("prometheus")
+    need_binary("prometheus-pushgateway")
+    tmp = tmp_path_factory.mktemp("prom-it")
+    env = {**os.environ, "TILEOPS_PROFILE_DIR": str(tmp / "store"), "COLUMNS": "200"}
+    procs: list[subprocess.Popen] = []
+    try:
+        cal = _tileops("calibrate", "--device", "cpu", "--quick", "--dram-bandwidth", "200GB/s", env=env)
+        assert cal.returncode == 0, cal.stdout[-3000:] + cal.stderr[-3000:]
+
+        pgw_proc, pgw = start_pushgateway(tmp)
+        procs.append(pgw_proc)
+
+        results = tmp / "results"
+        bench = _tileops("bench", "--op", "relu", "--tag", "cpu", "--quick", "--calibrate", "never", "--no-plot",
+                         "--out", str(results / "run-1"), "--push", pgw, env=env)
+        assert bench.returncode == 0, bench.stdout[-3000:] + bench.stderr[-3000:]
+        victim = _inflate(results / "run-1", results / "inflated")
+
+        serve_port = free_port()
+        serve_log = open(tmp / "serve.log", "wb")
+        serve = subprocess.Popen([sys.executable, "-m", "tileops.cli", "serve", str(results), "--host",
+                                  "127.0.0.1", "--port", str(serve_port)], env=env, stdout=serve_log,
+                                 stderr=subprocess.STDOUT)
+        procs.append(serve)
+        wait_http(f"http://127.0.0.1:{serve_port}/healthz", 60, serve)
+
+        prom_port = free_port()
+        config = _prometheus_config(tmp, pgw.removeprefix("http://"), f"127.0.0.1:{serve_port}")
+        prom_log = open(tmp / "prometheus.log", "wb")
+        prom = subprocess.Popen([prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+                                 f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=prom_log,
+                                stderr=subprocess.STDOUT)
+        procs.append(prom)
+        base = f"http://127.0.0.1:{prom_port}"
+        wait_http(f"{base}/-/ready", 30, prom)
+        records = load_records([results / "run-1"])
+        yield {"base": base, "victim": victim, "records": records, "tmp": tmp,
+               "run1": read_run_info(results / "run-1")}
+    finally:
+        for p in reversed(procs):
+            stop(p)
+
+
+def test_series_arrive_with_dcgm_compatible_labels(stack):
+    base, rec = stack["base"], stack["records"][0]
+    got = _eventually("tileops_sol_ratio from the Pushgateway",
+                      lambda: _query(base, 'tileops_sol_ratio{job="tileops"}'))
+    host = rec.env.hostname
+    assert {r["metric"]["op"] for r in got} == {"relu"}
+    for r in got:
+        m = r["metric"]
+        assert m["instance"] == host == m["Hostname"]  # honor_labels kept the pushed job/instance
+        assert m["UUID"] == f"cpu-{host}" and m["modelName"] == rec.env.device_name
+        assert m["backend"] == "torch" and m["dtype"] in {"float32", "bfloat16"} and m["label"]
+        assert float(r["value"][1]) > 0
+
+    run1 = stack["run1"]
+    pushed = _query(base, 'tileops_run_info{job="tileops"}')
+    assert [r["metric"]["run_id"] for r in pushed] == [run1.run_id]
+    assert _query(base, 'tileops_run_healthy{job="tileops"}')[0]["value"][1] == "1"
+
+    served = _eventually("tileops_run_info from tileops serve",
+                         lambda: _query(base, 'tileops_run_info{job="tileops-serve"}'))
+    assert [r["metric"]["run_id"] for r in served] == ["inflated"]  # serve shows the newest run
+    assert _query(base, 'tileops_run_healthy{job="tileops-serve"}')[0]["value"][1] == "0"
+    # ...and still the last success, from the older healthy run it sees beside it
+    (last,) = _query(base, 'tileops_run_last_success_timestamp_seconds{job="tileops-serve"}')
+    assert float(last["value"][1]) == pytest.approx(run1.finished_at.timestamp())
+    cal = _query(base, "tileops_calibration_memory_bytes_per_second")
+    assert cal and all(r["metric"]["UUID"] == f"cpu-{host}" for r in cal)
+
+
+def test_inflated_formula_fires_the_breach_alert(stack):
+    base = stack["base"]
+    op, label = stack["victim"]
+
+    def firing(name: str) -> list[dict]:
+        with urllib.request.urlopen(f"{base}/api/v1/alerts", timeout=10) as resp:
+            alerts = json.load(resp)["data"]["alerts"]
+        return [a for a in alerts if a["labels"]["alertname"] == name and a["state"] == "firing"]
+
+    (breach,) = _eventually("TileOpsPhysicsBreach firing", lambda: firing("TileOpsPhysicsBreach"))
+    assert breach["labels"]["severity"] == "critical"
+    assert (breach["labels"]["op"], breach["labels"]["label"]) == (op, label)
+    assert breach["labels"]["UUID"] == f"cpu-{stack['records'][0].env.hostname}"
+    assert f"{op} [{label}" in breach["annotations"]["summary"]
+    ratios = _query(base, "tileops_physics_breach_ratio")
+    assert {r["metric"]["ceiling"] for r in ratios} >= {"memory"} and all(float(r["value"][1]) > 1 for r in ratios)
+    (audit,) = _eventually("TileOpsAuditFail firing", lambda: firing("TileOpsAuditFail"))
+    assert (audit["labels"]["op"], audit["labels"]["label"]) == (op, label)
+    assert not firing("TileOpsBenchStale")
+
+
+def test_every_dashboard_query_returns_data(stack):
+    base = stack["base"]
+    _eventually("both targets scraped", lambda: len(_query(base, 'up{job=~"tileops-.*"} == 1')) == 2)
+    _eventually("recording rules evaluated", lambda: _query(base, "tileops:sol_ratio:by_model_op"))
+    empty = [(title, expr) for title, expr in _dashboard_queries() if not _query(base, expr)]
+    assert not empty, f"panels without data: {empty}"
+    dash = json.loads(DASHBOARD.read_text())
+    for var in dash["templating"]["list"]:
+        if var["type"] != "query":
+            continue
+        metric, label = re.fullmatch(r"label_values\((.+), (\w+)\)", var["query"]["query"]).groups()
+        metric = re.sub(r"\$(modelName|op)\b", ".*", metric)
+        url = f"{base}/api/v1/label/{label}/values?" + urllib.parse.urlencode({"match[]": metric})
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            assert json.load(resp)["data"], f"variable {var['name']} lists nothing"
