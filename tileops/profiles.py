@@ -312,10 +312,11 @@ def load_profile(path: Path | str) -> Profile:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        line = f"line {mark.line + 1}" if mark is not None else "(syntax)"
+        where = f"{path}: {line}, column {mark.column + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc)
         raise ProfileError(f"{where}: not valid YAML ({problem}); fix the syntax at that line",
-                           file=path, field="(syntax)", fix="fix the YAML syntax") from None
+                           file=path, field=line, fix="fix the YAML syntax") from None
     return parse_profile(data, path)
 
 

@@ -6,12 +6,22 @@ adds the run's raw measurements and methods).
 
 from __future__ import annotations
 
-from rich.console import Group, RenderableType
+import os
+
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from tileops.calibrate.results import DeviceCalibration
 from tileops.profiles import MIXES, Profile, Provenance
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A console 120 columns wide when output is not a terminal (logs, pipes), so tables stay whole."""
+    c = Console(stderr=stderr)
+    if not c.is_terminal:
+        c = Console(stderr=stderr, width=int(os.environ.get("COLUMNS", "0") or 0) or 120)
+    return c
 
 
 def fmt_rate(value: float | None, unit: str) -> str:

@@ -23,8 +23,7 @@ from tileops.calibrate.base import TheoryOptions, base_profile
 from tileops.calibrate.cpupeak import PeakUnknown
 from tileops.calibrate.dram import parse_bandwidth, read_bandwidth_file
 from tileops.calibrate.results import DeviceCalibration, build_profile, write_device_result
-from tileops.calibrate.run import calibrate_device, measure_device, run_children, visible_devices
-from tileops.calibrate.summary import devices_table, profile_view, run_view
+from tileops.calibrate.summary import devices_table, make_console, profile_view, run_view
 from tileops.errors import TileOpsError
 from tileops.profiles import Profile, shipped_dir, store_dir, write_profile
 
@@ -115,8 +114,10 @@ def _json_summary(profile: Profile | None, runs: list[DeviceCalibration], warnin
 
 
 def run(args: argparse.Namespace) -> int:
-    out = Console()
-    err = Console(stderr=True)
+    from tileops.calibrate.run import calibrate_device, measure_device  # torch: imported only when run
+
+    out = make_console()
+    err = make_console(stderr=True)
     options = _options(args)
     if args.results_out:  # a child of --all-devices: measure, write the raw result, nothing else
         with _Bar(err, args.device) as bar:
@@ -142,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_all(args: argparse.Namespace, options: TheoryOptions, out: Console, err: Console) -> int:
+    from tileops.calibrate.run import run_children, visible_devices
+
     devices = visible_devices()
     if devices == ["cpu"]:
         err.print("no CUDA device visible: calibrating the CPU")

@@ -14,10 +14,9 @@ import os
 from pathlib import Path
 
 import yaml
-from rich.console import Console
 from rich.table import Table
 
-from tileops.calibrate.summary import fmt_rate, fmt_seconds, profile_view
+from tileops.calibrate.summary import fmt_rate, fmt_seconds, make_console, profile_view
 from tileops.errors import TileOpsError
 from tileops.profiles import PROFILE_DIR_ENV, Profile, ProfileError, find_profile, is_store_profile, \
     load_profiles, select_profile, store_dir
@@ -75,7 +74,7 @@ def _list(args: argparse.Namespace, profiles: list[Profile]) -> int:
         return 0
     t = Table(title=f"device profiles (store: {store_dir()})", title_justify="left")
     for col in ("name", "kind", "matches", "memory nominal", "effective", "roofs calibrated", "floor", "from"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col == "name")
     for p in profiles:
         mem = p.memory
         nominal = "-" if mem is None else (fmt_rate(mem.theoretical, "B/s") if mem.nominal_known else "unknown")
@@ -83,7 +82,7 @@ def _list(args: argparse.Namespace, profiles: list[Profile]) -> int:
         calibrated = sum(r.calibration is not None for r in p.compute.values())
         t.add_row(p.name, p.kind, "\n".join(p.match), nominal, eff, f"{calibrated}/{len(p.compute)}",
                   fmt_seconds(p.latency_floor_s), "store" if is_store_profile(p) else "shipped")
-    Console().print(t)
+    make_console().print(t)
     return 0
 
 
@@ -99,7 +98,7 @@ def _show(args: argparse.Namespace, profiles: list[Profile]) -> int:
     if args.format != "table":
         print(_dump(profile, args.format))
         return 0
-    Console().print(profile_view(profile))
+    make_console().print(profile_view(profile))
     return 0
 
 
