@@ -263,3 +263,22 @@ def test_export_command_exit_codes(tmp_path: Path, store: Path, capsys):
     not_a_dir.write_text("x")
     assert main(["export", str(run), "--textfile", str(not_a_dir)]) == 2
     assert "cannot write the textfile" in capsys.readouterr().err
+
+
+def test_serve_reprices_when_a_profile_appears_and_not_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from tileops.export.server import CachedProfiles
+
+    store = tmp_path / "store"
+    store.mkdir()
+    monkeypatch.setenv("TILEOPS_PROFILE_DIR", str(store))
+    root = tmp_path / "results"
+    write_run(root / "a", [record()])
+    profiles = CachedProfiles()
+    source = DirectorySource(root, profiles, log=lambda msg: None)
+    (before,) = source.scan()
+    assert before.priced[0].blank_reason == "no-profile"
+    assert profiles() is profiles()  # unchanged files: no re-read
+    write_profile_file(store / "testcpu.yaml", profile())  # a calibration lands in the store
+    (after,) = source.scan()
+    assert after.profile is not None and after.profile.name == "TestCPU"
+    assert after.priced[0].efficiency is not None

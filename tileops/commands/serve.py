@@ -12,8 +12,7 @@ from pathlib import Path
 
 from tileops.cli import EXIT_OK, EXIT_USAGE
 from tileops.errors import TileOpsError
-from tileops.export.server import DEFAULT_PORT, DirectorySource, make_http_server
-from tileops.export.snapshot import resolve_profiles
+from tileops.export.server import DEFAULT_PORT, CachedProfiles, DirectorySource, make_http_server
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,15 +31,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    profiles = CachedProfiles(args.profile)
     try:
-        resolve_profiles(args.profile)  # fail now, not at the first scrape
+        profiles()  # fail now, not at the first scrape
     except TileOpsError as exc:
         print(f"tileops serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if not args.directory.is_dir():
         print(f"tileops serve: warning: {args.directory} does not exist yet; /healthz answers 503 until it does",
               file=sys.stderr)
-    source = DirectorySource(args.directory, lambda: resolve_profiles(args.profile))
+    source = DirectorySource(args.directory, profiles)
     try:
         server = make_http_server(source, args.host, args.port)
     except OSError as exc:

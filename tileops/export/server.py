@@ -27,7 +27,8 @@ from tileops.errors import TileOpsError
 from .calibration import device_calibrations
 from .exposition import CONTENT_TYPE
 from .metrics import render
-from .snapshot import AUDIT_FILE, ProfileSource, RunSnapshot, find_run_dirs, latest_per_device, load_run
+from .snapshot import (AUDIT_FILE, ProfileSource, RunSnapshot, find_run_dirs, latest_per_device, load_run,
+                       resolve_profiles)
 
 DEFAULT_PORT = 9469
 
@@ -48,6 +49,46 @@ def _fingerprint(profiles: ProfileSource) -> str:
         return ""
     items = [profiles] if not isinstance(profiles, (list, tuple)) else list(profiles)
     return "|".join(p.model_dump_json() for p in items)
+
+
+class CachedProfiles:
+    """``resolve_profiles(choice)``, re-read only when a profile file changes.
+
+    Parsing every profile YAML takes a few hundred milliseconds; a scrape every
+    15 s should not pay it when nothing changed, yet a fresh calibration must
+    show at the next scrape. The stamp covers the shipped folder, the store and
+    an explicit ``--profile`` file.
+    """
+
+    def __init__(self, choice: str | None = None) -> None:
+        self.choice = choice
+        self._stamp: tuple | None = None
+        self._value: ProfileSource = None
+
+    def _files(self) -> list[Path]:
+        from tileops.profiles import shipped_dir, store_dir
+
+        files: list[Path] = []
+        for d in (shipped_dir(), store_dir()):
+            if d.is_dir():
+                files += sorted([*d.glob("*.yaml"), *d.glob("*.yml")])
+        if self.choice and Path(self.choice).is_file():
+            files.append(Path(self.choice))
+        return files
+
+    def __call__(self) -> ProfileSource:
+        stamp = []
+        for f in self._files():
+            try:
+                st = f.stat()
+                stamp.append((str(f), st.st_mtime_ns, st.st_size))
+            except FileNotFoundError:
+                continue
+        key = tuple(stamp)
+        if key != self._stamp:
+            self._value = resolve_profiles(self.choice)
+            self._stamp = key
+        return self._value
 
 
 @dataclass
