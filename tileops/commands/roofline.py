@@ -90,7 +90,7 @@ def _plot(priced: list[Priced], profiles: list[Profile], out_dir: Path, err: Con
 
 
 def run(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         records = _load(args.results, "results")
         baseline = _load(args.baseline, "baseline") if args.baseline else None

@@ -64,8 +64,12 @@ def _comparison_lines(c: Comparison) -> list[str]:
     return lines
 
 
+_CHANGE_ORDER = {"slower": 0, "untimed": 1, "faster": 2, "new": 3, "gone": 4}
+
+
 def _changed(c: Comparison) -> list:
-    return [r for r in c.rows if r.change != "same"]
+    """Rows that changed, regressions first."""
+    return sorted((r for r in c.rows if r.change != "same"), key=lambda r: _CHANGE_ORDER[r.change])
 
 
 def render_table(priced: Sequence[Priced], console: Console, *, comparison: Comparison | None = None,
