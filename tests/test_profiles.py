@@ -114,6 +114,19 @@ def test_write_profile_refuses_nothing_valid_and_is_atomic(tmp_path: Path) -> No
     assert load_profile(tmp_path / "test-gpu.yaml").notes == "second"
 
 
+def test_writing_over_a_shipped_file_can_keep_its_source_comments(tmp_path: Path) -> None:
+    shipped = shipped_dir() / "h200.yaml"
+    copy = tmp_path / "h200.yaml"
+    copy.write_text(shipped.read_text())
+    h200 = load_profile(copy)
+    write_profile(h200.model_copy(update={"latency_floor_s": 2e-6, "latency_floor_source": _cal()}), tmp_path,
+                  keep_header=True)
+    text = copy.read_text()
+    header = [line for line in shipped.read_text().splitlines() if line.startswith("#")]
+    assert text.splitlines()[:len(header)] == header  # the datasheet source notes survive
+    assert load_profile(copy).latency_floor_s == 2e-6
+
+
 # --------------------------------------------------------------------------- malformed profiles
 
 GOOD = """\

@@ -422,9 +422,33 @@ class _Dumper(yaml.SafeDumper):
 _Dumper.add_representer(float, _float_repr)
 
 
-def dump_profile(profile: Profile) -> str:
-    """The profile as YAML text with a header comment naming its sources."""
-    data = profile.model_dump(mode="json", exclude_none=True)
+def _drop_empty(data: Any) -> Any:
+    """Drop empty mappings (``mixes: {}``): absent and empty mean the same to the schema."""
+    if isinstance(data, dict):
+        return {k: _drop_empty(v) for k, v in data.items() if not (isinstance(v, dict) and not v)}
+    return data
+
+
+def leading_comments(path: Path) -> str | None:
+    """The comment block a profile file starts with (its source notes), or None."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    block = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        block.append(line)
+    return "\n".join(block) if block else None
+
+
+def dump_profile(profile: Profile, header: str | None = None) -> str:
+    """The profile as YAML text, after ``header`` (comment lines) or a generated one naming its sources."""
+    data = _drop_empty(profile.model_dump(mode="json", exclude_none=True))
+    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
+    if header is not None:
+        return header.rstrip("\n") + "\n" + body
     from tileops import __version__
 
     head = [f"# Device profile {profile.name} ({profile.kind}), written by tileops {__version__}.",
@@ -434,7 +458,6 @@ def dump_profile(profile: Profile) -> str:
         head.append(f"#   memory: {_describe_source(profile.memory.theoretical_source)}")
     for key, roof in profile.compute.items():
         head.append(f"#   {key}: {_describe_source(roof.theoretical_source)}")
-    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
     return "\n".join(head) + "\n" + body
 
 
@@ -442,14 +465,16 @@ def _describe_source(p: Provenance) -> str:
     return p.source + (f" ({p.ref})" if p.ref else "") + (f" - {p.note}" if p.note else "")
 
 
-def write_profile(profile: Profile, directory: Path | None = None, *, path: Path | None = None) -> Path:
+def write_profile(profile: Profile, directory: Path | None = None, *, path: Path | None = None,
+                  keep_header: bool = False) -> Path:
     """Write ``profile`` atomically to ``path`` or ``directory/<name>.yaml`` (default: the store).
 
-    The text is re-read and validated before it replaces anything, so a bad write
-    never leaves a profile that fails to load.
+    ``keep_header`` keeps the comment block the existing file starts with (a shipped
+    profile's datasheet notes). The text is re-read and validated before it
+    replaces anything, so a bad write never leaves a profile that fails to load.
     """
     target = Path(path) if path is not None else (directory or store_dir()) / profile_filename(profile.name)
-    text = dump_profile(profile)
+    text = dump_profile(profile, leading_comments(target) if keep_header and target.exists() else None)
     parse_profile(yaml.safe_load(text), target)  # what we write must load
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yaml", dir=target.parent)

@@ -123,7 +123,6 @@ def measure_mixes(device: torch.device, sizes: Sizes,
         moved = STREAM_WORDS[mix] * n * F32
         out[mix] = MixMeasurement(bytes_per_s=moved / t, bytes=moved, array_bytes=n * F32, best_s=t,
                                   reps=sizes.mix_reps, kernel=desc)
-    del a, b, c
     return out
 
 
@@ -209,6 +208,7 @@ def gpu_gemm(key: str, device: torch.device, sizes: Sizes) -> RoofMeasurement:  
 
 def gpu_fp32(device: torch.device, sizes: Sizes) -> RoofMeasurement:  # pragma: no cover - needs a GPU
     """cuda_core.fp32: a Triton FMA-chain kernel; without Triton, an SGEMM with TF32 off (a lower bound)."""
+    why = "no Triton"
     try:
         from tileops.calibrate.gpu_fma import fma_kernel_rate
 
@@ -216,6 +216,8 @@ def gpu_fp32(device: torch.device, sizes: Sizes) -> RoofMeasurement:  # pragma: 
         return RoofMeasurement(flops_per_s=rate, flops=flops, best_s=t, reps=5, method=method)
     except ImportError:
         pass
+    except Exception as exc:  # a Triton failure falls back too, and says why
+        why = f"Triton kernel failed: {type(exc).__name__}"
     n = sizes.big_matmul
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
@@ -223,7 +225,7 @@ def gpu_fp32(device: torch.device, sizes: Sizes) -> RoofMeasurement:  # pragma: 
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
         return _gemm_rate(lambda: torch.mm(a, b), 2.0 * n**3, device, sizes.matmul_reps, 3,
-                          f"fp32 SGEMM {n}^3 with TF32 off (no Triton: a lower bound of the FMA rate)")
+                          f"fp32 SGEMM {n}^3 with TF32 off ({why}: a lower bound of the FMA rate)")
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -25,7 +26,7 @@ from tileops.calibrate.dram import parse_bandwidth, read_bandwidth_file
 from tileops.calibrate.results import DeviceCalibration, build_profile, write_device_result
 from tileops.calibrate.summary import devices_table, make_console, profile_view, run_view
 from tileops.errors import TileOpsError
-from tileops.profiles import Profile, shipped_dir, store_dir, write_profile
+from tileops.profiles import PROFILE_DIR_ENV, Profile, shipped_dir, store_dir, write_profile
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -98,7 +99,7 @@ def _store(args: argparse.Namespace) -> Path:
 def _write(args: argparse.Namespace, profile: Profile, runs: list[DeviceCalibration], err: Console) -> list[str]:
     if args.no_write:
         return []
-    written = [str(write_profile(profile, _target_dir(args)))]
+    written = [str(write_profile(profile, _target_dir(args), keep_header=args.write_shipped))]
     written += [str(write_device_result(r, _store(args))) for r in runs]
     for w in written:
         err.print(f"wrote {w}")
@@ -116,6 +117,8 @@ def _json_summary(profile: Profile | None, runs: list[DeviceCalibration], warnin
 def run(args: argparse.Namespace) -> int:
     from tileops.calibrate.run import calibrate_device, measure_device  # torch: imported only when run
 
+    if args.profile_dir is not None:  # one store for every lookup here and in child processes
+        os.environ[PROFILE_DIR_ENV] = str(args.profile_dir)
     out = make_console()
     err = make_console(stderr=True)
     options = _options(args)
