@@ -12,6 +12,7 @@ parser and requires it to equal ``generate_latest`` of the same metrics.
 from __future__ import annotations
 
 import math
+from operator import add
 from typing import Iterable, Protocol, Sequence
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -47,20 +48,23 @@ def render_text(items: Iterable[tuple[_Spec, Sequence[tuple[tuple[str, ...], flo
     out: list[str] = []
     append = out.append
     # A row's label set repeats across a dozen metrics: render each (names, values) once.
-    bodies: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
+    cache: dict[tuple[str, ...], dict[tuple[str, ...], str]] = {}
     for spec, rows in items:
         name = spec.name
         append(f"# HELP {name} {_escape_help(spec.help)}\n# TYPE {name} gauge\n")
         names = tuple(spec.labels)
-        if not names:
-            for _, value in rows:
-                append(f"{name} {format_value(value)}\n")
-            continue
         keys = [f'{label}="' for label in names]
+        bodies = cache.setdefault(names, {})
         for labels, value in rows:
-            key = (names, labels)
-            body = bodies.get(key)
+            body = bodies.get(labels)
             if body is None:
-                body = bodies[key] = "{" + '",'.join([k + _escape_value(v) for k, v in zip(keys, labels)]) + '"}'
-            append(f"{name}{body} {format_value(value)}\n")
+                if not names:
+                    body = ""
+                else:
+                    raw = "".join(labels)  # one scan decides whether any value needs escaping
+                    vals = [_escape_value(v) for v in labels] if ("\\" in raw or "\n" in raw or '"' in raw) else labels
+                    body = "{" + '",'.join(map(add, keys, vals)) + '"}'
+                bodies[labels] = body
+            # value - value is 0 for every finite float, NaN for inf and NaN
+            append(f"{name}{body} {repr(value) if value - value == 0 else format_value(value)}\n")
     return "".join(out).encode("utf-8")
