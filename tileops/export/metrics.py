@@ -1,8 +1,11 @@
-"""Prometheus metrics of priced runs: the catalogue and the collector that fills it.
+"""Prometheus metrics of priced runs: the catalogue, its samples, and a prometheus_client collector.
 
-Every metric is a gauge built fresh from snapshots at collection time (a
-custom ``Collector`` on a private registry), so nothing is left over from a
-previous run and no global state is touched. Names follow Prometheus
+Every metric is a gauge built fresh from snapshots at collection time, so
+nothing is left over from a previous run and no global state is touched.
+:func:`render` writes the text format through our fast writer
+(``exposition.py``); :class:`SnapshotCollector` / :func:`registry_for` give the
+same metrics as prometheus_client families, for a custom registry (OpenMetrics,
+embedding in another exporter), and a test holds the two equal. Names follow Prometheus
 conventions: base units (``_seconds``, ``_bytes_per_second``), ratios in 0–1
 (``_ratio``), ``_info`` series with value 1 for descriptive labels, and
 ``_timestamp_seconds`` for Unix times.

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from tileops.cli import EXIT_OK, EXIT_PUSH, EXIT_USAGE
 from tileops.errors import TileOpsError
 
 from .calibration import device_calibrations
@@ -18,10 +19,7 @@ from .push import DEFAULT_JOB, RetryPolicy, push_snapshot
 from .snapshot import RunSnapshot, load_run, resolve_profiles
 from .textfile import write_textfile
 
-# Mirrors tileops.cli (imported lazily there to keep this module free of the CLI).
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_PUSH = 4
+__all__ = ["EXIT_PUSH", "export_run", "export_snapshots"]
 
 
 def _stderr(msg: str) -> None:
