@@ -3,13 +3,28 @@
 ``calibrate_cpu`` / ``calibrate_gpu`` measure this host's device and return its
 calibrated Profile without writing it; ``tileops calibrate`` writes it to the
 profile store. See docs/profiles.md.
+
+The measuring functions import torch, so they load on first use: reading
+results (``tileops.calibrate.results``, used by the exporters) stays light.
 """
 
-from tileops.calibrate.base import CPU_ROOF_ALIASES, TheoryOptions
-from tileops.calibrate.results import DeviceCalibration, build_profile, load_device_results
-from tileops.calibrate.run import Outcome, calibrate_cpu, calibrate_device, calibrate_gpu, measure_device
+from __future__ import annotations
 
-__all__ = [
-    "CPU_ROOF_ALIASES", "DeviceCalibration", "Outcome", "TheoryOptions", "build_profile", "calibrate_cpu",
-    "calibrate_device", "calibrate_gpu", "load_device_results", "measure_device",
-]
+import importlib
+from typing import Any
+
+_LAZY = {
+    "CPU_ROOF_ALIASES": "tileops.calibrate.base", "TheoryOptions": "tileops.calibrate.base",
+    "DeviceCalibration": "tileops.calibrate.results", "build_profile": "tileops.calibrate.results",
+    "load_device_results": "tileops.calibrate.results",
+    "Outcome": "tileops.calibrate.run", "calibrate_cpu": "tileops.calibrate.run",
+    "calibrate_device": "tileops.calibrate.run", "calibrate_gpu": "tileops.calibrate.run",
+    "measure_device": "tileops.calibrate.run",
+}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tileops.calibrate' has no attribute {name!r}")
