@@ -97,3 +97,21 @@ def test_inflated_bytes_exit_3_in_a_subprocess(tmp_path: Path, profile_file: Pat
     # json keeps the exit code and carries the health (in process: one subprocess start is enough)
     assert main(["roofline", str(run), "--profile", str(profile_file), "--format", "json"]) == EXIT_PHYSICS
     assert json.loads(capsys.readouterr().out)["health"]["ok"] is False
+
+
+@pytest.mark.slow
+def test_real_cpu_bench_then_roofline_plot(tmp_path: Path, capsys) -> None:
+    """End to end on this machine: a real (quick) CPU bench of relu, re-priced and plotted by `tileops roofline`."""
+    prof = write_profile(tmp_path / "cpu.yaml", make_profile(
+        name="e2e-cpu", match=("any",), bw_theoretical=None, bw_calibration=None, measured={"triad": 5e9},
+        roofs={"cpu.fp32": (1.5e11, 0.2), "cpu.fp32_matmul": (1.5e11, 0.2)}))
+    run = tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "tileops.cli", "bench", "--op", "relu", "--tag", "cpu", "--quick",
+                          "--profile", str(prof), "--out", str(run)], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    plots = tmp_path / "plots"
+    assert main(["roofline", str(run), "--profile", str(prof), "--format", "json", "--plot", str(plots)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["rows"] and all(r["profile"] == "e2e-cpu" and r["efficiency"] > 0 for r in doc["rows"])
+    for name in ("roofline.png", "roofline.svg"):
+        assert (plots / name).stat().st_size > 10_000
