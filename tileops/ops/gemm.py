@@ -84,6 +84,11 @@ class ScaledMm(Contraction):
     OUT_DTYPES = ("bfloat16", "float16", "float32")
 
     def check_call(self, call: CheckedCall) -> None:
+        for dim, tensor in (("K", "a"), ("N", "b")):
+            if call.indices[dim] % 16:
+                raise SignatureError(
+                    f"{self.name}: input {tensor!r} has {dim} = {call.indices[dim]}, expected a multiple of 16 "
+                    "(the FP8 GEMM's tile requirement, on the CPU and CUDA alike)")
         if self.params["out_dtype"] not in self.OUT_DTYPES:
             raise SignatureError(
                 f"{self.name}: output 'c' dtype (parameter out_dtype) is {self.params['out_dtype']}, "
