@@ -1,0 +1,224 @@
+"""The benchmark runner (M4) on the CPU: records, isolation, resume, the stopping rule, attribution."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tileops.bench.records import Record, iter_records, read_run_info
+from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP, StoppingRule, quantile, rel_noise
+from tileops.bench.timers import (FLUSH_RANGE, ITER_PREFIX, AttributionError, DeviceActivity, HostRange,
+                                  attribute, union_ns)
+
+FAULTY = Path(__file__).parent / "data" / "faulty_ops"
+
+
+def tileops(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tileops.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def profile_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """An isolated profile store holding a quick CPU calibration, so pricing has a measured profile."""
+    store = tmp_path_factory.mktemp("profiles")
+    env = {"TILEOPS_PROFILE_DIR": str(store)}
+    r = tileops("calibrate", "--device", "cpu", "--quick", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return env
+
+
+@pytest.fixture(scope="module")
+def faulty_path(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The test-only manifest directory, with its generated evaluators, on the search path."""
+    d = tmp_path_factory.mktemp("faulty") / "faulty_ops"
+    shutil.copytree(FAULTY, d)
+    r = tileops("codegen", "--manifest", str(d))
+    assert r.returncode == 0, r.stderr
+    return {"TILEOPS_MANIFEST_PATH": str(d)}
+
+
+# -- end to end --------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_cpu_set_end_to_end(tmp_path: Path, profile_store: dict[str, str]) -> None:
+    """The whole `cpu` row set: every row recorded OK with a valid schema, then the SOL table and plot."""
+    out = tmp_path / "run"
+    r = tileops("bench", "--quick", "--out", str(out), env=profile_store)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    recs = list(iter_records(out))
+    assert recs, "no records"
+    for rec in recs:
+        assert rec.status == "ok", (rec.op, rec.label, rec.error)
+        assert "cpu" in rec.tags
+        assert rec.timing is not None and rec.timing.timer == "cpu-wall" and rec.timing.n >= 1
+        assert rec.timing.min_s <= rec.timing.median_s <= rec.timing.p90_s
+        assert rec.flops is not None and rec.bytes is not None and rec.roof_key
+        assert rec.env.device_kind == "cpu" and rec.env.threads and rec.env.run_id == out.name or rec.env.run_id
+        Record.model_validate_json(rec.model_dump_json())  # round trip
+    from tileops.manifest.load import load_entries
+
+    cpu_rows = {(e.name, w.label) for e in load_entries().values() if e.status == "implemented"
+                for w in e.workloads if "cpu" in w.tags}
+    assert {(x.op, x.label) for x in recs} == cpu_rows
+    info = read_run_info(out)
+    assert info.status == "completed" and info.exit_code == 0 and info.rows_ok == len(recs)
+    assert "SOL efficiency" in r.stdout and "health: OK" in r.stdout
+    assert (out / "roofline.png").stat().st_size > 0 and (out / "roofline.json").exists()
+
+
+def test_crash_hang_and_exception_become_error_records(tmp_path: Path, faulty_path: dict[str, str],
+                                                       profile_store: dict[str, str]) -> None:
+    out = tmp_path / "run"
+    r = tileops("bench", "--quick", "--op", "crash_op", "--op", "stall_op", "--op", "raise_op", "--op", "relu",
+                "--row-timeout", "20", "--out", str(out), "--no-plot", env={**faulty_path, **profile_store})
+    assert r.returncode == 1, r.stdout + r.stderr  # some rows failed, the run finished
+    by_op = {}
+    for rec in iter_records(out):
+        by_op.setdefault(rec.op, []).append(rec)
+    assert by_op["crash_op"][0].status == "error" and by_op["crash_op"][0].error.kind == "crash"
+    assert "signal 11" in by_op["crash_op"][0].error.message
+    assert by_op["stall_op"][0].error.kind == "timeout"
+    assert by_op["raise_op"][0].error.kind == "exception"
+    assert "deliberate failure" in by_op["raise_op"][0].error.message
+    assert by_op["relu"] and all(x.status == "ok" for x in by_op["relu"])  # the sweep went on
+    info = read_run_info(out)
+    assert info.status == "completed" and info.rows_error == 3 and info.exit_code == 1
+
+
+def test_interrupt_leaves_a_valid_file_and_resume_finishes(tmp_path: Path, faulty_path: dict[str, str],
+                                                           profile_store: dict[str, str]) -> None:
+    out = tmp_path / "run"
+    env = {**os.environ, **faulty_path, **profile_store}
+    cmd = [sys.executable, "-m", "tileops.cli", "bench", "--quick", "--op", "relu", "--op", "stall_op",
+           "--row-timeout", "120", "--out", str(out), "--no-plot"]
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 180
+    records = out / "records.jsonl"
+    while time.time() < deadline and not (records.exists() and records.read_text().count("\n") >= 1):
+        time.sleep(0.2)
+    time.sleep(3)  # relu rows first (op-name order), then inside the stalling row
+    p.send_signal(signal.SIGINT)
+    output, _ = p.communicate(timeout=60)
+    assert p.returncode == 130, output
+    info = read_run_info(out)
+    assert info.status == "interrupted"
+    first = list(iter_records(out))  # every line is a whole, valid record
+    assert "--resume" in output
+
+    # Resume without the hanging op's manifest: only relu rows remain to run, nothing is run twice.
+    r = tileops("bench", "--resume", str(out), "--no-plot", env=profile_store)
+    recs = list(iter_records(out))
+    ok_keys = [x.key for x in recs if x.status == "ok"]
+    assert len(ok_keys) == len(set(ok_keys)), "a row recorded OK was run again"
+    done_before = {x.key for x in first if x.status == "ok"}
+    assert done_before and done_before <= set(ok_keys)
+    assert any(k[0] == "relu" for k in ok_keys)
+    info = read_run_info(out)
+    assert info.status == "completed", r.stdout + r.stderr
+
+
+def test_new_run_refuses_to_overwrite(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "records.jsonl").write_text("")
+    r = tileops("bench", "--op", "relu", "--out", str(out))
+    assert r.returncode == 2 and "--resume" in r.stderr
+
+
+def test_no_matching_row_is_a_clear_error() -> None:
+    r = tileops("bench", "--op", "no_such_op")
+    assert r.returncode == 2 and "tileops ops" in r.stderr
+
+
+# -- the stopping rule ---------------------------------------------------------------------------
+
+
+def test_stops_when_noise_target_and_minimum_time_are_met() -> None:
+    rule = StoppingRule(target_rel_noise=0.01, min_time_s=0.5, max_time_s=10, min_samples=5)
+    steady = [1.0, 1.001, 0.999, 1.0, 1.0]
+    assert rule.decide(steady, elapsed_s=0.1) is None  # quiet but too soon
+    assert rule.decide(steady[:3], elapsed_s=1.0) is None  # too few samples
+    assert rule.decide(steady, elapsed_s=0.6) == NOISE_REACHED
+
+
+def test_noisy_stream_runs_to_the_time_cap_and_reports_its_noise() -> None:
+    rule = StoppingRule(target_rel_noise=0.01, min_time_s=0.1, max_time_s=2.0, min_samples=3)
+    noisy = [1.0, 2.0, 0.5, 3.0, 1.0, 0.7]
+    assert rule.decide(noisy, elapsed_s=1.0) is None
+    assert rule.decide(noisy, elapsed_s=2.0) == TIME_CAP
+    assert rel_noise(noisy) > 0.5
+
+
+def test_sample_cap() -> None:
+    rule = StoppingRule(target_rel_noise=0.0, min_time_s=100, max_time_s=100, max_samples=10)
+    assert rule.decide([1.0, 2.0] * 5, elapsed_s=0.01) == SAMPLE_CAP
+
+
+def test_quantile_interpolates() -> None:
+    assert quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.5) == 3.0
+    assert quantile([1.0, 2.0], 0.1) == pytest.approx(1.1)
+    assert rel_noise([2.0]) == 0.0
+
+
+# -- CUPTI attribution (pure function; the GPU side runs in scripts/device-check) ---------------------
+
+
+def _ranges(n: int) -> list[HostRange]:
+    out = []
+    for i in range(n):
+        out.append(HostRange(FLUSH_RANGE, 1000 * i, 1000 * i + 400))
+        out.append(HostRange(f"{ITER_PREFIX}{i}", 1000 * i + 500, 1000 * i + 900))
+    return out
+
+
+def test_attribution_by_correlation_counts_overlaps_once_and_excludes_the_flush() -> None:
+    launches = {1: 100, 2: 600, 3: 650, 4: 1100, 5: 1600, 6: 1700}
+    acts = [
+        DeviceActivity("flush0", 5000, 9000, 1),  # launched in the flush range: excluded
+        DeviceActivity("k_a", 10_000, 12_000, 2),  # iteration 0: two overlapping kernels
+        DeviceActivity("k_b", 11_000, 13_000, 3),
+        DeviceActivity("flush1", 14_000, 18_000, 4),
+        DeviceActivity("k_a", 20_000, 21_000, 5),  # iteration 1: disjoint kernel + memcpy
+        DeviceActivity("memcpy", 22_000, 22_500, 6),
+    ]
+    assert attribute(acts, launches, _ranges(2), 2) == [pytest.approx(3e-6), pytest.approx(1.5e-6)]
+
+
+def test_attribution_fails_closed() -> None:
+    ranges = _ranges(2)
+    with pytest.raises(AttributionError, match="no launch record"):
+        attribute([DeviceActivity("k", 0, 1, 99)], {}, ranges, 2)
+    with pytest.raises(AttributionError, match="outside every"):
+        attribute([DeviceActivity("k", 0, 1, 1)], {1: 950}, ranges, 2)
+    with pytest.raises(AttributionError, match="no device activity"):
+        attribute([DeviceActivity("k", 0, 1, 1)], {1: 600}, ranges, 2)
+    with pytest.raises(AttributionError, match="different activity counts"):
+        attribute([DeviceActivity("k", 0, 1, 1), DeviceActivity("k", 2, 3, 2), DeviceActivity("k", 4, 5, 3)],
+                  {1: 600, 2: 650, 3: 1600}, ranges, 2)
+
+
+def test_union_of_intervals() -> None:
+    assert union_ns([(0, 10), (5, 15), (20, 30)]) == 25
+    assert union_ns([]) == 0
+
+
+def test_records_in_a_run_are_json_lines(tmp_path: Path, profile_store: dict[str, str]) -> None:
+    out = tmp_path / "run"
+    r = tileops("bench", "--quick", "--op", "relu", "--dtype", "float32", "--out", str(out), "--no-plot",
+                env=profile_store)
+    assert r.returncode == 0, r.stderr
+    lines = (out / "records.jsonl").read_text().splitlines()
+    assert len(lines) >= 1
+    for line in lines:
+        obj = json.loads(line)
+        assert obj["op"] == "relu" and obj["dtype"] == "float32" and obj["status"] == "ok"

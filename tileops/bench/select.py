@@ -1,0 +1,120 @@
+"""Which rows a bench runs: the user's filters, or the default set for the device.
+
+Default set: on a CPU the rows tagged ``cpu`` (small, each well under a second);
+on a GPU every row the device can run. A row the device cannot run (its
+tensors do not fit in memory, or a dtype the device lacks) is not dropped
+silently: it becomes a ``skipped`` record with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tileops.device import DeviceInfo
+from tileops.manifest.spec import OpEntry, Workload, dtype_case_name
+from tileops.ops.workload import bind_row, build_inputs, instantiate
+
+
+@dataclass
+class Selection:
+    ops: list[str] = field(default_factory=list)
+    families: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+    dtypes: list[str] = field(default_factory=list)
+    all_rows: bool = False  # on a CPU, lift the default `cpu` tag filter
+
+    @property
+    def rows_named(self) -> bool:
+        """Whether the user named rows by label or tag (then the device's default tag does not apply)."""
+        return bool(self.labels or self.tags or self.all_rows)
+
+    def as_dict(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if v}
+
+
+@dataclass(frozen=True)
+class Planned:
+    op: str
+    row: Workload
+    case: Any
+    backend: str
+    skip_reason: str | None = None
+
+    @property
+    def case_name(self) -> str:
+        return dtype_case_name(self.case)
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.op, self.row.label, self.case_name, self.backend)
+
+
+def _case_dtypes(case: Any) -> set[str]:
+    return {case} if isinstance(case, str) else set(dict(case).values())
+
+
+def _matches(value: str, wanted: list[str]) -> bool:
+    return not wanted or value in wanted
+
+
+def unsupported_dtype(dtypes: set[str], device: DeviceInfo) -> str | None:
+    """Why the device cannot run these dtypes, or None."""
+    if device.kind == "cuda" and device.capability is not None:
+        if any(d.startswith("float8") for d in dtypes) and device.capability < (8, 9):
+            return f"fp8 needs compute capability 8.9+, this device is {device.capability[0]}.{device.capability[1]}"
+        if "bfloat16" in dtypes and device.capability < (8, 0):
+            return "bfloat16 needs compute capability 8.0+"
+    return None
+
+
+def footprint(entry: OpEntry, row: Workload, case: Any) -> int | None:
+    """Device memory the row's tensors occupy, read off a call on meta tensors (nothing is allocated).
+
+    None when the op cannot run on meta; the row is then tried, and an
+    out-of-memory becomes an error record like any other failure.
+    """
+    bound = bind_row(entry, row, case)
+    op = instantiate(entry, row)
+    try:
+        op(**build_inputs(op, bound, "meta"))
+    except Exception:
+        return None
+    assert op.last_call is not None
+    return sum(op.last_call.nbytes_by_tensor.values())
+
+
+def plan(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection, device: DeviceInfo) -> list[Planned]:
+    """Every (op, row, dtype case, backend) to run or skip, in manifest order."""
+    # On a CPU, `--op relu` still means relu's CPU-sized rows: GPU shapes would take minutes per row.
+    tags = set(sel.tags) if sel.tags else ({"cpu"} if device.kind == "cpu" and not sel.rows_named else set())
+    out: list[Planned] = []
+    for name in sorted(entries):
+        e = entries[name]
+        if e.status != "implemented" or name not in classes:
+            continue
+        if not (_matches(name, sel.ops) and _matches(e.family, sel.families)):
+            continue
+        backends = [b for b in classes[name].backends if _matches(b, sel.backends)]
+        for row in e.workloads:
+            if not _matches(row.label, sel.labels) or (tags and not tags & set(row.tags)):
+                continue
+            for case in row.dtypes:
+                if sel.dtypes and not (_case_dtypes(case) & set(sel.dtypes) or dtype_case_name(case) in sel.dtypes):
+                    continue
+                for b in backends:
+                    out.append(Planned(name, row, case, b, _skip_reason(e, row, case, device)))
+    return out
+
+
+def _skip_reason(entry: OpEntry, row: Workload, case: Any, device: DeviceInfo) -> str | None:
+    why = unsupported_dtype(_case_dtypes(case), device)
+    if why:
+        return why
+    if device.kind == "cuda" and device.memory_bytes:
+        need = footprint(entry, row, case)
+        if need is not None and need > 0.85 * device.memory_bytes:
+            return f"needs {need / 2**30:.1f} GiB of device memory, the device has {device.memory_bytes / 2**30:.1f} GiB"
+    return None

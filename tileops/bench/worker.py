@@ -1,0 +1,125 @@
+"""Workload isolation: rows run in a worker subprocess, one at a time.
+
+A crash (segfault, abort, ``os._exit``), a CUDA error that poisons the
+context, or a row that outlives its timeout kills only the worker: the parent
+turns it into an error record and starts a fresh worker for the next row.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from tileops.bench.execute import Task, run_task
+from tileops.bench.records import ErrorInfo, Record, utcnow
+
+_CTX = mp.get_context("spawn")  # a fresh interpreter: no inherited CUDA context, no forked locks
+
+
+def _worker_main(conn: Connection, cache_bytes: int | None, threads: int | None) -> None:
+    import signal
+
+    import torch
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it kills this worker
+
+    if threads:
+        torch.set_num_threads(threads)
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        try:
+            rec = run_task(task, cache_bytes)
+            conn.send(("ok", rec.model_dump(mode="json")))
+        except BaseException as exc:  # a bug outside the per-row guard: report, keep serving
+            conn.send(("fail", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"))
+
+
+@dataclass
+class Outcome:
+    record: Record
+    restarted: bool  # the worker died or was killed and will be replaced
+
+
+class Worker:
+    """One worker process; ``run`` returns a record whatever happens to the row."""
+
+    def __init__(self, cache_bytes: int | None = None, threads: int | None = None) -> None:
+        self.cache_bytes = cache_bytes
+        self.threads = threads
+        self.proc: Any = None
+        self.conn: Connection | None = None
+
+    def _start(self) -> None:
+        parent, child = _CTX.Pipe()
+        self.proc = _CTX.Process(target=_worker_main, args=(child, self.cache_bytes, self.threads), daemon=True)
+        self.proc.start()
+        child.close()
+        self.conn = parent
+
+    def run(self, task: Task, timeout_s: float) -> Outcome:
+        if self.proc is None or not self.proc.is_alive():
+            self._start()
+        assert self.conn is not None
+        started = utcnow()
+        self.conn.send(task)
+        if self.conn.poll(timeout_s):
+            try:
+                status, payload = self.conn.recv()
+            except EOFError:
+                return Outcome(self._died(task, started), True)
+            if status == "ok":
+                return Outcome(Record.model_validate(payload), False)
+            return Outcome(self._error(task, started, "exception", payload), False)
+        if not self.proc.is_alive():
+            return Outcome(self._died(task, started), True)
+        self.kill()
+        return Outcome(self._error(task, started, "timeout",
+                                   f"row did not finish within {timeout_s:g} s; the worker was killed"), True)
+
+    def _died(self, task: Task, started) -> Record:
+        self.proc.join(5)
+        code = self.proc.exitcode
+        self.proc = None
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return self._error(task, started, "crash", f"the worker process died ({how}) while running this row")
+
+    def _error(self, task: Task, started, kind: str, message: str) -> Record:
+        from tileops.manifest.load import load_entries
+
+        entry = load_entries().get(task.op)
+        return Record(run_id=task.env["run_id"], op=task.op, family=entry.family if entry else "?",
+                      label=task.label, dtype=task.case_name, backend=task.backend, status="error",
+                      error=ErrorInfo(kind=kind, message=message), env=dict(task.env),
+                      started_at=started, finished_at=utcnow())
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(5)
+        self.proc = None
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.is_alive() and self.conn is not None:
+            try:
+                self.conn.send(None)
+                self.proc.join(5)
+            except (BrokenPipeError, OSError):
+                pass
+        self.kill()
+
+
+def default_threads() -> int:
+    """All cores the process may use (the CPU timer runs the op with every core)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
