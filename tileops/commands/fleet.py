@@ -1,0 +1,75 @@
+"""`tileops fleet calibrate|bench`: one appliance container per GPU of this host (docker SDK).
+
+Each container requests one GPU by uuid; its log lines are echoed prefixed with
+the device; its results and profiles are copied to ``--out DIR/<device>/``; a
+calibration's profiles are installed in the host's profile store. Exit 0 when
+every device succeeded, 1 naming each device that failed, 2 when nothing could
+start (no engine, no image, no GPU).
+
+Arguments after ``--`` go to the command in the container, e.g.
+``tileops fleet calibrate --cpu -- --quick``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from tileops.cli import EXIT_DEFECTS, EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fleet", help="run calibrate or bench in one container per GPU of this host (Docker)",
+                       description="Start one appliance container per GPU of this host (a device request for its "
+                                   "uuid), stream their logs, collect their results, name any device that failed.")
+    tasks = p.add_subparsers(dest="task", metavar="TASK", required=True)
+    for task, what in (("calibrate", "calibrate each device; install the profiles in the host's store"),
+                       ("bench", "benchmark each device against the host's profiles; collect the results")):
+        t = tasks.add_parser(task, help=what, description=what + ". Arguments after -- go to "
+                             f"`tileops {task}` in each container.")
+        t.add_argument("--image", default=os.environ.get("TILEOPS_IMAGE", "tileops:latest"),
+                       help="the appliance image (default: $TILEOPS_IMAGE or %(default)s)")
+        t.add_argument("--cpu", action="store_true", help="one container on the CPU, no GPU request")
+        t.add_argument("--out", type=Path, default=None,
+                       help="where each device's results and profiles are copied (default: results/fleet-<run-id>)")
+        t.add_argument("--profile-dir", type=Path, default=None,
+                       help="host profile store: calibrations are installed here, bench containers start with "
+                            "a copy of it (default: $TILEOPS_PROFILE_DIR or the user data dir)")
+        t.add_argument("args", nargs=argparse.REMAINDER, metavar="-- ARGS",
+                       help=f"arguments for `tileops {task}` in each container")
+        t.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tileops import fleet
+    from tileops.profiles import store_dir
+
+    extra = list(args.args)
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    devices = [fleet.CPU] if args.cpu else fleet.enumerate_gpus()
+    run_id = fleet.new_run_id()
+    plans = fleet.plan(args.task, devices, extra, run_id)
+    client = fleet.connect()
+    fleet.check_image(client, args.image)
+    out = args.out or Path("results") / f"fleet-{run_id}"
+    store = args.profile_dir or store_dir()
+
+    print(f"tileops fleet {args.task}: {len(plans)} container(s) of {args.image}: "
+          + ", ".join(p.device.describe() for p in plans), flush=True)
+    outcomes = fleet.launch(client, args.image, plans, out,
+                            seed_profiles=store if args.task == "bench" else None,
+                            echo=lambda line: print(line, flush=True))
+
+    if args.task == "calibrate":
+        for path in fleet.install_profiles(outcomes, store):
+            print(f"installed {path}")
+    failed = [o for o in outcomes if not o.ok]
+    for o in outcomes:
+        where = f" -> {o.collected}" if o.collected else ""
+        print(f"{o.device.describe()}: {'ok' if o.ok else 'FAILED: ' + o.reason()}{where}")
+    for o in failed:
+        print(f"tileops fleet {args.task}: device {o.device.describe()} failed: {o.reason()}", file=sys.stderr)
+    return EXIT_DEFECTS if failed else EXIT_OK

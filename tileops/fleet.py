@@ -1,0 +1,311 @@
+"""Run the appliance image once per GPU of this host, through the Docker Engine API.
+
+``tileops fleet calibrate|bench`` on a host: find the GPUs (NVML), start one
+container per device with a device request for that GPU's uuid (so each
+container sees exactly one GPU, as ``cuda:0``), stream every container's log
+lines prefixed with the device, then copy each container's result and profile
+volumes back to the host and say which device failed. ``--cpu`` runs a single
+container with no GPU request.
+
+Results come back through the Engine API (an archive of the container's
+volume), not a bind mount: the container's non-root user can then write its
+own volume whatever the host folder's owner, and the launcher works the same
+against a remote Docker host.
+"""
+
+from __future__ import annotations
+
+import io
+import secrets
+import socket
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tileops.errors import TileOpsError
+
+if TYPE_CHECKING:  # the docker SDK is imported where a container is really started
+    import docker
+    from docker.models.containers import Container
+
+#: Where the image keeps results and the profile store (Dockerfile: VOLUME, TILEOPS_PROFILE_DIR).
+RESULTS_PATH = "/data/results"
+PROFILES_PATH = "/data/profiles"
+TASKS = ("calibrate", "bench")
+DEFAULT_IMAGE = "tileops:latest"
+
+
+class FleetError(TileOpsError):
+    """The fleet cannot start: no Docker engine, no image, no GPUs to run on."""
+
+
+@dataclass(frozen=True)
+class Device:
+    """One target of the fleet: a GPU (index, uuid, name from NVML) or the host's CPU."""
+
+    name: str
+    index: int | None = None
+    uuid: str | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.uuid is not None
+
+    @property
+    def label(self) -> str:
+        """Short, path- and name-safe: ``gpu0``, ``gpu1``, ... or ``cpu``."""
+        return f"gpu{self.index}" if self.is_gpu else "cpu"
+
+    def describe(self) -> str:
+        return f"{self.label} ({self.name}, {self.uuid})" if self.is_gpu else f"cpu ({self.name})"
+
+
+CPU = Device(name=socket.gethostname())
+
+
+def enumerate_gpus() -> list[Device]:
+    """This host's GPUs as NVML lists them. Raises FleetError when NVML is unavailable."""
+    try:
+        import pynvml  # nvidia-ml-py, the `gpu` extra
+    except ImportError:
+        raise FleetError("cannot list GPUs: NVML bindings missing (pip install 'tileops[gpu]'); "
+                         "pass --cpu to run on the CPU") from None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        raise FleetError(f"cannot list GPUs: NVML did not start ({exc}); is the NVIDIA driver loaded? "
+                         "pass --cpu to run on the CPU") from None
+    try:
+        devices = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name, uuid = pynvml.nvmlDeviceGetName(handle), pynvml.nvmlDeviceGetUUID(handle)
+            devices.append(Device(name=_text(name), index=i, uuid=_text(uuid)))
+        return devices
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass(frozen=True)
+class ContainerPlan:
+    """What one container runs, on which device: everything `docker create` needs."""
+
+    device: Device
+    name: str
+    command: list[str]
+    labels: dict[str, str]
+    device_requests: list[Any]  # docker.types.DeviceRequest
+
+    def create_kwargs(self, image: str) -> dict[str, Any]:
+        """Keyword arguments of ``client.containers.create``: the image's hardened posture
+        (non-root user from the image, no capabilities, read-only root, tmpfs /tmp)."""
+        return dict(image=image, command=self.command, name=self.name, labels=self.labels,
+                    device_requests=self.device_requests or None, hostname=socket.gethostname(),
+                    environment={"TILEOPS_FLEET_DEVICE": self.device.label}, detach=True,
+                    shm_size="1g", read_only=True, tmpfs={"/tmp": ""}, cap_drop=["ALL"],
+                    security_opt=["no-new-privileges:true"])
+
+
+def plan(task: str, devices: Sequence[Device], extra_args: Sequence[str] = (), run_id: str | None = None
+         ) -> list[ContainerPlan]:
+    """One container per device; a GPU's container requests exactly that GPU by uuid."""
+    if task not in TASKS:
+        raise FleetError(f"unknown fleet task {task!r}: use one of {', '.join(TASKS)}")
+    if not devices:
+        raise FleetError("no devices to run on: NVML lists no GPU on this host (pass --cpu for the CPU)")
+    run_id = run_id or new_run_id()
+    from docker.types import DeviceRequest
+
+    plans = []
+    for dev in devices:
+        requests = [DeviceRequest(driver="nvidia", device_ids=[dev.uuid], capabilities=[["gpu"]])] if dev.is_gpu else []
+        labels = {"io.tileops.fleet.run": run_id, "io.tileops.fleet.task": task,
+                  "io.tileops.fleet.device": dev.uuid or "cpu", "io.tileops.fleet.device-name": dev.name}
+        plans.append(ContainerPlan(device=dev, name=f"tileops-{task}-{dev.label}-{run_id}",
+                                   command=[task, *extra_args], labels=labels, device_requests=requests))
+    return plans
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
+@dataclass
+class Outcome:
+    """How one device's container ended, and where its files were copied on the host."""
+
+    device: Device
+    exit_code: int | None = None
+    error: str | None = None
+    collected: Path | None = None
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.exit_code == 0
+
+    def reason(self) -> str:
+        return self.error or f"exit code {self.exit_code}"
+
+
+def connect() -> "docker.DockerClient":
+    """A client for the local engine (DOCKER_HOST and friends honoured)."""
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise FleetError(f"cannot reach the Docker engine ({exc}); is dockerd running and is "
+                         "DOCKER_HOST right?") from None
+    return client
+
+
+def check_image(client: "docker.DockerClient", image: str) -> None:
+    import docker
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise FleetError(f"image {image!r} not found on this Docker host: build it (make image) or pass "
+                         "--image") from None
+
+
+Printer = Callable[[str], None]
+
+
+def launch(client: "docker.DockerClient", image: str, plans: Sequence[ContainerPlan], out_dir: Path, *,
+           seed_profiles: Path | None = None, echo: Printer = print) -> list[Outcome]:
+    """Run every planned container at once, stream their logs, collect their volumes.
+
+    ``seed_profiles``: a host profile store copied into each container's store
+    before it starts (bench prices against the host's calibrations).
+    Containers are removed (with their anonymous volumes) whatever happens.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    outcomes = {p.name: Outcome(device=p.device) for p in plans}
+    started: list[tuple[ContainerPlan, "Container"]] = []
+    try:
+        for p in plans:
+            try:
+                container = client.containers.create(**p.create_kwargs(image))
+            except Exception as exc:  # noqa: BLE001 - the Engine's refusal is this device's failure
+                outcomes[p.name].error = f"container not created: {_engine_message(exc)}"
+                continue
+            started.append((p, container))
+            try:
+                if seed_profiles is not None and seed_profiles.is_dir():
+                    container.put_archive(str(Path(PROFILES_PATH).parent), _tar_dir(seed_profiles, "profiles"))
+                container.start()
+            except Exception as exc:  # noqa: BLE001 - e.g. no nvidia runtime for the device request
+                outcomes[p.name].error = f"container did not start: {_engine_message(exc)}"
+        streams = [threading.Thread(target=_stream, args=(c, p.device.label, echo), daemon=True)
+                   for p, c in started if outcomes[p.name].error is None]
+        for t in streams:
+            t.start()
+        for p, c in started:
+            if outcomes[p.name].error is None:
+                outcomes[p.name].exit_code = int(c.wait().get("StatusCode", -1))
+        for t in streams:
+            t.join(timeout=10)
+        for p, c in started:
+            _collect(c, out_dir / p.device.label, outcomes[p.name])
+    finally:
+        for _, c in started:
+            try:
+                c.remove(v=True, force=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+    return [outcomes[p.name] for p in plans]
+
+
+def _engine_message(exc: Exception) -> str:
+    return str(getattr(exc, "explanation", None) or exc)
+
+
+def _stream(container: "Container", label: str, echo: Printer) -> None:
+    """Echo the container's output line by line, each line prefixed with its device."""
+    pending = b""
+    for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+        pending += chunk
+        *lines, pending = pending.replace(b"\r", b"\n").split(b"\n")
+        for line in lines:
+            if line.strip():
+                echo(f"[{label}] {line.decode(errors='replace')}")
+    if pending.strip():
+        echo(f"[{label}] {pending.decode(errors='replace')}")
+
+
+def _collect(container: "Container", dest: Path, outcome: Outcome) -> None:
+    """Copy the container's results and profile volumes to ``dest/results``, ``dest/profiles``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    outcome.collected = dest
+    for path in (RESULTS_PATH, PROFILES_PATH):
+        try:
+            stream, _ = container.get_archive(path)
+        except Exception as exc:  # noqa: BLE001 - a container that never started has nothing
+            if outcome.error is None:
+                outcome.error = f"could not collect {path}: {_engine_message(exc)}"
+            continue
+        buf = io.BytesIO(b"".join(stream))
+        with tarfile.open(fileobj=buf) as tar:
+            tar.extractall(dest, filter="data")
+            outcome.files += [dest / m.name for m in tar.getmembers() if m.isfile()]
+
+
+def _tar_dir(source: Path, arcname: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(source, arcname=arcname, filter=_owned_by_image_user)
+    return buf.getvalue()
+
+
+def _owned_by_image_user(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    # The image's user (Dockerfile: uid/gid 10001) must be able to update what it is given.
+    info.uid = info.gid = 10001
+    info.uname = info.gname = ""
+    return info
+
+
+def install_profiles(outcomes: Iterable[Outcome], store: Path, echo: Printer = print) -> list[Path]:
+    """Put the calibrations the containers wrote into the host's profile store.
+
+    Every device's raw result (``devices/<uuid>.yaml``) is copied. A model
+    calibrated on one device gets that container's profile; a model seen on
+    several devices gets one profile built from all of them (the median of each
+    measurement, as ``tileops calibrate --all-devices`` does), so a single weak
+    GPU neither sets nor drags its model's ceiling.
+    """
+    from tileops.calibrate.results import build_profile, read_device_result, write_device_result
+    from tileops.profiles import load_profile, write_profile
+
+    written: list[Path] = []
+    by_model: dict[str, list[tuple[Any, list[Any]]]] = {}  # model -> [(profile, its device results)]
+    for o in outcomes:
+        if not o.ok or o.collected is None:
+            continue
+        prof_dir = o.collected / "profiles"
+        runs = [read_device_result(f) for f in sorted((prof_dir / "devices").glob("*.yaml"))]
+        written += [write_device_result(r, store) for r in runs]
+        for f in sorted(prof_dir.glob("*.yaml")):
+            profile = load_profile(f)
+            by_model.setdefault(profile.name, []).append((profile, [r for r in runs if profile.matches(r.name)]))
+    for model, entries in by_model.items():
+        runs = [r for _, rs in entries for r in rs]
+        if len(entries) == 1 or not runs:
+            written.append(write_profile(entries[0][0], store))
+            continue
+        profile, warnings = build_profile(entries[0][0], runs)
+        for w in warnings:
+            echo(f"warning: {model}: {w}")
+        written.append(write_profile(profile, store))
+        echo(f"{model}: one profile from {len(runs)} devices (the median of each measurement)")
+    return written
