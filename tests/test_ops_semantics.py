@@ -183,11 +183,11 @@ def test_routing_comes_from_the_rows_own_generator_not_the_global_stream() -> No
     torch.manual_seed(1234)
     expected_next = torch.rand(3)
     torch.manual_seed(1234)
-    a = _row_inputs("fused_experts", "cpu-128tok-8e-top2")
+    a = _row_inputs("fused_experts", "cpu-64tok-8e-top2")
     assert torch.equal(torch.rand(3), expected_next), "building a row consumed the global random stream"
     torch.manual_seed(99)  # a different global state changes nothing
     torch.rand(1000)
-    b = _row_inputs("fused_experts", "cpu-128tok-8e-top2")
+    b = _row_inputs("fused_experts", "cpu-64tok-8e-top2")
     assert torch.equal(a["topk_ids"], b["topk_ids"]) and torch.equal(a["topk_weights"], b["topk_weights"])
     ids = a["topk_ids"]
     assert all(len(set(t.tolist())) == ids.shape[1] for t in ids), "a token routed twice to one expert"
