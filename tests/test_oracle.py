@@ -306,6 +306,26 @@ def test_level_one_covers_every_row_and_dtype() -> None:
                 assert seen == set(t.dtypes), f"{name}.{t.name}: {seen} != {set(t.dtypes)}"
 
 
+def test_the_recount_rules_themselves() -> None:
+    """The effect rules on a hand-made signature, including the marks no shipped op uses yet:
+    a write_only buffer is written once, an aliased output is its input's storage, an absent
+    optional input moves nothing."""
+    from tileops.manifest.spec import TensorSpec as T
+
+    sig = Signature(
+        inputs=(T("x", ("N",), ("float32",)), T("acc", ("N",), ("float16",), mutated=True),
+                T("buf", ("N",), ("bfloat16",), write_only=True), T("bias", ("N",), ("float32",), optional=True),
+                T("inplace", ("N",), ("float32",))),
+        outputs=(T("y", ("N",), ("float32",)), T("z", ("N",), ("float32",), alias="inplace")),
+    )
+    shapes = {"x": (10,), "acc": (10,), "buf": (10,), "inplace": (10,)}  # bias absent
+    dtypes = {"x": "float32", "acc": "float16", "buf": "bfloat16", "inplace": "float32", "y": "float32",
+              "z": "float32"}
+    got = minimum_traffic(sig, shapes, {"y": (10,), "z": (10,)}, dtypes)
+    # x read 40; acc read+written 2*20; buf written 20; inplace read 40 + written once (z) 40; y written 40
+    assert got == Traffic(total=40 + 40 + 20 + 80 + 40, read=40 + 20 + 40)
+
+
 # --- mutation: slips in a copy of the manifest are caught ---------------------------------------
 
 #: (op, bytes expression written into the copy, the slip it carries)

@@ -43,8 +43,10 @@ def expert_weight(t: TensorSpec, shape: tuple[int, ...], dtype: str, device: str
                   generator: torch.Generator) -> torch.Tensor:
     """w13 / w2 scaled by 1/sqrt(fan-in), as initialised models are, so activations stay O(1)
     and a real-size fp16 row does not overflow to inf."""
-    w = make_tensor(shape, dtype, device, generator)
-    return w if device == "meta" else (w.float() * shape[-1] ** -0.5).to(w.dtype)
+    if device == "meta":
+        return make_tensor(shape, dtype, device, generator)
+    w = torch.randn(shape, generator=generator, dtype=torch.float32).mul_(shape[-1] ** -0.5)  # one host buffer
+    return w.to(to_torch(dtype)).to(device)
 
 
 def _check_ffn_widths(op: str, ix: dict[str, Any]) -> None:
