@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-
 from roofline_fixtures import make_profile, make_record
+
 from tileops.report import compare, render, render_summary
 from tileops.report.plot import write_plot
 from tileops.roofline import price_all

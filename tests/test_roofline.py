@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
 from roofline_fixtures import make_profile, make_record
+
 from tileops import roofline as RL
 from tileops.roofline import Breach, health, price, price_all, select_profile
 
@@ -195,7 +195,7 @@ def test_repricing_old_records_under_an_updated_profile_gives_new_numbers() -> N
     before = [r.model_dump() for r in records]
     old = price_all(records, make_profile(bw_theoretical=2e9, bw_calibration=0.5))
     new = price_all(records, make_profile(bw_theoretical=2e9, bw_calibration=0.25))
-    for o, n in zip(old, new):
+    for o, n in zip(old, new, strict=True):
         assert n.effective_bandwidth == pytest.approx(o.effective_bandwidth / 2)
         assert n.efficiency == pytest.approx(o.efficiency * 2)
     assert [o.verdict for o in old] == ["below", "below", "below", "below", "below"]

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from roofline_fixtures import make_profile, make_record, write_profile, write_records
+
 from tileops.cli import EXIT_DEFECTS, EXIT_OK, EXIT_PHYSICS, EXIT_USAGE, main
 
 PROFILE = make_profile(name="cli-test-cpu", match=("CLI Test CPU",), bw_theoretical=40e9, bw_calibration=0.5,

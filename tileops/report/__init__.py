@@ -26,7 +26,12 @@ from rich.console import Console
 
 from tileops.report.baseline import Comparison, compare
 from tileops.report.tables import (
-    as_json, render_csv, render_json, render_markdown, render_table, summary_lines,
+    as_json,
+    render_csv,
+    render_json,
+    render_markdown,
+    render_table,
+    summary_lines,
 )
 from tileops.roofline import Health, Priced
 

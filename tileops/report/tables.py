@@ -18,7 +18,8 @@ from rich.text import Text
 
 from tileops.report import rows as R
 from tileops.report.baseline import Comparison
-from tileops.roofline import BLANK_REASONS, Health, Priced, health as compute_health
+from tileops.roofline import BLANK_REASONS, Health, Priced
+from tileops.roofline import health as compute_health
 
 VERDICT_STYLE = {
     "at-ceiling": "bold green",
