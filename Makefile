@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test bench codegen validate clean
+.PHONY: install test bench codegen validate clean image base-image
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,25 @@ codegen: $(STAMP)
 
 validate: $(STAMP)
 	$(BIN)/tileops validate
+
+# The appliance image (docs/deploy.md): the wheelhouse (build/wheelhouse), then `docker build`
+# with no index. The Dockerfile's default base is CUDA 12.8 devel on Ubuntu 24.04 (Python 3.12).
+# Where no registry is reachable: `make base-image`, then
+#   make image BASE_IMAGE=tileops-base:bookworm IMAGE_PYTHON=3.11 IMAGE_EXTRAS=
+IMAGE        ?= tileops:latest
+BASE_IMAGE   ?=
+IMAGE_PYTHON ?= 3.12
+IMAGE_EXTRAS ?= gpu
+DOCKER       ?= docker
+
+image:
+	PYTHON=$(PYTHON) scripts/build-wheelhouse --python-version $(IMAGE_PYTHON) --extras "$(IMAGE_EXTRAS)"
+	$(DOCKER) build $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) \
+	  --build-arg REVISION=$$(git rev-parse --short HEAD 2>/dev/null || echo unknown) \
+	  --build-arg CREATED=$$(date -u +%Y-%m-%dT%H:%M:%SZ) -t $(IMAGE) .
+
+base-image:
+	scripts/build-base-image
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache
