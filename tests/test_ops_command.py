@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +75,18 @@ def test_an_unknown_op_is_a_usage_error_with_a_suggestion(capsys: pytest.Capture
     assert main(["ops", "rmsnorm"]) == 2
     err = capsys.readouterr().err
     assert "no op named 'rmsnorm'" in err and "rms_norm" in err
+
+
+def test_no_price_lists_without_running_any_op(tmp_path: Path) -> None:
+    """--no-price executes nothing: an extra manifest whose op kills its process still lists."""
+    extra = tmp_path / "faulty_ops"
+    shutil.copytree(Path(__file__).parent / "data" / "faulty_ops", extra)
+    env = {**os.environ, "TILEOPS_MANIFEST_PATH": str(extra)}
+    gen = subprocess.run([sys.executable, "-m", "tileops.cli", "codegen", "--manifest", str(extra)],
+                         capture_output=True, text=True, env=env)
+    assert gen.returncode == 0, gen.stderr
+    r = subprocess.run([sys.executable, "-m", "tileops.cli", "ops", "--no-price", "--format", "json"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    rows = {x["name"]: x for x in json.loads(r.stdout)}
+    assert "crash_op" in rows and rows["crash_op"]["roof_keys"] == [] and "relu" in rows

@@ -39,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--family", action="append", metavar="FAMILY", help="only these families (repeatable)")
     p.add_argument("--tag", metavar="TAG", help="count and show only rows with this tag (e.g. cpu)")
     p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--no-price", action="store_true",
+                   help="do not call the ops on meta tensors (no roof keys or numbers; nothing is executed)")
     p.set_defaults(func=run)
 
 
@@ -54,11 +56,14 @@ class PricedCase:
     note: str = ""
 
 
-def price_on_meta(entry: OpEntry, bound: BoundRow) -> PricedCase:
+def price_on_meta(entry: OpEntry, bound: BoundRow, run_ops: bool = True) -> PricedCase:
     """Call the op on meta tensors and read eval_roofline() / roof_key(): no data, no device."""
     base = PricedCase(bound.row.label, bound.case_name, None, None, None)
     if entry.status != "implemented":
         base.note = "spec-only"
+        return base
+    if not run_ops:
+        base.note = "not priced (--no-price)"
         return base
     try:
         op = instantiate(entry, bound.row)
@@ -76,11 +81,11 @@ def _rows(entry: OpEntry, tag: str | None) -> list[BoundRow]:
     return iter_bound_rows(entry, tags={tag} if tag else None)
 
 
-def summary(entry: OpEntry, tag: str | None) -> dict[str, Any]:
+def summary(entry: OpEntry, tag: str | None, run_ops: bool = True) -> dict[str, Any]:
     bound = _rows(entry, tag)
     keys: list[str] = []
     for b in bound:
-        key = price_on_meta(entry, b).roof_key
+        key = price_on_meta(entry, b, run_ops).roof_key
         if key and key not in keys:
             keys.append(key)
     return {
@@ -106,11 +111,11 @@ def _flags(t: TensorSpec) -> str:
     return ", ".join(flags)
 
 
-def detail(entry: OpEntry, tag: str | None) -> dict[str, Any]:
+def detail(entry: OpEntry, tag: str | None, run_ops: bool = True) -> dict[str, Any]:
     sig = entry.signature
     r = entry.roofline
     return {
-        **summary(entry, tag),
+        **summary(entry, tag, run_ops),
         "description": entry.description,
         "inputs": [{"name": t.name, "shape": f"[{', '.join(t.shape)}]", "dtype": _dtype(t), "flags": _flags(t)}
                    for t in sig.inputs],
@@ -124,7 +129,7 @@ def detail(entry: OpEntry, tag: str | None) -> dict[str, Any]:
             {"label": w.label, "indices": {k: list(v) if isinstance(v, tuple) else v for k, v in w.indices.items()},
              "params": w.params, "present": list(w.present), "tags": list(w.tags), "seed": w.seed}
             for w in entry.workloads if not tag or tag in w.tags],
-        "priced": [price_on_meta(entry, b).__dict__ for b in _rows(entry, tag)],
+        "priced": [price_on_meta(entry, b, run_ops).__dict__ for b in _rows(entry, tag)],
     }
 
 
@@ -211,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
             near = difflib.get_close_matches(args.name, entries, n=3)
             raise UnknownOp(f"no op named {args.name!r} in the manifest"
                             + (f"; did you mean {', '.join(near)}?" if near else "; run `tileops ops` for the list"))
-        d = detail(entry, args.tag)
+        d = detail(entry, args.tag, not args.no_price)
         if args.format == "json":
             print(json.dumps(d, indent=2, default=str))
         else:
@@ -223,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"no ops in famil{'y' if len(args.family or []) == 1 else 'ies'} {', '.join(args.family or [])}; "
               f"families: {', '.join(sorted({e.family for e in entries.values()}))}")
         return EXIT_USAGE
-    rows = [summary(e, args.tag) for e in chosen]
+    rows = [summary(e, args.tag, not args.no_price) for e in chosen]
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:
