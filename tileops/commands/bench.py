@@ -6,9 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from tileops.bench.runner import BenchOptions, run_bench
-from tileops.bench.select import Selection
-
 EPILOG = """\
 default rows: on a CPU the rows tagged `cpu`; on a GPU every row the device can run.
 exit codes: 0 ok; 1 some rows failed (error records written); 2 bad arguments;
@@ -51,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tileops.bench.runner import BenchOptions, run_bench  # torch loads here, not when the CLI starts
+    from tileops.bench.select import Selection
+
     opts = BenchOptions(
         selection=Selection(ops=args.op, families=args.family, labels=args.label, tags=args.tag,
                             backends=args.backend, dtypes=args.dtype, all_rows=args.all_rows),
