@@ -201,9 +201,13 @@ def launch(client: "docker.DockerClient", image: str, plans: Sequence[ContainerP
                 outcomes[p.name].error = f"container not created: {_engine_message(exc)}"
                 continue
             started.append((p, container))
+            if seed_profiles is not None and seed_profiles.is_dir():
+                try:  # into the volume itself: the root filesystem is read-only
+                    container.put_archive(PROFILES_PATH, _tar_dir(seed_profiles))
+                except Exception as exc:  # noqa: BLE001
+                    outcomes[p.name].error = f"could not copy the profile store in: {_engine_message(exc)}"
+                    continue
             try:
-                if seed_profiles is not None and seed_profiles.is_dir():
-                    container.put_archive(str(Path(PROFILES_PATH).parent), _tar_dir(seed_profiles, "profiles"))
                 container.start()
             except Exception as exc:  # noqa: BLE001 - e.g. no nvidia runtime for the device request
                 outcomes[p.name].error = f"container did not start: {_engine_message(exc)}"
@@ -261,10 +265,12 @@ def _collect(container: "Container", dest: Path, outcome: Outcome) -> None:
             outcome.files += [dest / m.name for m in tar.getmembers() if m.isfile()]
 
 
-def _tar_dir(source: Path, arcname: str) -> bytes:
+def _tar_dir(source: Path) -> bytes:
+    """The folder's contents (not the folder itself), as a tar to unpack inside a volume."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(source, arcname=arcname, filter=_owned_by_image_user)
+        for child in sorted(source.iterdir()):
+            tar.add(child, arcname=child.name, filter=_owned_by_image_user)
     return buf.getvalue()
 
 
