@@ -1,0 +1,164 @@
+"""End to end with a real Docker engine: build the base image and the appliance image with no
+registry, `docker run IMAGE bench`, the fleet launcher on the CPU, the serve healthcheck.
+
+Needs dockerd (started here when installed but not running) and debootstrap; skips locally
+without them, fails under CI=true. Slow the first time on a machine (debootstrap, the wheelhouse,
+the image's dependency layer: several minutes); later runs reuse all three (the base image is
+kept, the wheelhouse in build/wheelhouse, the layers in Docker's cache) and take a few minutes,
+most of it the CPU bench itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from appliance_support import REPO, docker_client, unavailable
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+BASE = "tileops-base:bookworm"
+IMAGE = "tileops:e2e"
+
+
+def run(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, (f"{' '.join(map(str, result.args))} exited {result.returncode}\n"
+                                    f"--- stdout\n{result.stdout[-6000:]}\n--- stderr\n{result.stderr[-6000:]}")
+    return result
+
+
+def tileops(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return run([sys.executable, "-m", "tileops.cli", *args], timeout=timeout, cwd=REPO)
+
+
+@pytest.fixture(scope="module")
+def client():
+    client = docker_client()
+    if shutil.which("docker") is None:
+        unavailable("the docker CLI is not installed (apt-get install docker.io)")
+    return client
+
+
+@pytest.fixture(scope="module")
+def image(client) -> str:
+    """The appliance image on the local debootstrap base, built as `make image` builds it."""
+    import docker
+
+    try:
+        client.images.get(BASE)
+    except docker.errors.ImageNotFound:
+        if shutil.which("debootstrap") is None:
+            unavailable("debootstrap is not installed (apt-get install debootstrap): no base image can be built")
+        ok(run([str(REPO / "scripts" / "build-base-image"), BASE], timeout=900))
+    python = client.images.get(BASE).labels["io.tileops.python"]
+    ok(run(["make", "--no-print-directory", "image", f"IMAGE={IMAGE}", f"BASE_IMAGE={BASE}",
+            f"IMAGE_PYTHON={python}", "IMAGE_EXTRAS=", f"PYTHON={sys.executable}"], timeout=1500, cwd=REPO))
+    return IMAGE
+
+
+def test_image_config(client, image: str) -> None:
+    config = client.images.get(image).attrs["Config"]
+    assert config["User"] == "10001:10001"
+    assert config["Entrypoint"] == ["tileops"] and config["Cmd"] == ["bench"]
+    assert set(config["Volumes"]) == {"/data/results", "/data/profiles"}
+    assert "TILEOPS_PROFILE_DIR=/data/profiles" in config["Env"]
+    labels = config["Labels"]
+    revision = run(["git", "rev-parse", "--short", "HEAD"], timeout=30, cwd=REPO).stdout.strip()
+    assert labels["org.opencontainers.image.revision"] == (revision or "unknown")
+    assert labels["org.opencontainers.image.base.name"] == BASE
+
+
+def test_docker_run_bench_prints_the_sol_table(image: str, tmp_path: Path) -> None:
+    """The user's command on a machine with no GPU: the CPU set, priced, with its table."""
+    results = tmp_path / "results"
+    results.mkdir()
+    results.chmod(0o777)  # the container's user is uid 10001
+    out = ok(run(["docker", "run", "--rm", "-v", f"{results}:/data/results", image,
+                  "bench", "--quick", "--out", "/data/results/run"], timeout=900)).stdout
+    assert "SOL efficiency" in out and "verdict" in out and "efficiency" in out
+    assert "health: OK" in out
+    rows = int(re.search(r"^(\d+) row\(s\)", out, re.M).group(1))
+    from tileops.bench.records import load_records
+
+    records = load_records([results / "run" / "records.jsonl"])
+    assert len(records) == rows > 10  # the CPU set, not a single op
+    assert json.loads((results / "run" / "run.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def calibrated_store(image: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    base = tmp_path_factory.mktemp("fleet-calibrate")
+    result = ok(tileops("fleet", "calibrate", "--cpu", "--image", image, "--out", str(base / "out"),
+                        "--profile-dir", str(base / "store"), "--", "--quick"))
+    return base, result.stdout
+
+
+def test_fleet_calibrate_cpu_writes_a_profile_on_the_host(calibrated_store: tuple[Path, str]) -> None:
+    from tileops.profiles import load_profile
+
+    base, stdout = calibrated_store
+    store = base / "store"
+    [profile_file] = store.glob("*.yaml")
+    profile = load_profile(profile_file)
+    assert profile.kind == "cpu" and profile.memory is not None and profile.memory.measured
+    assert any(r.calibration for r in profile.compute.values())
+    assert [p.name for p in (store / "devices").glob("*.yaml")] == [f"cpu-{os.uname().nodename}.yaml"]
+    assert "[cpu] " in stdout  # the container's log, streamed with its device
+    assert re.search(r"^cpu \(.*\): ok", stdout, re.M)
+    assert (base / "out" / "cpu" / "profiles" / profile_file.name).is_file()
+
+
+def test_fleet_bench_prices_against_the_host_calibration(image: str, calibrated_store: tuple[Path, str],
+                                                         tmp_path: Path) -> None:
+    from tileops.profiles import load_profile
+
+    store = calibrated_store[0] / "store"
+    [profile_file] = store.glob("*.yaml")
+    name = load_profile(profile_file).name
+    out = tmp_path / "out"
+    stdout = ok(tileops("fleet", "bench", "--cpu", "--image", image, "--out", str(out), "--profile-dir", str(store),
+                        "--", "--quick", "--op", "relu", "--calibrate", "never", "--no-plot")).stdout
+    assert f"(profile {name})" in stdout  # the seeded calibration, not a fresh one
+    [records] = (out / "cpu" / "results").glob("*/records.jsonl")
+    assert records.read_text().strip()
+
+
+def test_fleet_names_the_failed_device(image: str, tmp_path: Path) -> None:
+    result = tileops("fleet", "calibrate", "--cpu", "--image", image, "--out", str(tmp_path / "out"),
+                     "--profile-dir", str(tmp_path / "store"), "--", "--no-such-option")
+    assert result.returncode == 1
+    assert re.search(r"device cpu \(.*\) failed: exit code 2", result.stderr), result.stderr
+    assert not (tmp_path / "store").exists() or not list((tmp_path / "store").rglob("*.yaml"))
+
+
+def test_serve_healthcheck(client, image: str) -> None:
+    """The image's HEALTHCHECK: healthy while serve answers /healthz, unhealthy when it answers 503."""
+    fast = ["--health-interval", "2s", "--health-retries", "3"]
+    good = ok(run(["docker", "run", "-d", *fast, "--health-start-period", "90s", image, "serve", "/data/results"],
+                  timeout=60)).stdout.strip()
+    bad = ok(run(["docker", "run", "-d", *fast, "--health-start-period", "15s", image, "serve", "/data/missing"],
+                 timeout=60)).stdout.strip()
+    try:
+        status: dict[str, str] = {}
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            status = {cid: client.containers.get(cid).attrs["State"]["Health"]["Status"] for cid in (good, bad)}
+            if status[good] == "healthy" and status[bad] == "unhealthy":
+                break
+            time.sleep(2)
+        assert status == {good: "healthy", bad: "unhealthy"}, client.containers.get(good).logs()[-2000:]
+    finally:
+        for cid in (good, bad):
+            client.containers.get(cid).remove(force=True, v=True)
