@@ -39,7 +39,7 @@ DOCKER       ?= docker
 
 image:
 	PYTHON=$(PYTHON) scripts/build-wheelhouse --python-version $(IMAGE_PYTHON) --extras "$(IMAGE_EXTRAS)"
-	$(DOCKER) build $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) \
+	DOCKER=$(DOCKER) scripts/docker-build $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) \
 	  --build-arg REVISION=$$(git rev-parse --short HEAD 2>/dev/null || echo unknown) \
 	  --build-arg CREATED=$$(date -u +%Y-%m-%dT%H:%M:%SZ) -t $(IMAGE) .
 
