@@ -16,7 +16,7 @@ import difflib
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -27,8 +27,9 @@ from tileops.cli import EXIT_OK, EXIT_USAGE
 from tileops.errors import OpNotAvailableError, TileOpsError
 from tileops.manifest.load import load_entries
 from tileops.manifest.spec import OpEntry, TensorSpec
-from tileops.ops.registry import load_all
-from tileops.ops.workload import BoundRow, build_inputs, instantiate, iter_bound_rows
+
+if TYPE_CHECKING:
+    from tileops.ops.workload import BoundRow
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,6 +67,8 @@ def price_on_meta(entry: OpEntry, bound: BoundRow, run_ops: bool = True) -> Pric
         base.note = "not priced (--no-price)"
         return base
     try:
+        from tileops.ops.workload import build_inputs, instantiate  # torch loads when an op is priced
+
         op = instantiate(entry, bound.row)
         op(**build_inputs(op, bound, "meta"))
         base.roof_key = op.roof_key()
@@ -78,6 +81,8 @@ def price_on_meta(entry: OpEntry, bound: BoundRow, run_ops: bool = True) -> Pric
 
 
 def _rows(entry: OpEntry, tag: str | None) -> list[BoundRow]:
+    from tileops.ops.workload import iter_bound_rows
+
     return iter_bound_rows(entry, tags={tag} if tag else None)
 
 
@@ -208,6 +213,8 @@ class UnknownOp(TileOpsError):
 
 
 def run(args: argparse.Namespace) -> int:
+    from tileops.ops.registry import load_all
+
     load_all()
     entries = load_entries()
     if args.name:
