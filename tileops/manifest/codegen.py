@@ -97,9 +97,11 @@ def emit_entry(e: OpEntry) -> str:
         lines.append(f"    import {mod} as _m")
         lines.append(f"    flops, nbytes = _m.{fn}(call)")
     else:
-        lines.append("    ix = call.indices")
-        lines.append(f"    flops = {_py(r.flops)}")  # type: ignore[arg-type]
-        lines.append(f"    nbytes = {_py(r.bytes) if r.bytes else derived_bytes(sig)}")
+        flops = _py(r.flops)  # type: ignore[arg-type]
+        nbytes = _py(r.bytes) if r.bytes else derived_bytes(sig)
+        lines += _reads_indices(flops, nbytes)
+        lines.append(f"    flops = {flops}")
+        lines.append(f"    nbytes = {nbytes}")
     lines.append(f"    return _p.count(flops, {e.name + ' flops'!r}), _p.count(nbytes, {e.name + ' bytes'!r})")
     read_fn = "None"
     read_src = None
@@ -108,7 +110,7 @@ def emit_entry(e: OpEntry) -> str:
         read_src = [f"    import {mod} as _m", f"    return _p.count(_m.{fn}(call), {e.name + ' read bytes'!r})"]
     elif r.mode == "inline" and (r.read_bytes or not r.bytes):
         body = _py(r.read_bytes) if r.read_bytes else derived_read_bytes(sig)
-        read_src = ["    ix = call.indices", f"    return _p.count({body}, {e.name + ' read bytes'!r})"]
+        read_src = [*_reads_indices(body), f"    return _p.count({body}, {e.name + ' read bytes'!r})"]
     if read_src:
         lines.append("")
         lines.append(f"def {f}__read_bytes(call):")
@@ -124,12 +126,16 @@ def emit_entry(e: OpEntry) -> str:
     return "\n".join(lines)
 
 
+def _reads_indices(*bodies: str) -> list[str]:
+    """The line binding ``ix`` when an emitted expression reads indices, else nothing."""
+    return ["    ix = call.indices"] if any("ix[" in b for b in bodies) else []
+
+
 def render(report: ManifestReport, source: str) -> str:
     entries = sorted(report.entries().values(), key=lambda e: e.name)
     body = "".join(emit_entry(e) for e in entries)
-    table = ",\n".join(f"    {e.name!r}: {e.name.upper()}" for e in entries)
-    return HEADER.format(source=source) + body + f"\n\n\nENTRIES = {{\n{table},\n}}\n" if entries else \
-        HEADER.format(source=source) + "\n\nENTRIES = {}\n"
+    table = "".join(f"    {e.name!r}: {e.name.upper()},\n" for e in entries)
+    return HEADER.format(source=source) + body + f"\n\n\nENTRIES = {{\n{table}}}\n"
 
 
 def generate(manifest_dir: Path | None = None, target: Path | None = None) -> tuple[Path, str, ManifestReport]:

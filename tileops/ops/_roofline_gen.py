@@ -22,7 +22,6 @@ def abs__roofline(call):
     return _p.count(flops, 'abs flops'), _p.count(nbytes, 'abs bytes')
 
 def abs__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x'), 'abs read bytes')
 
 ABS = Emitted(
@@ -46,7 +45,6 @@ def add__roofline(call):
     return _p.count(flops, 'add flops'), _p.count(nbytes, 'add bytes')
 
 def add__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'add read bytes')
 
 ADD = Emitted(
@@ -70,7 +68,6 @@ def bmm__roofline(call):
     return _p.count(flops, 'bmm flops'), _p.count(nbytes, 'bmm bytes')
 
 def bmm__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'bmm read bytes')
 
 BMM = Emitted(
@@ -117,7 +114,6 @@ def cumsum__roofline(call):
     return _p.count(flops, 'cumsum flops'), _p.count(nbytes, 'cumsum bytes')
 
 def cumsum__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x'), 'cumsum read bytes')
 
 CUMSUM = Emitted(
@@ -141,7 +137,6 @@ def div__roofline(call):
     return _p.count(flops, 'div flops'), _p.count(nbytes, 'div bytes')
 
 def div__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'div read bytes')
 
 DIV = Emitted(
@@ -188,7 +183,6 @@ def exp__roofline(call):
     return _p.count(flops, 'exp flops'), _p.count(nbytes, 'exp bytes')
 
 def exp__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x'), 'exp read bytes')
 
 EXP = Emitted(
@@ -212,7 +206,6 @@ def fused_add_rms_norm__roofline(call):
     return _p.count(flops, 'fused_add_rms_norm flops'), _p.count(nbytes, 'fused_add_rms_norm bytes')
 
 def fused_add_rms_norm__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'residual') + _p.tensor_bytes(call, 'weight'), 'fused_add_rms_norm read bytes')
 
 FUSED_ADD_RMS_NORM = Emitted(
@@ -259,7 +252,6 @@ def gelu_tanh__roofline(call):
     return _p.count(flops, 'gelu_tanh flops'), _p.count(nbytes, 'gelu_tanh bytes')
 
 def gelu_tanh__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x'), 'gelu_tanh read bytes')
 
 GELU_TANH = Emitted(
@@ -288,7 +280,6 @@ def gemm__roofline(call):
     return _p.count(flops, 'gemm flops'), _p.count(nbytes, 'gemm bytes')
 
 def gemm__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'gemm read bytes')
 
 GEMM = Emitted(
@@ -312,7 +303,6 @@ def gt__roofline(call):
     return _p.count(flops, 'gt flops'), _p.count(nbytes, 'gt bytes')
 
 def gt__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'gt read bytes')
 
 GT = Emitted(
@@ -336,7 +326,6 @@ def layer_norm__roofline(call):
     return _p.count(flops, 'layer_norm flops'), _p.count(nbytes, 'layer_norm bytes')
 
 def layer_norm__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'weight') + _p.tensor_bytes(call, 'bias'), 'layer_norm read bytes')
 
 LAYER_NORM = Emitted(
@@ -360,7 +349,6 @@ def linear__roofline(call):
     return _p.count(flops, 'linear flops'), _p.count(nbytes, 'linear bytes')
 
 def linear__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'w') + _p.tensor_bytes(call, 'bias'), 'linear read bytes')
 
 LINEAR = Emitted(
@@ -384,7 +372,6 @@ def maximum__roofline(call):
     return _p.count(flops, 'maximum flops'), _p.count(nbytes, 'maximum bytes')
 
 def maximum__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'maximum read bytes')
 
 MAXIMUM = Emitted(
@@ -408,7 +395,6 @@ def moe_combine__roofline(call):
     return _p.count(flops, 'moe_combine flops'), _p.count(nbytes, 'moe_combine bytes')
 
 def moe_combine__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'expert_out') + _p.tensor_bytes(call, 'topk_weights'), 'moe_combine read bytes')
 
 MOE_COMBINE = Emitted(
@@ -455,7 +441,6 @@ def mul__roofline(call):
     return _p.count(flops, 'mul flops'), _p.count(nbytes, 'mul bytes')
 
 def mul__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'mul read bytes')
 
 MUL = Emitted(
@@ -479,7 +464,6 @@ def neg__roofline(call):
     return _p.count(flops, 'neg flops'), _p.count(nbytes, 'neg bytes')
 
 def neg__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x'), 'neg read bytes')
 
 NEG = Emitted(
@@ -503,7 +487,6 @@ def relu__roofline(call):
     return _p.count(flops, 'relu flops'), _p.count(nbytes, 'relu bytes')
 
 def relu__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x'), 'relu read bytes')
 
 RELU = Emitted(
@@ -527,7 +510,6 @@ def rms_norm__roofline(call):
     return _p.count(flops, 'rms_norm flops'), _p.count(nbytes, 'rms_norm bytes')
 
 def rms_norm__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'weight'), 'rms_norm read bytes')
 
 RMS_NORM = Emitted(
@@ -551,7 +533,6 @@ def rope__roofline(call):
     return _p.count(flops, 'rope flops'), _p.count(nbytes, 'rope bytes')
 
 def rope__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x') + _p.tensor_bytes(call, 'cos') + _p.tensor_bytes(call, 'sin'), 'rope read bytes')
 
 ROPE = Emitted(
@@ -575,7 +556,6 @@ def rsqrt__roofline(call):
     return _p.count(flops, 'rsqrt flops'), _p.count(nbytes, 'rsqrt bytes')
 
 def rsqrt__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x'), 'rsqrt read bytes')
 
 RSQRT = Emitted(
@@ -599,7 +579,6 @@ def scaled_mm__roofline(call):
     return _p.count(flops, 'scaled_mm flops'), _p.count(nbytes, 'scaled_mm bytes')
 
 def scaled_mm__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b') + _p.tensor_bytes(call, 'scale_a') + _p.tensor_bytes(call, 'scale_b'), 'scaled_mm read bytes')
 
 SCALED_MM = Emitted(
@@ -625,7 +604,6 @@ def sdpa_fwd__roofline(call):
     return _p.count(flops, 'sdpa_fwd flops'), _p.count(nbytes, 'sdpa_fwd bytes')
 
 def sdpa_fwd__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'q') + _p.tensor_bytes(call, 'k') + _p.tensor_bytes(call, 'v'), 'sdpa_fwd read bytes')
 
 SDPA_FWD = Emitted(
@@ -649,7 +627,6 @@ def sigmoid__roofline(call):
     return _p.count(flops, 'sigmoid flops'), _p.count(nbytes, 'sigmoid bytes')
 
 def sigmoid__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x'), 'sigmoid read bytes')
 
 SIGMOID = Emitted(
@@ -673,7 +650,6 @@ def silu__roofline(call):
     return _p.count(flops, 'silu flops'), _p.count(nbytes, 'silu bytes')
 
 def silu__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x'), 'silu read bytes')
 
 SILU = Emitted(
@@ -699,7 +675,6 @@ def silu_and_mul__roofline(call):
     return _p.count(flops, 'silu_and_mul flops'), _p.count(nbytes, 'silu_and_mul bytes')
 
 def silu_and_mul__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x'), 'silu_and_mul read bytes')
 
 SILU_AND_MUL = Emitted(
@@ -723,7 +698,6 @@ def softmax__roofline(call):
     return _p.count(flops, 'softmax flops'), _p.count(nbytes, 'softmax bytes')
 
 def softmax__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x'), 'softmax read bytes')
 
 SOFTMAX = Emitted(
@@ -747,7 +721,6 @@ def sum__roofline(call):
     return _p.count(flops, 'sum flops'), _p.count(nbytes, 'sum bytes')
 
 def sum__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x'), 'sum read bytes')
 
 SUM = Emitted(
@@ -771,7 +744,6 @@ def tanh__roofline(call):
     return _p.count(flops, 'tanh flops'), _p.count(nbytes, 'tanh bytes')
 
 def tanh__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'x'), 'tanh read bytes')
 
 TANH = Emitted(
@@ -795,7 +767,6 @@ def topk_softmax__roofline(call):
     return _p.count(flops, 'topk_softmax flops'), _p.count(nbytes, 'topk_softmax bytes')
 
 def topk_softmax__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'router_logits'), 'topk_softmax read bytes')
 
 TOPK_SOFTMAX = Emitted(
@@ -819,7 +790,6 @@ def where__roofline(call):
     return _p.count(flops, 'where flops'), _p.count(nbytes, 'where bytes')
 
 def where__read_bytes(call):
-    ix = call.indices
     return _p.count(_p.tensor_bytes(call, 'cond') + _p.tensor_bytes(call, 'a') + _p.tensor_bytes(call, 'b'), 'where read bytes')
 
 WHERE = Emitted(
