@@ -64,7 +64,7 @@ def test_enumerate_when_the_driver_is_absent(fake_nvml: types.ModuleType) -> Non
 def test_one_container_per_gpu_requesting_that_gpu(fake_nvml: types.ModuleType) -> None:
     plans = fleet.plan("calibrate", fleet.enumerate_gpus(), ["--quick"], run_id="r1")
     assert len(plans) == 2 and len({p.name for p in plans}) == 2
-    for p, (name, uuid) in zip(plans, GPUS):
+    for p, (_, uuid) in zip(plans, GPUS, strict=True):
         assert p.command == ["calibrate", "--quick"]
         [req] = p.device_requests
         assert req["Driver"] == "nvidia" and req["DeviceIDs"] == [uuid] and req["Capabilities"] == [["gpu"]]
