@@ -190,6 +190,8 @@ def launch(client: "docker.DockerClient", image: str, plans: Sequence[ContainerP
     before it starts (bench prices against the host's calibrations).
     Containers are removed (with their anonymous volumes) whatever happens.
     """
+    from docker.errors import DockerException
+
     out_dir.mkdir(parents=True, exist_ok=True)
     outcomes = {p.name: Outcome(device=p.device) for p in plans}
     started: list[tuple[ContainerPlan, "Container"]] = []
@@ -197,19 +199,19 @@ def launch(client: "docker.DockerClient", image: str, plans: Sequence[ContainerP
         for p in plans:
             try:
                 container = client.containers.create(**p.create_kwargs(image))
-            except Exception as exc:  # noqa: BLE001 - the Engine's refusal is this device's failure
+            except DockerException as exc:  # the engine's refusal is this device's failure
                 outcomes[p.name].error = f"container not created: {_engine_message(exc)}"
                 continue
             started.append((p, container))
             if seed_profiles is not None and seed_profiles.is_dir():
                 try:  # into the volume itself: the root filesystem is read-only
                     container.put_archive(PROFILES_PATH, _tar_dir(seed_profiles))
-                except Exception as exc:  # noqa: BLE001
+                except DockerException as exc:
                     outcomes[p.name].error = f"could not copy the profile store in: {_engine_message(exc)}"
                     continue
             try:
                 container.start()
-            except Exception as exc:  # noqa: BLE001 - e.g. no nvidia runtime for the device request
+            except DockerException as exc:  # e.g. no nvidia runtime for the device request
                 outcomes[p.name].error = f"container did not start: {_engine_message(exc)}"
         streams = [threading.Thread(target=_stream, args=(c, p.device.label, echo), daemon=True)
                    for p, c in started if outcomes[p.name].error is None]
@@ -226,7 +228,7 @@ def launch(client: "docker.DockerClient", image: str, plans: Sequence[ContainerP
         for _, c in started:
             try:
                 c.remove(v=True, force=True)
-            except Exception:  # noqa: BLE001 - already gone
+            except DockerException:  # already gone
                 pass
     return [outcomes[p.name] for p in plans]
 
@@ -250,12 +252,14 @@ def _stream(container: "Container", label: str, echo: Printer) -> None:
 
 def _collect(container: "Container", dest: Path, outcome: Outcome) -> None:
     """Copy the container's results and profile volumes to ``dest/results``, ``dest/profiles``."""
+    from docker.errors import DockerException
+
     dest.mkdir(parents=True, exist_ok=True)
     outcome.collected = dest
     for path in (RESULTS_PATH, PROFILES_PATH):
         try:
             stream, _ = container.get_archive(path)
-        except Exception as exc:  # noqa: BLE001 - a container that never started has nothing
+        except DockerException as exc:  # e.g. the container was never created
             if outcome.error is None:
                 outcome.error = f"could not collect {path}: {_engine_message(exc)}"
             continue
