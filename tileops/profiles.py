@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import tempfile
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterable, Literal
@@ -26,6 +25,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
                       model_validator)
 
 from tileops.errors import TileOpsError
+from tileops.fsutil import write_atomic
 
 MIXES = ("copy", "triad", "read", "write")
 ROOF_KEYS = (
@@ -476,13 +476,5 @@ def write_profile(profile: Profile, directory: Path | None = None, *, path: Path
     target = Path(path) if path is not None else (directory or store_dir()) / profile_filename(profile.name)
     text = dump_profile(profile, leading_comments(target) if keep_header and target.exists() else None)
     parse_profile(yaml.safe_load(text), target)  # what we write must load
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yaml", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(target, text)
     return target

@@ -17,6 +17,8 @@ from typing import Any, Iterable, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tileops.fsutil import write_atomic
+
 SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
 RUN_FILE = "run.json"
@@ -183,10 +185,8 @@ def resolve_records_path(path: Path) -> Path:
 
 
 def write_run_info(run_dir: Path, info: RunInfo) -> None:
-    """Write run.json atomically (temp file + rename)."""
-    tmp = run_dir / (RUN_FILE + ".tmp")
-    tmp.write_text(json.dumps(info.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, run_dir / RUN_FILE)
+    """Write run.json atomically: a reader never sees half of it."""
+    write_atomic(run_dir / RUN_FILE, json.dumps(info.model_dump(mode="json"), indent=2) + "\n")
 
 
 def read_run_info(run_dir: Path) -> RunInfo | None:

@@ -9,16 +9,15 @@ model's profile be rebuilt (median over its devices) without re-measuring.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import secrets
 import statistics
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tileops.fsutil import write_atomic
 from tileops.profiles import MIXES, MemoryRoof, Profile, ProfileError, Provenance, Roof, store_dir
 
 #: STREAM accounting: words each mix moves per element (reads + writes). STREAM
@@ -101,16 +100,7 @@ def devices_dir(store: Path | None = None) -> Path:
 def write_device_result(run: DeviceCalibration, store: Path | None = None, *, path: Path | None = None) -> Path:
     """Write one device's raw result as YAML (atomically) to ``<store>/devices/<uuid>.yaml``."""
     target = path or devices_dir(store) / f"{run.device_key}.yaml"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".yaml", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(target, yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False))
     return target
 
 

@@ -11,12 +11,12 @@ it must keep publishing.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from tileops.fsutil import write_atomic
 
 from .metrics import render
 from .push import LAST_SUCCESS
@@ -44,34 +44,6 @@ def previous_last_success(path: Path) -> float | None:
         return None
     return None
 
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a reader sees the old file or the new one, never a mix."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dfd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
 
 
 BUILD_FILE = "tileops_build.prom"

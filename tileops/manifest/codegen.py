@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tileops.manifest import expr as E
 from tileops.manifest.load import ManifestReport, read_manifest, shipped_manifest_dir
-from tileops.manifest.spec import OpEntry, Signature, TensorSpec
+from tileops.manifest.spec import OpEntry, Signature
 
 GENERATED_NAME = "_roofline_gen.py"
 SHIPPED_TARGET = Path(__file__).resolve().parent.parent / "ops" / GENERATED_NAME
