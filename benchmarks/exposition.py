@@ -17,10 +17,10 @@ from datetime import datetime, timedelta, timezone
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from tileops.bench.records import Environment, Record, Timing
+from tileops.records import Environment, Record, Timing
 from tileops.export.metrics import collect_samples, render
-from tileops.export.snapshot import Device, RunSnapshot
-from tileops.profiles import Profile
+from tileops.export.snapshot import DeviceLabels, RunSnapshot
+from tileops.profiles import Profile, ProfileChooser
 from tileops.roofline import health, price_all
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -52,8 +52,8 @@ def _snapshot(rows: int) -> RunSnapshot:
             flops=i * 1000 + 1, bytes=8_000_000 + i, roof_key="cuda_core.fp32", env=env, started_at=T0,
             finished_at=T0 + timedelta(seconds=1)))
     prof = _profile()
-    priced = price_all(recs, prof)
-    return RunSnapshot(run_dir=None, run_id="bench", device=Device.of(recs[0]), records=tuple(recs),  # type: ignore[arg-type]
+    priced = price_all(recs, ProfileChooser.only(prof))
+    return RunSnapshot(run_dir=None, run_id="bench", device=DeviceLabels.of(recs[0]), records=tuple(recs),  # type: ignore[arg-type]
                        priced=tuple(priced), health=health(priced), profile=prof, started_at=T0,
                        finished_at=T0 + timedelta(minutes=1), status="completed")
 

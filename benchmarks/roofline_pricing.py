@@ -17,8 +17,8 @@ import datetime as dt
 import random
 import time
 
-from tileops.bench.records import Environment, Record, Timing
-from tileops.profiles import MemoryRoof, Profile, Provenance, Roof
+from tileops.records import Environment, Record, Timing, parse_record
+from tileops.profiles import MemoryRoof, Profile, ProfileChooser, Provenance, Roof
 from tileops.roofline import health, price_all
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -89,9 +89,9 @@ def main() -> None:
     prof = profile()
     recs = records(args.n)
     lines = [r.model_dump_json() for r in recs]
-    t_price, priced = best(lambda: price_all(recs, prof), args.repeat)
+    t_price, priced = best(lambda: price_all(recs, ProfileChooser.only(prof)), args.repeat)
     t_health, h = best(lambda: health(priced), args.repeat)  # type: ignore[arg-type]
-    t_parse, _ = best(lambda: [Record.model_validate_json(x) for x in lines], 1)
+    t_parse, _ = best(lambda: [parse_record(x) for x in lines], 1)
     t_ref, _ = best(reference_loop, args.repeat)
     print(f"records: {args.n:,}  (best of {args.repeat})")
     print(f"reference loop:     {t_ref:7.3f} s  (1M plain-Python adds: how fast this machine is right now; "

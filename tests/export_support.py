@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tileops.bench.records import Environment, Record, RunInfo, Timing, append_record, write_run_info
+from tileops.records import Environment, ErrorInfo, Record, RunInfo, Timing, append_record, write_run_info
 from tileops.profiles import Profile
 
 T0 = datetime(2026, 1, 5, 12, 0, 0, tzinfo=timezone.utc)
@@ -59,7 +59,7 @@ def record(op: str = "relu", label: str = "small", *, bytes_: int | None = 8_000
                         stop_reason="noise target reached")
     return Record(run_id=e.run_id, op=op, family="elementwise", label=label, dtype=dtype, backend=backend,
                   params={"inplace": False}, shapes={"x": [1000, 2000]}, tags=["cpu"], status=status,
-                  error={"kind": "exception", "message": "boom"} if status == "error" else None,
+                  error=ErrorInfo(kind="exception", message="boom") if status == "error" else None,
                   timing=timing, flops=flops if status == "ok" else None, bytes=bytes_ if status == "ok" else None,
                   roof_key="cuda_core.fp32", env=e, started_at=start, finished_at=start + timedelta(seconds=1))
 

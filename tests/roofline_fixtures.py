@@ -1,6 +1,6 @@
 """Records and profiles built as data for the roofline and report tests.
 
-Records are the bench's output contract (tileops.bench.records), so building
+Records are the bench's output contract (tileops.records), so building
 them directly is building real input, not mocking: the roofline tool sees
 exactly what it reads from a records.jsonl file.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from tileops.bench.records import Environment, ErrorInfo, Record, Timing, append_record
+from tileops.records import Environment, ErrorInfo, Record, Timing, append_record
 from tileops.profiles import MemoryRoof, Profile, Provenance, Roof
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)

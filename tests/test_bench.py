@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tileops.bench.records import Record, iter_records, read_run_info
+from tileops.records import iter_records, parse_record, read_run_info, to_json
 from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP, StoppingRule, quantile, rel_noise
 from tileops.bench.timers import (FLUSH_RANGE, ITER_PREFIX, AttributionError, DeviceActivity, HostRange,
                                   attribute, union_ns)
@@ -64,7 +64,7 @@ def test_cpu_set_end_to_end(tmp_path: Path, profile_store: dict[str, str]) -> No
         assert rec.timing.min_s <= rec.timing.median_s <= rec.timing.p90_s
         assert rec.flops is not None and rec.bytes is not None and rec.roof_key
         assert rec.env.device_kind == "cpu" and rec.env.threads and rec.env.run_id == out.name or rec.env.run_id
-        Record.model_validate_json(rec.model_dump_json())  # round trip
+        assert parse_record(to_json(rec)) == rec  # round trip
     from tileops.manifest.load import load_entries
 
     cpu_rows = {(e.name, w.label) for e in load_entries().values() if e.status == "implemented"

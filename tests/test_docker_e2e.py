@@ -91,7 +91,7 @@ def test_docker_run_bench_prints_the_sol_table(image: str, tmp_path: Path) -> No
     assert "SOL efficiency" in out and "verdict" in out and "efficiency" in out
     assert "health: OK" in out
     rows = int(re.search(r"^(\d+) row\(s\)", out, re.M).group(1))
-    from tileops.bench.records import load_records
+    from tileops.records import load_records
 
     records = load_records([results / "run" / "records.jsonl"])
     assert len(records) == rows > 10  # the CPU set, not a single op

@@ -12,8 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from export_support import T0, env, profile, record, write_run
 from tileops.calibrate.results import DeviceCalibration, MixMeasurement, RoofMeasurement
+from tileops.profiles import ProfileChooser
 from tileops.export.metrics import DEVICE_LABELS, METRICS, ROW_LABELS, collect_samples, registry_for, render
-from tileops.export.snapshot import Device, ExportInputError, latest_per_device, load_run
+from tileops.export.snapshot import DeviceLabels, ExportInputError, latest_per_device, load_run
 from tileops.roofline import VERDICTS, price
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +85,7 @@ def mixed_run(tmp_path: Path) -> Path:
 
 def test_row_values_equal_the_roofline_tools(mixed_run: Path):
     prof = profile()
-    (snap,) = load_run(mixed_run, prof)
+    (snap,) = load_run(mixed_run, ProfileChooser.only(prof))
     m = parse(render([snap]))
     for rec in snap.records:
         p = price(rec, prof)
@@ -108,7 +109,7 @@ def test_row_values_equal_the_roofline_tools(mixed_run: Path):
 
 
 def test_breach_row_run_health_and_rows_by_verdict(mixed_run: Path):
-    (snap,) = load_run(mixed_run, profile())
+    (snap,) = load_run(mixed_run, ProfileChooser.only(profile()))
     m = parse(render([snap]))
     assert one(m["tileops_physics_breach"], op="add").value == 1
     assert one(m["tileops_physics_breach"], op="relu").value == 0
@@ -126,7 +127,7 @@ def test_breach_row_run_health_and_rows_by_verdict(mixed_run: Path):
 
 
 def test_healthy_run_sets_last_success_to_its_finish(tmp_path: Path):
-    (snap,) = load_run(write_run(tmp_path / "ok", [record()]), profile())
+    (snap,) = load_run(write_run(tmp_path / "ok", [record()]), ProfileChooser.only(profile()))
     m = parse(render([snap]))
     assert one(m["tileops_run_healthy"]).value == 1
     expected = (T0 + timedelta(minutes=2)).timestamp()
@@ -135,14 +136,14 @@ def test_healthy_run_sets_last_success_to_its_finish(tmp_path: Path):
 
 
 def test_an_interrupted_run_is_not_a_success(tmp_path: Path):
-    (snap,) = load_run(write_run(tmp_path / "cut", [record()], status="interrupted"), profile())
+    (snap,) = load_run(write_run(tmp_path / "cut", [record()], status="interrupted"), ProfileChooser.only(profile()))
     m = parse(render([snap]))
     assert one(m["tileops_run_healthy"]).value == 0
     assert "tileops_run_last_success_timestamp_seconds" not in m
 
 
 def test_detail_lives_in_info_series(mixed_run: Path):
-    (snap,) = load_run(mixed_run, profile())
+    (snap,) = load_run(mixed_run, ProfileChooser.only(profile()))
     m = parse(render([snap]))
     info = one(m["tileops_row_info"], op="relu")
     assert info.value == 1 and info.labels["shapes"] == '{"x":[1000,2000]}'
@@ -153,11 +154,11 @@ def test_detail_lives_in_info_series(mixed_run: Path):
 
 
 def test_audit_verdicts_when_present(mixed_run: Path, tmp_path: Path):
-    (snap,) = load_run(mixed_run, profile())
+    (snap,) = load_run(mixed_run, ProfileChooser.only(profile()))
     m = parse(render([snap]))
     assert one(m["tileops_audit_verdict"], op="relu").labels["verdict"] == "FAIL"
     assert one(m["tileops_audit_read_bytes_ratio"], op="relu").value == pytest.approx(1.5)
-    (plain,) = load_run(write_run(tmp_path / "no-audit", [record()]), profile())
+    (plain,) = load_run(write_run(tmp_path / "no-audit", [record()]), ProfileChooser.only(profile()))
     assert "tileops_audit_verdict" not in parse(render([plain]))
 
 
@@ -165,7 +166,7 @@ def test_a_bad_audit_line_names_the_file_and_line(tmp_path: Path):
     run = write_run(tmp_path / "r", [record()])
     (run / "audit.jsonl").write_text('{"op": "relu"}\n', encoding="utf-8")
     with pytest.raises(ExportInputError, match=r"audit\.jsonl:1: not a valid audit entry"):
-        load_run(run, profile())
+        load_run(run, ProfileChooser.only(profile()))
 
 
 def test_profile_ceilings_and_this_devices_calibration(tmp_path: Path):
@@ -180,7 +181,7 @@ def test_profile_ceilings_and_this_devices_calibration(tmp_path: Path):
         roofs={"cpu.fp32": RoofMeasurement(flops_per_s=4e11, flops=1e9, best_s=0.01, reps=3, method="fma")},
         latency_floor_s=5e-6)
     run = write_run(tmp_path / "r", [record()])
-    (snap,) = load_run(run, prof, {"cpu-node-a": cal, "cpu-other-host": cal})
+    (snap,) = load_run(run, ProfileChooser.only(prof), {"cpu-node-a": cal, "cpu-other-host": cal})
     m = parse(render([snap]))
     assert one(m["tileops_calibration_memory_bytes_per_second"], mix="triad").value == 70e9
     assert one(m["tileops_calibration_memory_ratio"], mix="copy").value == pytest.approx(0.6)
@@ -192,12 +193,12 @@ def test_profile_ceilings_and_this_devices_calibration(tmp_path: Path):
     assert one(m["tileops_profile_memory_effective_bytes_per_second"]).value == pytest.approx(80e9)
     assert one(m["tileops_profile_compute_effective_flops_per_second"], roof="cpu.fp32").value == 5e11
     # another device's result is not this one's
-    (other,) = load_run(run, prof, {"cpu-other-host": cal})
+    (other,) = load_run(run, ProfileChooser.only(prof), {"cpu-other-host": cal})
     assert "tileops_calibration_memory_bytes_per_second" not in parse(render([other]))
 
 
 def test_no_matching_profile_leaves_sol_blank(tmp_path: Path):
-    (snap,) = load_run(write_run(tmp_path / "r", [record()]), [profile(match="Some Other CPU")])
+    (snap,) = load_run(write_run(tmp_path / "r", [record()]), ProfileChooser([profile(match="Some Other CPU")]))
     m = parse(render([snap]))
     assert "tileops_sol_ratio" not in m
     assert one(m["tileops_row_verdict"]).labels == {**one(m["tileops_row_verdict"]).labels, "verdict": "blank",
@@ -207,9 +208,9 @@ def test_no_matching_profile_leaves_sol_blank(tmp_path: Path):
 def test_devices_are_split_and_labelled_like_dcgm(tmp_path: Path):
     gpu = env(device="NVIDIA H200", uuid="GPU-1234", kind="cuda", hostname="node-b")
     run = write_run(tmp_path / "r", [record(), record(e=gpu)])
-    snaps = load_run(run, [profile()])
-    assert {s.device for s in snaps} == {Device("node-a", "cpu-node-a", "Test CPU 9000", "cpu"),
-                                         Device("node-b", "GPU-1234", "NVIDIA H200", "cuda")}
+    snaps = load_run(run, ProfileChooser([profile()]))
+    assert {s.device for s in snaps} == {DeviceLabels("node-a", "cpu-node-a", "Test CPU 9000", "cpu"),
+                                         DeviceLabels("node-b", "GPU-1234", "NVIDIA H200", "cuda")}
     m = parse(render(snaps))
     uuids = {s.labels["UUID"] for s in m["tileops_run_healthy"]}
     assert uuids == {"cpu-node-a", "GPU-1234"}
@@ -219,7 +220,7 @@ def test_latest_per_device_keeps_the_newest_run_and_the_newest_success(tmp_path:
     good = write_run(tmp_path / "a", [record(e=env(run_id="a"))], start=T0)
     bad = write_run(tmp_path / "b", [record("add", "inflated", bytes_=80_000_000_000, e=env(run_id="b"))],
                     start=T0 + timedelta(hours=3))
-    snaps = latest_per_device([*load_run(bad, profile()), *load_run(good, profile())])
+    snaps = latest_per_device([*load_run(bad, ProfileChooser.only(profile())), *load_run(good, ProfileChooser.only(profile()))])
     (s,) = snaps
     assert s.run_id == "b" and not s.healthy
     assert s.last_success_s == pytest.approx((T0 + timedelta(minutes=2)).timestamp())
@@ -227,12 +228,12 @@ def test_latest_per_device_keeps_the_newest_run_and_the_newest_success(tmp_path:
 
 def test_unreadable_input_names_the_fix(tmp_path: Path):
     with pytest.raises(ExportInputError, match="not a run directory"):
-        load_run(tmp_path, profile())
+        load_run(tmp_path, ProfileChooser.only(profile()))
     run = write_run(tmp_path / "r", [record()])
     with (run / "records.jsonl").open("a") as f:
         f.write('{"not": "a record"}\n{"op": "x"}\n')
     with pytest.raises(ExportInputError, match=r"records\.jsonl:2"):
-        load_run(run, profile())
+        load_run(run, ProfileChooser.only(profile()))
 
 
 def test_text_writer_equals_prometheus_client(tmp_path: Path):
@@ -240,7 +241,7 @@ def test_text_writer_equals_prometheus_client(tmp_path: Path):
     nasty = env(hostname='host "quoted"\\back\nslash')
     run = write_run(tmp_path / "r", [record(e=nasty), record("add", 'label "x"', bytes_=80_000_000_000, e=nasty),
                                      record("neg", status="error", e=nasty)])
-    snaps = load_run(run, profile())
+    snaps = load_run(run, ProfileChooser.only(profile()))
 
     def norm(body: bytes) -> list:
         return [(f.name, f.documentation, f.type,

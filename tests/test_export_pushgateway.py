@@ -14,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from export_support import T0, env, profile, record, start_pushgateway, stop, write_run
+from tileops.profiles import ProfileChooser
 from tileops.export.push import RetryPolicy, push_snapshot
 from tileops.export.snapshot import load_run
 
@@ -38,7 +39,7 @@ def scrape(url: str) -> dict[str, list]:
 def test_push_groups_by_device_and_replaces_the_group(tmp_path: Path, gateway: str):
     first = write_run(tmp_path / "1", [record("relu", "small", e=env(run_id="1")),
                                        record("neg", "small", e=env(run_id="1"))], start=T0)
-    (snap,) = load_run(first, profile())
+    (snap,) = load_run(first, ProfileChooser.only(profile()))
     res = push_snapshot(gateway, snap, policy=POLICY)
     assert res.ok and res.attempts == 1
 
@@ -54,7 +55,7 @@ def test_push_groups_by_device_and_replaces_the_group(tmp_path: Path, gateway: s
     # the next run drops a row and breaches: PUT replaces the group, the last success survives
     second = write_run(tmp_path / "2", [record("relu", "small", bytes_=80_000_000_000, e=env(run_id="2"))],
                        start=T0 + timedelta(hours=1))
-    (snap2,) = load_run(second, profile())
+    (snap2,) = load_run(second, ProfileChooser.only(profile()))
     assert push_snapshot(gateway, snap2, policy=POLICY).ok
     m = scrape(gateway)
     assert {s.labels["op"] for s in m["tileops_sol_ratio"]} == {"relu"}  # neg is gone
@@ -65,7 +66,7 @@ def test_push_groups_by_device_and_replaces_the_group(tmp_path: Path, gateway: s
 
 def test_each_device_is_its_own_group(tmp_path: Path, gateway: str):
     run = write_run(tmp_path / "r", [record(), record(e=env(device="NVIDIA H200", uuid="GPU-77", kind="cuda"))])
-    for snap in load_run(run, [profile()]):
+    for snap in load_run(run, ProfileChooser([profile()])):
         assert push_snapshot(gateway, snap, policy=POLICY).ok
     with urllib.request.urlopen(gateway + "/api/v1/metrics", timeout=5) as resp:
         groups = [g["labels"] for g in json.load(resp)["data"]]

@@ -15,7 +15,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from export_support import T0, env, free_port, profile, record, write_profile_file, write_run
-from tileops.cli import EXIT_PUSH, main
+from tileops import exitcodes
+from tileops.cli import main
+from tileops.profiles import ProfileChooser
 from tileops.export import export_run
 from tileops.export.push import RetryPolicy, group_url, push_snapshot
 from tileops.export.server import DirectorySource, make_http_server
@@ -51,13 +53,13 @@ def test_textfile_is_written_atomically_per_device_and_keeps_the_last_success(tm
     good = write_run(tmp_path / "good", [record(e=env(run_id="good"))], start=T0)
     bad = write_run(tmp_path / "bad", [record("add", "inflated", bytes_=80_000_000_000, e=env(run_id="bad"))],
                     start=T0 + timedelta(hours=1))
-    (g,) = load_run(good, profile())
+    (g,) = load_run(good, ProfileChooser.only(profile()))
     path = write_textfile(out, g)
     assert path == textfile_path(out, g.device) and path.name == "tileops_cpu-node-a.prom"
     success = (T0 + timedelta(minutes=2)).timestamp()
     assert samples(path.read_text())["tileops_run_last_success_timestamp_seconds"][0].value == success
 
-    (b,) = load_run(bad, profile())
+    (b,) = load_run(bad, ProfileChooser.only(profile()))
     write_textfile(out, b)
     m = samples(path.read_text())
     assert m["tileops_run_healthy"][0].value == 0
@@ -71,7 +73,7 @@ def test_textfile_is_written_atomically_per_device_and_keeps_the_last_success(tm
 
 def test_two_devices_get_two_files(tmp_path: Path):
     run = write_run(tmp_path / "r", [record(), record(e=env(device="NVIDIA H200", uuid="GPU-1/2", kind="cuda"))])
-    for snap in load_run(run, [profile()]):
+    for snap in load_run(run, ProfileChooser([profile()])):
         write_textfile(tmp_path / "tf", snap)
     assert sorted(p.name for p in (tmp_path / "tf").glob("*.prom")) == sorted(
         ["tileops_GPU-1_2.prom", BUILD_FILE, "tileops_cpu-node-a.prom"])
@@ -87,7 +89,7 @@ def test_push_to_nothing_fails_after_retries_and_loses_nothing(tmp_path: Path, s
     logs: list[str] = []
     rc = export_run(run, push_url=url, textfile_dir=tmp_path / "tf",
                     policy=RetryPolicy(attempts=3, backoff_s=0.01, timeout_s=1), log=logs.append)
-    assert rc == EXIT_PUSH == 4
+    assert rc == exitcodes.PUSH == 4
     assert digest(run) == before  # the records are untouched
     assert (tmp_path / "tf" / "tileops_cpu-node-a.prom").exists()  # the textfile is still written
     assert sum("retry" in line for line in logs) == 2
@@ -135,7 +137,7 @@ def flaky():
 
 def test_push_retries_server_errors_then_succeeds(tmp_path: Path, flaky):
     server, handler = flaky
-    (snap,) = load_run(write_run(tmp_path / "r", [record()]), profile())
+    (snap,) = load_run(write_run(tmp_path / "r", [record()]), ProfileChooser.only(profile()))
     url = f"http://127.0.0.1:{server.server_address[1]}"
     res = push_snapshot(url, snap, policy=FAST)
     assert res.ok and res.attempts == 3
@@ -146,7 +148,7 @@ def test_push_retries_server_errors_then_succeeds(tmp_path: Path, flaky):
 def test_push_does_not_retry_a_client_error(tmp_path: Path, flaky):
     server, handler = flaky
     handler.fail_first, handler.status_after = 0, 400
-    (snap,) = load_run(write_run(tmp_path / "r", [record()]), profile())
+    (snap,) = load_run(write_run(tmp_path / "r", [record()]), ProfileChooser.only(profile()))
     res = push_snapshot(f"127.0.0.1:{server.server_address[1]}", snap, policy=FAST)
     assert not res.ok and res.attempts == 1 and "HTTP 400" in res.error and "nope" in res.error
 
@@ -166,7 +168,7 @@ def test_group_url_escapes_like_the_pushgateway_wants():
 def served(tmp_path: Path):
     root = tmp_path / "results"
     root.mkdir()
-    source = DirectorySource(root, lambda: [profile()], log=lambda msg: None)
+    source = DirectorySource(root, lambda: ProfileChooser([profile()]), log=lambda msg: None)
     server = make_http_server(source, "127.0.0.1", 0)
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()

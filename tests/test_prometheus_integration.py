@@ -15,6 +15,7 @@ missing, the test skips locally and fails under CI=true. Every server runs on
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -31,7 +32,7 @@ import pytest
 import yaml
 
 from export_support import free_port, need_binary, start_pushgateway, stop, wait_http
-from tileops.bench.records import RunInfo, append_record, load_records, read_run_info, write_run_info
+from tileops.records import RunInfo, append_record, load_records, read_run_info, write_run_info
 
 pytestmark = pytest.mark.slow
 
@@ -74,10 +75,10 @@ def _inflate(run_dir: Path, out: Path) -> tuple[str, str]:
     victim = next(r for r in records if r.status == "ok" and r.bytes)
     now = datetime.now(timezone.utc)
     for r in records:
-        update: dict[str, Any] = {"run_id": "inflated", "env": r.env.model_copy(update={"run_id": "inflated"})}
+        update: dict[str, Any] = {"run_id": "inflated", "env": dataclasses.replace(r.env, run_id="inflated")}
         if r is victim:
             update |= {"bytes": r.bytes * INFLATE, "flops": (r.flops or 0) * INFLATE}
-        append_record(out / "records.jsonl", r.model_copy(update=update))
+        append_record(out / "records.jsonl", dataclasses.replace(r, **update))
     write_run_info(out, RunInfo(run_id="inflated", started_at=now, finished_at=now, status="completed",
                                 exit_code=3, rows_total=len(records)))
     audit = [{"op": r.op, "label": r.label, "dtype": r.dtype, "backend": r.backend,

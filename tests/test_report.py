@@ -13,7 +13,8 @@ from roofline_fixtures import make_profile, make_record
 
 from tileops.report import compare, render, render_summary
 from tileops.report.plot import write_plot
-from tileops.roofline import price_all
+from tileops.profiles import ProfileChooser
+from tileops.roofline import health, price_all
 
 PROFILE = make_profile(name="cpu-test", bw_theoretical=40e9, bw_calibration=0.5,
                        roofs={"cpu.fp32": (200e9, 0.5), "cpu.fp32_matmul": (200e9, None)}, latency_floor_s=5e-6)
@@ -36,7 +37,9 @@ def _rows() -> list:
 
 def test_render_summary_prints_the_grouped_table_and_summary() -> None:
     console = Console(record=True, width=200, file=io.StringIO())
-    h = render_summary(price_all(_rows(), PROFILE), console)
+    priced = price_all(_rows(), ProfileChooser.only(PROFILE))
+    h = health(priced)
+    render_summary(priced, console, health=h)
     text = console.export_text()
     for needle in ("relu", "gemm", "n=16M", "at-ceiling", "latency-bound", "blank: roof-uncalibrated",
                    "FORMULA ERROR", "health: FAILED", "memory 20 GB/s", "cpu.fp32 100 GFLOP/s"):
@@ -46,14 +49,14 @@ def test_render_summary_prints_the_grouped_table_and_summary() -> None:
 
 
 def test_memory_bound_row_shows_bytes_per_second_against_the_memory_roof() -> None:
-    md = render(price_all(_rows()[:1], PROFILE), "md")
+    md = render(price_all(_rows()[:1], ProfileChooser.only(PROFILE)), "md")
     assert "| n=1M | float32 | torch |" in md
     assert "18 GB/s | memory 20 GB/s | memory | 90.0 % | at-ceiling |" in md
     assert "## relu" in md and "health: OK" in md
 
 
 def test_csv_and_json_are_flat_in_base_units() -> None:
-    priced = price_all(_rows(), PROFILE)
+    priced = price_all(_rows(), ProfileChooser.only(PROFILE))
     rows = list(csv.DictReader(io.StringIO(render(priced, "csv"))))
     assert len(rows) == len(priced)
     first = rows[0]
@@ -70,7 +73,8 @@ def test_csv_and_json_are_flat_in_base_units() -> None:
 
 def test_baseline_flags_rows_more_than_the_threshold_slower() -> None:
     def run(times: dict[str, float]) -> list:
-        return price_all([make_record(label=k, bytes=8 << 20, median_s=v) for k, v in times.items()], PROFILE)
+        recs = [make_record(label=k, bytes=8 << 20, median_s=v) for k, v in times.items()]
+        return price_all(recs, ProfileChooser.only(PROFILE))
 
     old = run({"a": 1e-3, "b": 1e-3, "c": 1e-3, "d": 1e-3, "gone": 1e-3})
     new = run({"a": 1.11e-3, "b": 1.09e-3, "c": 0.8e-3, "d": 1e-3, "new": 1e-3})
@@ -91,13 +95,13 @@ def test_baseline_flags_rows_more_than_the_threshold_slower() -> None:
 
 
 def test_baseline_notes_a_device_change() -> None:
-    old = price_all([make_record(device_name="Other CPU", bytes=8)], PROFILE)
-    new = price_all([make_record(bytes=8)], PROFILE)
+    old = price_all([make_record(device_name="Other CPU", bytes=8)], ProfileChooser.only(PROFILE))
+    new = price_all([make_record(bytes=8)], ProfileChooser.only(PROFILE))
     assert "different devices" in compare(new, old).notes[0]
 
 
 def test_plot_is_written_as_png_and_svg(tmp_path: Path) -> None:
-    priced = price_all(_rows(), PROFILE)
+    priced = price_all(_rows(), ProfileChooser.only(PROFILE))
     paths = write_plot(priced, PROFILE, tmp_path / "out")
     assert [p.name for p in paths] == ["roofline.png", "roofline.svg"]
     png, svg = paths
@@ -111,7 +115,8 @@ def test_plot_is_written_as_png_and_svg(tmp_path: Path) -> None:
 
 def test_plot_with_nominal_bandwidth_unknown_and_no_rows_placed(tmp_path: Path) -> None:
     prof = make_profile(bw_theoretical=None, bw_calibration=None, measured={"triad": 1e10})
-    paths = write_plot(price_all([make_record(status="error")], prof), prof, tmp_path, stem="x")
+    priced = price_all([make_record(status="error")], ProfileChooser.only(prof))
+    paths = write_plot(priced, prof, tmp_path, stem="x")
     assert [p.name for p in paths] == ["x.png", "x.svg"]
     svg = paths[1].read_text(encoding="utf-8")
     assert "nominal unknown" in svg and "0 of 1 row(s) placed" in svg

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
 import pytest
 from roofline_fixtures import make_profile, make_record
 
-from tileops import roofline as RL
-from tileops.roofline import Breach, health, price, price_all, select_profile
+from tileops import roofline
+from tileops.profiles import ProfileChooser, select_profile
+from tileops.records import to_data
+from tileops.roofline import Breach, health, price, price_all
 
 # Memory roof 1e9 B/s effective (theoretical 1e9 × 1.0); time 1 s: efficiency = bytes / 1e9 exactly.
 PROFILE = make_profile(bw_theoretical=2e9, bw_calibration=0.5, roofs={"cpu.fp32": (4e10, 0.25)})
@@ -54,7 +57,7 @@ def test_tie_is_memory_bound() -> None:
 
 def test_actual_time_includes_excluded_copies() -> None:
     r = make_record(bytes=500_000_000, median_s=0.5)
-    r = r.model_copy(update={"timing": r.timing.model_copy(update={"excluded_copies_s": 0.5})})
+    r = dataclasses.replace(r, timing=dataclasses.replace(r.timing, excluded_copies_s=0.5))
     p = price(r, PROFILE)
     assert p.actual_time_s == pytest.approx(1.0)
     assert p.efficiency == pytest.approx(0.5)
@@ -69,19 +72,19 @@ def test_zero_flops_prices_with_zero_compute_time_even_without_the_roof() -> Non
 
 
 @pytest.mark.parametrize("case, reason", [
-    ("error", RL.BLANK_ERROR),
-    ("skipped", RL.BLANK_SKIPPED),
-    ("no-profile", RL.BLANK_NO_PROFILE),
-    ("no-cupti", RL.BLANK_NO_CUPTI),
-    ("bytes-zero", RL.BLANK_BYTES_ZERO),
-    ("no-roofline", RL.BLANK_NO_ROOFLINE),
-    ("no-timing", RL.BLANK_NO_TIMING),
-    ("memory-uncalibrated", RL.BLANK_MEMORY_UNCALIBRATED),
-    ("no-memory-roof", RL.BLANK_MEMORY_UNCALIBRATED),
-    ("roof-absent", RL.BLANK_ROOF_ABSENT),
-    ("roof-key-missing", RL.BLANK_ROOF_ABSENT),
-    ("roof-uncalibrated", RL.BLANK_ROOF_UNCALIBRATED),
-    ("alias-uncalibrated", RL.BLANK_ROOF_UNCALIBRATED),
+    ("error", roofline.BLANK_ERROR),
+    ("skipped", roofline.BLANK_SKIPPED),
+    ("no-profile", roofline.BLANK_NO_PROFILE),
+    ("no-cupti", roofline.BLANK_NO_CUPTI),
+    ("bytes-zero", roofline.BLANK_BYTES_ZERO),
+    ("no-roofline", roofline.BLANK_NO_ROOFLINE),
+    ("no-timing", roofline.BLANK_NO_TIMING),
+    ("memory-uncalibrated", roofline.BLANK_MEMORY_UNCALIBRATED),
+    ("no-memory-roof", roofline.BLANK_MEMORY_UNCALIBRATED),
+    ("roof-absent", roofline.BLANK_ROOF_ABSENT),
+    ("roof-key-missing", roofline.BLANK_ROOF_ABSENT),
+    ("roof-uncalibrated", roofline.BLANK_ROOF_UNCALIBRATED),
+    ("alias-uncalibrated", roofline.BLANK_ROOF_UNCALIBRATED),
 ])
 def test_each_blank_reason(case: str, reason: str) -> None:
     prof = PROFILE
@@ -116,7 +119,7 @@ def test_each_blank_reason(case: str, reason: str) -> None:
     assert p.verdict == ("error" if case in ("error", "skipped") else "blank")
     assert p.blank_detail  # a sentence with the particulars
     assert p.efficiency is None and p.sol_time_s is None and p.bound is None  # nothing guessed
-    assert reason in RL.BLANK_REASONS
+    assert reason in roofline.BLANK_REASONS
 
 
 def test_cupti_timed_gpu_row_is_priced() -> None:
@@ -152,7 +155,7 @@ def test_latency_bound_is_checked_before_the_other_verdicts() -> None:
 def test_inflated_bytes_breach_the_physics_check() -> None:
     honest = make_record(bytes=900_000_000, median_s=1.0)  # 0.9e9 B/s < theoretical 2e9
     inflated = make_record(bytes=9_000_000_000, median_s=1.0, label="inflated")  # 9e9 B/s > 2e9
-    ok, bad = price_all([honest, inflated], PROFILE)
+    ok, bad = price_all([honest, inflated], ProfileChooser.only(PROFILE))
     assert ok.breaches == ()
     assert bad.verdict == "anomaly"  # never "at ceiling"
     assert bad.breaches == (Breach("memory", 9e9, 2e9),)
@@ -174,7 +177,7 @@ def test_compute_breach_names_the_resolved_roof() -> None:
 def test_physics_check_runs_on_blank_rows_that_still_have_time() -> None:
     gpu = make_profile(name="gpu", kind="gpu", roofs={"cuda_core.fp32": (1e12, 0.9)}, aliases={})
     p = price(make_record(device_kind="cuda", timer="cuda-events", bytes=9_000_000_000), gpu)
-    assert p.verdict == "blank" and p.blank_reason == RL.BLANK_NO_CUPTI
+    assert p.verdict == "blank" and p.blank_reason == roofline.BLANK_NO_CUPTI
     assert p.breaches and not health([p]).ok
 
 
@@ -183,24 +186,24 @@ def test_nominal_unknown_prices_on_measured_envelope_with_a_note_and_no_bandwidt
     p = price(make_record(bytes=900_000_000, median_s=1.0), prof)
     assert p.effective_bandwidth == 1e9  # the envelope over the measured mixes
     assert p.verdict == "at-ceiling"
-    assert RL.NOTE_NOMINAL_UNKNOWN in p.notes
+    assert roofline.NOTE_NOMINAL_UNKNOWN in p.notes
     # Above the measured envelope: an anomaly, but bandwidth cannot breach an unknown nominal.
     p = price(make_record(bytes=5_000_000_000, median_s=1.0), prof)
     assert p.verdict == "anomaly" and p.breaches == ()
-    assert RL.NOTE_NOMINAL_UNKNOWN in p.notes
+    assert roofline.NOTE_NOMINAL_UNKNOWN in p.notes
 
 
 def test_repricing_old_records_under_an_updated_profile_gives_new_numbers() -> None:
     records = [make_record(label=f"r{i}", bytes=(i + 1) * 100_000_000, median_s=1.0) for i in range(5)]
-    before = [r.model_dump() for r in records]
-    old = price_all(records, make_profile(bw_theoretical=2e9, bw_calibration=0.5))
-    new = price_all(records, make_profile(bw_theoretical=2e9, bw_calibration=0.25))
+    before = [to_data(r) for r in records]
+    old = price_all(records, ProfileChooser.only(make_profile(bw_theoretical=2e9, bw_calibration=0.5)))
+    new = price_all(records, ProfileChooser.only(make_profile(bw_theoretical=2e9, bw_calibration=0.25)))
     for o, n in zip(old, new, strict=True):
         assert n.effective_bandwidth == pytest.approx(o.effective_bandwidth / 2)
         assert n.efficiency == pytest.approx(o.efficiency * 2)
     assert [o.verdict for o in old] == ["below", "below", "below", "below", "below"]
     assert [n.verdict for n in new] == ["below", "below", "below", "at-ceiling", "at-ceiling"]
-    assert [r.model_dump() for r in records] == before  # the records are untouched
+    assert [to_data(r) for r in records] == before  # the records are untouched
 
 
 def test_price_all_selects_a_profile_per_device() -> None:
@@ -208,11 +211,11 @@ def test_price_all_selects_a_profile_per_device() -> None:
     b = make_profile(name="b", match=("CPU B", "cpu-b-alias"), bw_calibration=0.25)
     recs = [make_record(device_name="CPU A", bytes=100), make_record(device_name="cpu b", bytes=100),
             make_record(device_name="CPU C", bytes=100)]
-    got = price_all(recs, [a, b])
+    got = price_all(recs, ProfileChooser([a, b]))
     assert [p.profile for p in got] == ["a", "b", None]
-    assert got[2].blank_reason == RL.BLANK_NO_PROFILE
-    assert [p.profile for p in price_all(recs, lambda r: b)] == ["b", "b", "b"]
-    assert [p.verdict for p in price_all(recs, None)] == ["blank"] * 3
+    assert got[2].blank_reason == roofline.BLANK_NO_PROFILE
+    assert [p.profile for p in price_all(recs, ProfileChooser.only(b))] == ["b", "b", "b"]
+    assert [p.verdict for p in price_all(recs, ProfileChooser.only(None))] == ["blank"] * 3
     assert select_profile("CPU-B-ALIAS", [a, b]) is b
     assert select_profile("nothing", [a, b]) is None
 
@@ -221,11 +224,11 @@ def test_health_counts() -> None:
     priced = price_all([
         make_record(bytes=900_000_000), make_record(bytes=100_000_000), make_record(bytes=0),
         make_record(status="error"), make_record(status="skipped"), make_record(bytes=0),
-    ], PROFILE)
+    ], ProfileChooser.only(PROFILE))
     h = health(priced)
     assert h.rows == 6
     assert h.by_verdict == {"at-ceiling": 1, "below": 1, "blank": 2, "error": 2}
-    assert h.blanks_by_reason == {RL.BLANK_BYTES_ZERO: 2}
+    assert h.blanks_by_reason == {roofline.BLANK_BYTES_ZERO: 2}
     assert h.errors == 1  # a skipped row is not an error
     assert h.ok and h.at_ceiling == 1 and h.anomalies == 0
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from roofline_fixtures import make_profile, make_record, write_profile, write_records
 
-from tileops.cli import EXIT_DEFECTS, EXIT_OK, EXIT_PHYSICS, EXIT_USAGE, main
+from tileops import exitcodes
+from tileops.cli import main
 
 PROFILE = make_profile(name="cli-test-cpu", match=("CLI Test CPU",), bw_theoretical=40e9, bw_calibration=0.5,
                        roofs={"cpu.fp32": (200e9, 0.5)})
@@ -29,7 +30,7 @@ def profile_file(tmp_path: Path) -> Path:
 
 def test_table_with_a_profile_file_exits_0(tmp_path: Path, profile_file: Path, capsys) -> None:
     run = write_records(tmp_path / "run" / "records.jsonl", _honest())
-    assert main(["roofline", str(run.parent), "--profile", str(profile_file)]) == EXIT_OK
+    assert main(["roofline", str(run.parent), "--profile", str(profile_file)]) == exitcodes.OK
     out = capsys.readouterr().out
     assert "n=65536" in out and "75.0 %" in out and "health: OK" in out
 
@@ -40,40 +41,40 @@ def test_profile_selected_by_device_name_from_the_store(tmp_path: Path, monkeypa
     write_profile(store / "cli-test-cpu.yaml", PROFILE)
     monkeypatch.setenv("TILEOPS_PROFILE_DIR", str(store))
     run = write_records(tmp_path / "records.jsonl", _honest() + [make_record(device_name="Unknown CPU")])
-    assert main(["roofline", str(run), "--format", "json"]) == EXIT_OK
+    assert main(["roofline", str(run), "--format", "json"]) == exitcodes.OK
     doc = json.loads(capsys.readouterr().out)
     assert [r["profile"] for r in doc["rows"]] == ["cli-test-cpu", "cli-test-cpu", None]
     assert doc["rows"][2]["blank_reason"] == "no-profile"
-    assert main(["roofline", str(run), "--profile", "cli-test-cpu", "--format", "csv"]) == EXIT_OK
+    assert main(["roofline", str(run), "--profile", "cli-test-cpu", "--format", "csv"]) == exitcodes.OK
     assert capsys.readouterr().out.count("cli-test-cpu") == 3
 
 
 def test_unreadable_input_exits_2(tmp_path: Path, profile_file: Path) -> None:
-    assert main(["roofline", str(tmp_path / "missing"), "--profile", str(profile_file)]) == EXIT_USAGE
+    assert main(["roofline", str(tmp_path / "missing"), "--profile", str(profile_file)]) == exitcodes.USAGE
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"not": "a record"}\n{"also": "bad"}\n')
-    assert main(["roofline", str(bad), "--profile", str(profile_file)]) == EXIT_USAGE
+    assert main(["roofline", str(bad), "--profile", str(profile_file)]) == exitcodes.USAGE
     run = write_records(tmp_path / "ok.jsonl", _honest())
-    assert main(["roofline", str(run), "--profile", "no-such-profile"]) == EXIT_USAGE
+    assert main(["roofline", str(run), "--profile", "no-such-profile"]) == exitcodes.USAGE
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    assert main(["roofline", str(empty), "--profile", str(profile_file)]) == EXIT_USAGE
+    assert main(["roofline", str(empty), "--profile", str(profile_file)]) == exitcodes.USAGE
 
 
 def test_baseline_regression_exits_1(tmp_path: Path, profile_file: Path, capsys) -> None:
     old = write_records(tmp_path / "old.jsonl", _honest())
     new = write_records(tmp_path / "new.jsonl", _honest(slow=1.2))
     assert main(["roofline", str(new), "--profile", str(profile_file), "--baseline", str(old),
-                 "--format", "md"]) == EXIT_DEFECTS
+                 "--format", "md"]) == exitcodes.FAILED
     md = capsys.readouterr().out
     assert md.count("| slower |") == 2
     assert main(["roofline", str(new), "--profile", str(profile_file), "--baseline", str(old),
-                 "--threshold", "0.25"]) == EXIT_OK
+                 "--threshold", "0.25"]) == exitcodes.OK
 
 
 def test_error_rows_exit_1(tmp_path: Path, profile_file: Path) -> None:
     run = write_records(tmp_path / "r.jsonl", _honest() + [make_record(status="error")])
-    assert main(["roofline", str(run), "--profile", str(profile_file)]) == EXIT_DEFECTS
+    assert main(["roofline", str(run), "--profile", str(profile_file)]) == exitcodes.FAILED
 
 
 def test_plot_written_next_to_the_results(tmp_path: Path, profile_file: Path) -> None:
@@ -91,11 +92,11 @@ def test_inflated_bytes_exit_3_in_a_subprocess(tmp_path: Path, profile_file: Pat
     env = {**os.environ, "COLUMNS": "200"}
     res = subprocess.run([sys.executable, "-m", "tileops.cli", "roofline", str(run.parent),
                           "--profile", str(profile_file)], capture_output=True, text=True, timeout=120, env=env)
-    assert res.returncode == EXIT_PHYSICS == 3, res.stderr
+    assert res.returncode == exitcodes.PHYSICS == 3, res.stderr
     assert "FORMULA ERROR" in res.stdout and "health: FAILED" in res.stdout
     assert "physics check FAILED" in res.stderr
     # json keeps the exit code and carries the health (in process: one subprocess start is enough)
-    assert main(["roofline", str(run), "--profile", str(profile_file), "--format", "json"]) == EXIT_PHYSICS
+    assert main(["roofline", str(run), "--profile", str(profile_file), "--format", "json"]) == exitcodes.PHYSICS
     assert json.loads(capsys.readouterr().out)["health"]["ok"] is False
 
 

@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from tileops import __version__
+from tileops import __version__, exitcodes
 from tileops.errors import TileOpsError
 
 #: Subcommand modules, in the order ``tileops --help`` lists them.
@@ -21,19 +21,11 @@ COMMANDS = (
     "tileops.commands.profile",
     "tileops.commands.export",
     "tileops.commands.serve",
-    "tileops.commands.audit",
     "tileops.commands.fleet",
     "tileops.commands.ops",
     "tileops.commands.validate",
     "tileops.commands.codegen",
 )
-
-#: Exit codes shared by every command (documented in README and docs/).
-EXIT_OK = 0
-EXIT_DEFECTS = 1  # validation defects, failed rows, regressions
-EXIT_USAGE = 2  # unreadable input, bad arguments
-EXIT_PHYSICS = 3  # a physics-check breach: a formula claims the impossible (§4.3)
-EXIT_PUSH = 4  # results written, but the Pushgateway push failed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,13 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tileops {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for modname in COMMANDS:
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as exc:
-            if exc.name == modname:  # not written yet
-                continue
-            raise
-        mod.register(sub)
+        importlib.import_module(modname).register(sub)
     return parser
 
 
@@ -59,15 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return EXIT_USAGE
+        return exitcodes.USAGE
     try:
         return int(args.func(args) or 0)
     except TileOpsError as exc:
         print(f"tileops {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exitcodes.USAGE
     except KeyboardInterrupt:
         print(f"tileops {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return exitcodes.INTERRUPTED
 
 
 if __name__ == "__main__":

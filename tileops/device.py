@@ -201,10 +201,12 @@ class DeviceInfo:
         """The torch device string: ``cpu`` or ``cuda:N``."""
         return "cpu" if self.kind == "cpu" else f"cuda:{self.index or 0}"
 
-    def env_fields(self) -> dict[str, Any]:
-        """The fields of ``tileops.bench.records.Environment`` this device decides."""
+    def machine_fields(self) -> dict[str, Any]:
+        """The fields of ``tileops.records.Machine`` this device decides (records and calibrations share them)."""
         return {"device_kind": self.kind, "device_name": self.name, "device_uuid": self.uuid,
-                "driver": self.driver, "cuda": self.cuda, "cpu_model": self.cpu_model, "threads": self.threads}
+                "device_index": self.index, "driver": self.driver, "cuda": self.cuda,
+                "cpu_model": self.cpu_model, "threads": self.threads, "l2_bytes": self.l2_bytes,
+                "hostname": self.hostname}
 
 
 def cuda_available() -> bool:

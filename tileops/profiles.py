@@ -396,6 +396,60 @@ def find_profile(name_or_path: str | Path, profiles: Iterable[Profile] | None = 
                        field="name", fix="run `tileops profile list`, or `tileops calibrate` on that device")
 
 
+class ProfileChooser:
+    """The one place that decides which profile prices a device (§4.3, §5.1).
+
+    Given an explicit profile (``--profile NAME|FILE``), that profile prices
+    every device. Otherwise a device's profile is the one whose ``match`` names
+    it (:func:`select_profile`: the store's calibrated profiles before the
+    shipped ones; two claimants raise rather than guess), looked up once per
+    device name. None means no profile: SOL stays blank (§1.2), never guessed.
+    The bench, ``roofline``, ``export``, ``serve`` and the fleet all choose here.
+    """
+
+    def __init__(self, profiles: Iterable[Profile] = (), *, fixed: Profile | None = None,
+                 use_fixed: bool = False) -> None:
+        self._profiles = list(profiles)
+        self._fixed = fixed
+        self._use_fixed = use_fixed or fixed is not None
+        self._cache: dict[str, Profile | None] = {}
+
+    @classmethod
+    def resolve(cls, choice: str | Path | None = None, *, store_path: Path | None = None) -> "ProfileChooser":
+        """``--profile NAME|FILE`` as a fixed choice; without it every known profile. Reads (and so
+        validates) the profiles now: a bad name or file is an error before any work starts."""
+        pool = load_profiles(store_path=store_path)
+        if choice:
+            return cls(pool, fixed=find_profile(choice, pool))
+        return cls(pool)
+
+    @classmethod
+    def only(cls, profile: Profile | None) -> "ProfileChooser":
+        """``profile`` for every device (None: every row blank, no profile)."""
+        return cls([profile] if profile is not None else [], fixed=profile, use_fixed=True)
+
+    def __call__(self, device_name: str) -> Profile | None:
+        if self._use_fixed:
+            return self._fixed
+        if device_name not in self._cache:
+            self._cache[device_name] = select_profile(device_name, self._profiles)
+        return self._cache[device_name]
+
+    def add(self, profile: Profile) -> None:
+        """A profile written meanwhile (a calibration) joins the pool, replacing one of its name."""
+        self._profiles = [p for p in self._profiles if p.name != profile.name] + [profile]
+        self._cache.clear()
+
+    @property
+    def fixed(self) -> Profile | None:
+        return self._fixed
+
+    @property
+    def profiles(self) -> list[Profile]:
+        """Every profile this chooser can answer with."""
+        return [self._fixed] if self._use_fixed and self._fixed is not None else list(self._profiles)
+
+
 # --------------------------------------------------------------------------- writing
 
 

@@ -4,12 +4,11 @@ Pure functions over records and a profile. It never instantiates an op and
 imports no op code (§4.4.5): every number it needs is in the record, so old
 records re-price under an updated profile without running anything (§5.2).
 
-CONTRACT (shared with tileops.export and tileops.report; keep these names):
+CONTRACT (shared with tileops.pipeline, tileops.export and tileops.report):
 
-    select_profile(device_name, profiles) -> Profile | None
     price(record, profile) -> Priced
-    price_all(records, profile_or_none_or_callable) -> list[Priced]
-    health(priced) -> Health
+    price_all(records, chooser) -> list[Priced]     chooser: tileops.profiles.ProfileChooser
+    health(priced) -> Health                          the run's health, decided here and only here
 
 The model (§1.2)::
 
@@ -33,11 +32,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Literal, Sequence
+from typing import Iterable, Literal
 
-from tileops.bench.records import Record
-from tileops.profiles import Profile
-from tileops.profiles import select_profile as _profiles_select
+from tileops.profiles import Profile, ProfileChooser
+from tileops.records import Record
 
 Verdict = Literal[
     "at-ceiling",  # efficiency >= 80 %
@@ -180,16 +178,6 @@ class Health:
                 "errors": self.errors}
 
 
-def select_profile(device_name: str, profiles: Iterable[Profile]) -> Profile | None:
-    """The profile whose ``match`` names the device; None leaves SOL blank (§1.2).
-
-    Delegates to ``tileops.profiles.select_profile`` so the tool and ``tileops
-    profile`` agree: a store (calibrated) profile wins over a shipped one, and
-    two profiles claiming one device raise ProfileError rather than guess.
-    """
-    return _profiles_select(device_name, list(profiles))
-
-
 @dataclass
 class _Ceilings:
     """A profile's ceilings resolved once, so pricing many records stays cheap."""
@@ -323,41 +311,18 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         effective_bandwidth=bw, effective_peak=peak, breaches=breaches, roof=resolved, notes=c.notes)
 
 
-ProfileChoice = Profile | None | Sequence[Profile] | Callable[[Record], Profile | None]
-
-
-def price_all(records: Iterable[Record], profile: ProfileChoice) -> list[Priced]:
-    """Price many records.
-
-    ``profile`` is one Profile (every record priced on it), None (every row blank:
-    no profile), a sequence of profiles (each record's by ``select_profile`` on its
-    ``env.device_name``), or a callable ``record -> Profile | None``.
-    """
-    if profile is None or isinstance(profile, Profile):
-        c = _Ceilings.of(profile) if profile is not None else None
-        return [_price(r, c) for r in records]
-    if callable(profile):
-        chooser = profile
-    else:
-        profiles = list(profile)
-        by_name: dict[str, Profile | None] = {}
-
-        def chooser(rec: Record) -> Profile | None:
-            n = rec.env.device_name
-            if n not in by_name:
-                by_name[n] = select_profile(n, profiles)
-            return by_name[n]
-
-    cache: dict[int, _Ceilings] = {}
+def price_all(records: Iterable[Record], chooser: ProfileChooser) -> list[Priced]:
+    """Price many records, each on the profile ``chooser`` picks for its device (None: blank)."""
+    ceilings: dict[int, _Ceilings] = {}
     out: list[Priced] = []
     for r in records:
-        p = chooser(r)
+        p = chooser(r.env.device_name)
         if p is None:
             out.append(_price(r, None))
             continue
-        c = cache.get(id(p))
+        c = ceilings.get(id(p))
         if c is None or c.profile is not p:
-            c = cache[id(p)] = _Ceilings.of(p)
+            c = ceilings[id(p)] = _Ceilings.of(p)
         out.append(_price(r, c))
     return out
 

@@ -8,20 +8,21 @@ call being priced. Nothing here computes FLOPs or bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from tileops.bench.records import ErrorInfo, Record, Timing, utcnow
 from tileops.bench.stopping import StoppingRule, quantile, rel_noise
 from tileops.bench.timers import CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, cupti_available
 from tileops.manifest.load import load_entries
 from tileops.manifest.spec import Workload
 from tileops.ops.workload import bind_row, build_inputs, instantiate
+from tileops.records import Environment, ErrorInfo, Record, Timing, utcnow
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,8 @@ class Task:
     backend: str
     device: str
     rule: StoppingRule
+    env: Environment  # fixed for the run; each record adds the clocks around its row
     timer: str = "auto"  # auto | cupti | cuda-events | cpu-wall
-    env: dict[str, Any] = field(default_factory=dict)  # Environment fields fixed for the run
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -115,7 +116,7 @@ def run_task(task: Task, cache_bytes: int | None = None) -> Record:
     entry = load_entries()[task.op]
     row = find_row(task.op, task.label)
     bound = bind_row(entry, row, task.case)
-    base = dict(run_id=task.env["run_id"], op=task.op, family=entry.family, label=task.label,
+    base = dict(run_id=task.env.run_id, op=task.op, family=entry.family, label=task.label,
                 dtype=task.case_name, backend=task.backend, params=dict(row.params),
                 shapes={k: list(v) for k, v in bound.shapes.items()}, tags=list(row.tags))
     clocks_before = read_clocks(task.device)
@@ -128,12 +129,12 @@ def run_task(task: Task, cache_bytes: int | None = None) -> Record:
             read_bytes = op.eval_roofline_read_bytes()
         except Exception:
             read_bytes = None
-        env = {**task.env, "clocks_before": clocks_before, "clocks_after": read_clocks(task.device)}
+        env = dataclasses.replace(task.env, clocks_before=clocks_before, clocks_after=read_clocks(task.device))
         return Record(**base, status="ok", timing=timing, flops=flops, bytes=nbytes, read_bytes=read_bytes,
                       roof_key=op.roof_key(), data_terms=op.roofline_data_terms(), env=env,
                       started_at=started, finished_at=utcnow())
     except Exception as exc:
-        env = {**task.env, "clocks_before": clocks_before}
+        env = dataclasses.replace(task.env, clocks_before=clocks_before)
         return Record(**base, status="error",
                       error=ErrorInfo(kind=_error_kind(exc), message=f"{type(exc).__name__}: {exc}",
                                       traceback=traceback.format_exc(limit=8)),

@@ -11,11 +11,12 @@ import multiprocessing as mp
 import os
 import traceback
 from dataclasses import dataclass
+from datetime import datetime
 from multiprocessing.connection import Connection
 from typing import Any
 
 from tileops.bench.execute import Task, run_task
-from tileops.bench.records import ErrorInfo, Record, utcnow
+from tileops.records import ErrorInfo, Record, utcnow
 
 _CTX = mp.get_context("spawn")  # a fresh interpreter: no inherited CUDA context, no forked locks
 
@@ -37,14 +38,15 @@ def _worker_main(conn: Connection, cache_bytes: int | None, threads: int | None)
         if task is None:
             return
         try:
-            rec = run_task(task, cache_bytes)
-            conn.send(("ok", rec.model_dump(mode="json")))
+            conn.send(("ok", run_task(task, cache_bytes)))
         except BaseException as exc:  # a bug outside the per-row guard: report, keep serving
             conn.send(("fail", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"))
 
 
-@dataclass
-class Outcome:
+@dataclass(frozen=True)
+class RowResult:
+    """What the worker gave back for one row: always a record, and whether the worker was lost."""
+
     record: Record
     restarted: bool  # the worker died or was killed and will be replaced
 
@@ -65,7 +67,8 @@ class Worker:
         child.close()
         self.conn = parent
 
-    def run(self, task: Task, timeout_s: float) -> Outcome:
+    def run(self, task: Task, family: str, timeout_s: float) -> RowResult:
+        """Run one row; ``family`` names it in an error record the worker could not write itself."""
         if self.proc is None or not self.proc.is_alive():
             self._start()
         assert self.conn is not None
@@ -75,31 +78,22 @@ class Worker:
             try:
                 status, payload = self.conn.recv()
             except EOFError:
-                return Outcome(self._died(task, started), True)
+                return RowResult(self._died(task, family, started), True)
             if status == "ok":
-                return Outcome(Record.model_validate(payload), False)
-            return Outcome(self._error(task, started, "exception", payload), False)
+                return RowResult(payload, False)
+            return RowResult(_error(task, family, started, "exception", payload), False)
         if not self.proc.is_alive():
-            return Outcome(self._died(task, started), True)
+            return RowResult(self._died(task, family, started), True)
         self.kill()
-        return Outcome(self._error(task, started, "timeout",
-                                   f"row did not finish within {timeout_s:g} s; the worker was killed"), True)
+        return RowResult(_error(task, family, started, "timeout",
+                                f"row did not finish within {timeout_s:g} s; the worker was killed"), True)
 
-    def _died(self, task: Task, started) -> Record:
+    def _died(self, task: Task, family: str, started: datetime) -> Record:
         self.proc.join(5)
         code = self.proc.exitcode
         self.proc = None
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        return self._error(task, started, "crash", f"the worker process died ({how}) while running this row")
-
-    def _error(self, task: Task, started, kind: str, message: str) -> Record:
-        from tileops.manifest.load import load_entries
-
-        entry = load_entries().get(task.op)
-        return Record(run_id=task.env["run_id"], op=task.op, family=entry.family if entry else "?",
-                      label=task.label, dtype=task.case_name, backend=task.backend, status="error",
-                      error=ErrorInfo(kind=kind, message=message), env=dict(task.env),
-                      started_at=started, finished_at=utcnow())
+        return _error(task, family, started, "crash", f"the worker process died ({how}) while running this row")
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.is_alive():
@@ -115,6 +109,12 @@ class Worker:
             except (BrokenPipeError, OSError):
                 pass
         self.kill()
+
+
+def _error(task: Task, family: str, started: datetime, kind: str, message: str) -> Record:
+    return Record(run_id=task.env.run_id, op=task.op, family=family, label=task.label, dtype=task.case_name,
+                  backend=task.backend, status="error", error=ErrorInfo(kind=kind, message=message),  # type: ignore[arg-type]
+                  env=task.env, started_at=started, finished_at=utcnow())
 
 
 def default_threads() -> int:

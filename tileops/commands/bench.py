@@ -41,26 +41,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibrate", choices=("auto", "never"), default="auto",
                    help="auto: calibrate a CPU that no profile matches before pricing")
     p.add_argument("--no-plot", dest="plot", action="store_false", help="do not write the roofline plot")
-    p.add_argument("--push", default=None, metavar="URL", help="push metrics to this Pushgateway at the end")
-    p.add_argument("--textfile", type=Path, default=None, metavar="DIR",
-                   help="write metrics for node_exporter's textfile collector at the end")
+    from tileops.commands.export import add_sink_arguments
+
+    add_sink_arguments(p.add_argument_group("metrics at the end of the run (docs/metrics.md)"))
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tileops.bench.runner import BenchOptions, run_bench  # torch loads here, not when the CLI starts
-    from tileops.bench.select import Selection
-
-    opts = BenchOptions(
-        selection=Selection(ops=args.op, families=args.family, labels=args.label, tags=args.tag,
-                            backends=args.backend, dtypes=args.dtype, all_rows=args.all_rows),
-        device=args.device, out=args.out, resume=args.resume, row_timeout_s=args.row_timeout,
-        quick=args.quick, timer=args.timer, profile=args.profile, calibrate=args.calibrate, plot=args.plot,
-        push_url=args.push, textfile_dir=args.textfile, argv=sys.argv[1:],
-    )
     from rich.console import Console
 
+    from tileops.bench.select import Selection  # torch loads here, not when the CLI starts
+    from tileops.bench.sweep import SweepOptions
+    from tileops.commands.export import retry_policy
+    from tileops.pipeline.bench import BenchRequest, OutputOptions, run_bench
+
+    req = BenchRequest(
+        sweep=SweepOptions(
+            selection=Selection(ops=args.op, families=args.family, labels=args.label, tags=args.tag,
+                                backends=args.backend, dtypes=args.dtype, all_rows=args.all_rows),
+            device=args.device, out=args.out, resume=args.resume, row_timeout_s=args.row_timeout,
+            quick=args.quick, timer=args.timer, argv=sys.argv[1:]),
+        output=OutputOptions(
+            profile=args.profile, calibrate=args.calibrate, plot=args.plot, push_url=args.push,
+            textfile_dir=args.textfile, job=args.job, instance=args.instance, push_policy=retry_policy(args)),
+    )
     console = Console()
     if not console.is_terminal:  # logs (docker, CI, files): wide enough for the SOL table
         console = Console(width=200)
-    return run_bench(opts, console)
+    return run_bench(req, console)

@@ -12,13 +12,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from tileops.cli import EXIT_OK, EXIT_USAGE
+from tileops import exitcodes
 from tileops.errors import TileOpsError
 from tileops.export.calibration import device_calibrations
 from tileops.export.metrics import render
-from tileops.export.pipeline import export_snapshots
 from tileops.export.push import DEFAULT_JOB, RetryPolicy
-from tileops.export.snapshot import latest_per_device, load_run, resolve_profiles
+from tileops.export.sinks import export_snapshots
+from tileops.export.snapshot import latest_per_device, load_run
+from tileops.profiles import ProfileChooser
 
 
 def add_sink_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,21 +53,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def retry_policy(args: argparse.Namespace) -> RetryPolicy:
+    """The push flags as a policy; TileOpsError (exit 2) when they make no sense."""
+    if args.push_attempts < 1 or not args.push_backoff >= 0 or not args.push_timeout > 0:
+        raise TileOpsError("--push-attempts must be >= 1, --push-backoff >= 0 and --push-timeout > 0 (seconds)")
+    return RetryPolicy(attempts=args.push_attempts, backoff_s=args.push_backoff, timeout_s=args.push_timeout)
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.push_attempts < 1 or args.push_backoff < 0 or args.push_timeout <= 0:
-        print("tileops export: error: --push-attempts >= 1, --push-backoff >= 0 and --push-timeout > 0",
-              file=sys.stderr)
-        return EXIT_USAGE
     try:
-        profiles = resolve_profiles(args.profile)
+        policy = retry_policy(args)
+        chooser = ProfileChooser.resolve(args.profile)
         calibrations = device_calibrations()
-        snaps = latest_per_device(s for path in args.results for s in load_run(path, profiles, calibrations))
+        snaps = latest_per_device(s for path in args.results for s in load_run(path, chooser, calibrations))
     except TileOpsError as exc:
         print(f"tileops export: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exitcodes.USAGE
     if not args.push and args.textfile is None:
         sys.stdout.buffer.write(render(snaps))
         sys.stdout.flush()
-        return EXIT_OK
-    policy = RetryPolicy(attempts=args.push_attempts, backoff_s=args.push_backoff, timeout_s=args.push_timeout)
+        return exitcodes.OK
     return export_snapshots(snaps, args.push, args.textfile, job=args.job, instance=args.instance, policy=policy)

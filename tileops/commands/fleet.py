@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from tileops.cli import EXIT_DEFECTS, EXIT_OK
+from tileops import exitcodes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -72,4 +72,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"{o.device.describe()}: {'ok' if o.ok else 'FAILED: ' + o.reason()}{where}")
     for o in failed:
         print(f"tileops fleet {args.task}: device {o.device.describe()} failed: {o.reason()}", file=sys.stderr)
-    return EXIT_DEFECTS if failed else EXIT_OK
+    return exitcodes.FAILED if failed else exitcodes.OK

@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from tileops.cli import EXIT_OK, EXIT_USAGE
+from tileops import exitcodes
 from tileops.errors import OpNotAvailableError, TileOpsError
 from tileops.manifest.load import load_entries
 from tileops.manifest.spec import OpEntry, TensorSpec
@@ -228,16 +228,16 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(d, indent=2, default=str))
         else:
             render_detail(d, _console())
-        return EXIT_OK
+        return exitcodes.OK
     chosen = [e for e in sorted(entries.values(), key=lambda e: (e.family, e.name))
               if not args.family or e.family in args.family]
     if not chosen:
         print(f"no ops in famil{'y' if len(args.family or []) == 1 else 'ies'} {', '.join(args.family or [])}; "
               f"families: {', '.join(sorted({e.family for e in entries.values()}))}")
-        return EXIT_USAGE
+        return exitcodes.USAGE
     rows = [summary(e, args.tag, not args.no_price) for e in chosen]
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:
         render_list(rows, _console())
-    return EXIT_OK
+    return exitcodes.OK

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tileops.bench.records import Record, RecordFileError, load_records
-from tileops.cli import EXIT_DEFECTS, EXIT_OK, EXIT_PHYSICS, EXIT_USAGE
+from tileops import exitcodes
 from tileops.errors import TileOpsError
-from tileops.profiles import Profile, ProfileError, find_profile, load_profiles, select_profile
+from tileops.profiles import ProfileChooser, ProfileError
+from tileops.records import Record, RecordFileError, load_records
 from tileops.report import FORMATS, compare, render, render_summary
 from tileops.report.baseline import DEFAULT_THRESHOLD
 from tileops.roofline import Priced, health, price_all
@@ -63,23 +63,10 @@ def _stdout_console() -> Console:
     return console
 
 
-def _by_device(profiles: list[Profile]):
-    """Each record's profile by its device name (``tileops.profiles.select_profile``), one lookup per device."""
-    cache: dict[str, Profile | None] = {}
-
-    def choose(record: Record) -> Profile | None:
-        name = record.env.device_name
-        if name not in cache:
-            cache[name] = select_profile(name, profiles)
-        return cache[name]
-
-    return choose
-
-
-def _plot(priced: list[Priced], profiles: list[Profile], out_dir: Path, err: Console) -> None:
+def _plot(priced: list[Priced], chooser: ProfileChooser, out_dir: Path, err: Console) -> None:
     from tileops.report.plot import write_plot  # matplotlib only when asked
 
-    used = [p for p in profiles if any(q.profile == p.name for q in priced)]
+    used = [p for p in chooser.profiles if any(q.profile == p.name for q in priced)]
     if not used:
         err.print("roofline: no row is priced on a profile, so there is no roofline to plot")
         return
@@ -94,44 +81,38 @@ def run(args: argparse.Namespace) -> int:
     try:
         records = _load(args.results, "results")
         baseline = _load(args.baseline, "baseline") if args.baseline else None
-        if args.profile:
-            chosen = find_profile(args.profile)  # a file, a profile name, or a device name it matches
-            profiles = [chosen]
-            choice: Profile | object = chosen
-        else:
-            profiles = load_profiles()  # the store's calibrated profiles over the shipped ones
-            choice = _by_device(profiles)
+        chooser = ProfileChooser.resolve(args.profile)  # --profile: a file, a name, or a device name it matches
     except (FileNotFoundError, RecordFileError, ProfileError, InputError) as exc:
         print(f"tileops roofline: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exitcodes.USAGE
     if args.threshold < 0:
         print("tileops roofline: error: --threshold must be >= 0 (a fraction: 0.10 = 10 %)", file=sys.stderr)
-        return EXIT_USAGE
+        return exitcodes.USAGE
 
     try:
-        priced = price_all(records, choice)  # type: ignore[arg-type]
-        old = price_all(baseline, choice) if baseline is not None else None  # type: ignore[arg-type]
+        priced = price_all(records, chooser)
+        old = price_all(baseline, chooser) if baseline is not None else None
     except ProfileError as exc:  # a device claimed by two profiles: either choice would be a guess
         print(f"tileops roofline: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exitcodes.USAGE
     comparison = compare(priced, old, args.threshold) if old is not None else None
+    h = health(priced)
     if args.format == "table":
-        h = render_summary(priced, _stdout_console(), comparison=comparison)
+        render_summary(priced, _stdout_console(), comparison=comparison, health=h)
     else:
-        sys.stdout.write(render(priced, args.format, comparison=comparison))
-        h = health(priced)
+        sys.stdout.write(render(priced, args.format, comparison=comparison, health=h))
     if args.plot:
-        _plot(priced, profiles, args.plot, err)
+        _plot(priced, chooser, args.plot, err)
 
     if not h.ok:
         err.print(f"roofline: physics check FAILED: {h.breaches} row(s) breach a theoretical ceiling "
-                  f"(FORMULA ERROR); exit {EXIT_PHYSICS}", style="bold red")
-        return EXIT_PHYSICS
+                  f"(FORMULA ERROR); exit {exitcodes.PHYSICS}", style="bold red")
+        return exitcodes.PHYSICS
     if comparison is not None and comparison.regressions:
         err.print(f"roofline: {len(comparison.regressions)} row(s) more than {args.threshold:.0%} slower than the "
-                  f"baseline; exit {EXIT_DEFECTS}", style="red")
-        return EXIT_DEFECTS
+                  f"baseline; exit {exitcodes.FAILED}", style="red")
+        return exitcodes.FAILED
     if h.errors:
-        err.print(f"roofline: {h.errors} error record(s) in the results; exit {EXIT_DEFECTS}", style="red")
-        return EXIT_DEFECTS
-    return EXIT_OK
+        err.print(f"roofline: {h.errors} error record(s) in the results; exit {exitcodes.FAILED}", style="red")
+        return exitcodes.FAILED
+    return exitcodes.OK

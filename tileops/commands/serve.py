@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tileops.cli import EXIT_OK, EXIT_USAGE
+from tileops import exitcodes
 from tileops.errors import TileOpsError
 from tileops.export.server import DEFAULT_PORT, CachedProfiles, DirectorySource, make_http_server
 
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         profiles()  # fail now, not at the first scrape
     except TileOpsError as exc:
         print(f"tileops serve: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exitcodes.USAGE
     if not args.directory.is_dir():
         print(f"tileops serve: warning: {args.directory} does not exist yet; /healthz answers 503 until it does",
               file=sys.stderr)
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"tileops serve: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
               file=sys.stderr)
-        return EXIT_USAGE
+        return exitcodes.USAGE
     host, port = server.server_address[:2]
     print(f"tileops serve: http://{host}:{port}/metrics (results in {args.directory})", flush=True)
     try:
@@ -55,4 +55,4 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
-    return EXIT_OK
+    return exitcodes.OK

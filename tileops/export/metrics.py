@@ -34,10 +34,12 @@ from prometheus_client.registry import Collector
 
 from tileops import __version__
 from tileops.profiles import MIXES
+from tileops.records import AUDIT_VERDICTS
+from tileops.revision import git_revision
 from tileops.roofline import VERDICTS, Priced
 
 from .exposition import render_text
-from .snapshot import AUDIT_VERDICTS, RunSnapshot
+from .snapshot import RunSnapshot
 
 DEVICE_LABELS: tuple[str, ...] = ("Hostname", "UUID", "modelName")
 ROW_LABELS: tuple[str, ...] = DEVICE_LABELS + ("op", "label", "dtype", "backend")
@@ -83,8 +85,9 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
     _spec("tileops_physics_breach_ratio", "Implied rate / theoretical ceiling for each breached ceiling "
           "(above 1 by definition).", ROW_LABELS + ("ceiling",), "row"),
     _spec("tileops_row_info", "Descriptive detail of a row (value 1): family, roof key, shapes, params, timer, "
-          "profile.", ROW_LABELS + ("family", "roof_key", "roof", "profile", "timer", "status", "shapes",
-                                     "params"), "row"),
+          "profile, and the values that decided a value-dependent bytes figure (data_terms, §4.7).",
+          ROW_LABELS + ("family", "roof_key", "roof", "profile", "timer", "status", "shapes", "params",
+                        "data_terms"), "row"),
     # ---- per run (one device's share of one bench run)
     _spec("tileops_run_healthy", "1 when the run completed without a physics breach, else 0.", DEVICE_LABELS,
           "run"),
@@ -192,7 +195,7 @@ def _row(fam: Samples, dev: tuple[str, ...], p: Priced) -> None:
         fam.add("tileops_physics_breach_ratio", lab + (b.ceiling,), b.ratio)
     fam.add("tileops_row_info", lab + (
         r.family, r.roof_key or "", p.roof or "", p.profile or "", r.timing.timer if r.timing else "", r.status,
-        _compact(r.shapes), _compact(r.params)), 1)
+        _compact(r.shapes), _compact(r.params), _compact(r.data_terms)), 1)
 
 
 def _run(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
@@ -260,21 +263,7 @@ def _audit(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
 
 @lru_cache(maxsize=1)
 def _build_labels() -> tuple[str, str, str]:
-    from tileops.paths import repo_root
-
-    revision = ""
-    root = repo_root()
-    if root is not None:
-        head = root / ".git" / "HEAD"
-        try:  # read the ref file rather than run git: a scrape must not fork
-            ref = head.read_text().strip()
-            if ref.startswith("ref: "):
-                ref_file = root / ".git" / ref[5:]
-                ref = ref_file.read_text().strip() if ref_file.exists() else ""
-            revision = ref[:12]
-        except OSError:
-            revision = ""
-    return (__version__, revision, platform.python_version())
+    return (__version__, git_revision() or "", platform.python_version())
 
 
 def collect_samples(snapshots: Iterable[RunSnapshot], *, build_info: bool = True) -> Samples:

@@ -28,7 +28,7 @@ from urllib.parse import quote, urlparse
 
 from .exposition import CONTENT_TYPE
 from .metrics import render
-from .snapshot import Device, RunSnapshot
+from .snapshot import DeviceLabels, RunSnapshot
 
 DEFAULT_JOB = "tileops"
 LAST_SUCCESS = "tileops_run_last_success_timestamp_seconds"
@@ -50,7 +50,7 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class PushResult:
-    device: Device
+    device: DeviceLabels
     url: str
     ok: bool
     attempts: int
@@ -65,7 +65,7 @@ def gateway_base(url: str) -> str:
     return url.rstrip("/")
 
 
-def grouping_key(device: Device, instance: str | None = None) -> dict[str, str]:
+def grouping_key(device: DeviceLabels, instance: str | None = None) -> dict[str, str]:
     """The group beside ``job``: ``instance`` = the host (or an override), ``UUID`` = the device."""
     return {"instance": instance or device.hostname, "UUID": device.uuid}
 

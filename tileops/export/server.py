@@ -21,14 +21,14 @@ from socketserver import ThreadingMixIn
 from typing import Callable, Iterable
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from tileops.bench.records import RECORDS_FILE, RUN_FILE
 from tileops.errors import TileOpsError
+from tileops.profiles import ProfileChooser
+from tileops.records import AUDIT_FILE, RECORDS_FILE, RUN_FILE
 
 from .calibration import device_calibrations
 from .exposition import CONTENT_TYPE
 from .metrics import render
-from .snapshot import (AUDIT_FILE, ProfileSource, RunSnapshot, find_run_dirs, latest_per_device, load_run,
-                       resolve_profiles)
+from .snapshot import RunSnapshot, find_run_dirs, latest_per_device, load_run
 
 DEFAULT_PORT = 9469
 
@@ -44,15 +44,12 @@ def _stamp(run_dir: Path) -> tuple:
     return tuple(out)
 
 
-def _fingerprint(profiles: ProfileSource) -> str:
-    if profiles is None:
-        return ""
-    items = [profiles] if not isinstance(profiles, (list, tuple)) else list(profiles)
-    return "|".join(p.model_dump_json() for p in items)
+def _fingerprint(chooser: ProfileChooser) -> str:
+    return "|".join(p.model_dump_json() for p in chooser.profiles)
 
 
 class CachedProfiles:
-    """``resolve_profiles(choice)``, re-read only when a profile file changes.
+    """``ProfileChooser.resolve(choice)``, re-read only when a profile file changes.
 
     Parsing every profile YAML takes a few hundred milliseconds; a scrape every
     15 s should not pay it when nothing changed, yet a fresh calibration must
@@ -63,7 +60,7 @@ class CachedProfiles:
     def __init__(self, choice: str | None = None) -> None:
         self.choice = choice
         self._stamp: tuple | None = None
-        self._value: ProfileSource = None
+        self._value = ProfileChooser()
 
     def _files(self) -> list[Path]:
         from tileops.profiles import shipped_dir, store_dir
@@ -76,7 +73,7 @@ class CachedProfiles:
             files.append(Path(self.choice))
         return files
 
-    def __call__(self) -> ProfileSource:
+    def __call__(self) -> ProfileChooser:
         stamp = []
         for f in self._files():
             try:
@@ -86,7 +83,7 @@ class CachedProfiles:
                 continue
         key = tuple(stamp)
         if key != self._stamp:
-            self._value = resolve_profiles(self.choice)
+            self._value = ProfileChooser.resolve(self.choice)
             self._stamp = key
         return self._value
 
@@ -96,7 +93,7 @@ class DirectorySource:
     """The snapshots to publish: each device's newest run under ``root``, cached by file stamps."""
 
     root: Path
-    profiles: Callable[[], ProfileSource]
+    profiles: Callable[[], ProfileChooser]
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)
     _cache: dict[Path, tuple[tuple, list[RunSnapshot]]] = field(default_factory=dict)
     _failed: dict[Path, tuple[tuple, str]] = field(default_factory=dict)

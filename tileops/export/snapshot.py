@@ -14,59 +14,25 @@ import os
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from tileops.bench.records import (RECORDS_FILE, RUN_FILE, Record, RecordFileError, RunInfo, load_records,
-                                   read_run_info)
 from tileops.errors import TileOpsError
-from tileops.profiles import Profile, find_profile, load_profiles, select_profile
+from tileops.profiles import Profile, ProfileChooser
+from tileops.records import (RECORDS_FILE, AuditEntry, Record, RecordFileError, RunInfo, load_records,
+                             read_audit, read_run_info)
 from tileops.roofline import Health, Priced, health, price_all
 
 if TYPE_CHECKING:  # the calibrate package imports torch; the exporter needs only the type
     from tileops.calibrate.results import DeviceCalibration
-
-AUDIT_FILE = "audit.jsonl"
-
-AuditVerdict = Literal["FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT"]
-AUDIT_VERDICTS: tuple[str, ...] = ("FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT")
 
 
 class ExportInputError(TileOpsError):
     """A results path the exporters cannot read; the message names the file and the fix."""
 
 
-class AuditEntry(BaseModel):
-    """One audited row as the exporter reads it from ``audit.jsonl``.
-
-    Only the fields the metrics need; anything else the audit writes is ignored,
-    so the audit's own schema can grow without breaking the exporter.
-    """
-
-    model_config = ConfigDict(extra="ignore")
-    op: str
-    label: str
-    dtype: str
-    backend: str
-    verdict: AuditVerdict
-    measured_read_bytes: float | None = None
-    expected_read_bytes: float | None = None
-
-    @property
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.op, self.label, self.dtype, self.backend)
-
-    @property
-    def read_bytes_ratio(self) -> float | None:
-        if self.measured_read_bytes is None or not self.expected_read_bytes:
-            return None
-        return self.measured_read_bytes / self.expected_read_bytes
-
-
 @dataclass(frozen=True)
-class Device:
-    """The device a run measured, named as NVIDIA's dcgm-exporter names it.
+class DeviceLabels:
+    """The device a run measured, labelled as NVIDIA's dcgm-exporter labels it.
 
     dcgm-exporter labels its series ``Hostname``, ``UUID`` and ``modelName``; ours
     carry the same names and values so a PromQL join needs no relabelling. A CPU
@@ -80,7 +46,7 @@ class Device:
     kind: str
 
     @classmethod
-    def of(cls, record: Record) -> "Device":
+    def of(cls, record: Record) -> "DeviceLabels":
         env = record.env
         uuid = env.device_uuid or f"cpu-{env.hostname}"
         return cls(hostname=env.hostname, uuid=uuid, model=env.device_name, kind=env.device_kind)
@@ -96,7 +62,7 @@ class RunSnapshot:
 
     run_dir: Path
     run_id: str
-    device: Device
+    device: DeviceLabels
     records: tuple[Record, ...]
     priced: tuple[Priced, ...]
     health: Health
@@ -127,9 +93,6 @@ class RunSnapshot:
         return replace(self, last_success_s=max(known) if known else None)
 
 
-ProfileSource = Profile | Sequence[Profile] | None
-
-
 def resolve_run_dir(path: Path) -> Path:
     """A run directory from a directory or its ``records.jsonl``; names the fix when neither."""
     path = Path(path)
@@ -141,77 +104,44 @@ def resolve_run_dir(path: Path) -> Path:
         f"{path}: not a run directory (no {RECORDS_FILE}); pass the folder `tileops bench --out DIR` wrote")
 
 
-def _records_path(path: Path) -> Path:
-    return path if path.is_file() else path / RECORDS_FILE
-
-
-def read_audit(run_dir: Path) -> list[AuditEntry]:
-    """``audit.jsonl`` beside the records, when the audit ran; a bad line names the file and line."""
-    p = Path(run_dir) / AUDIT_FILE
-    if not p.exists():
-        return []
-    out: list[AuditEntry] = []
-    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(AuditEntry.model_validate_json(line))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(x) for x in first.get("loc", ()))
-            raise ExportInputError(f"{p}:{i}: not a valid audit entry ({loc}: {first.get('msg')}); "
-                                   "fix or remove that line, or re-run `tileops audit`") from None
+def build_snapshots(run_dir: Path, info: RunInfo | None, priced: Sequence[Priced], chooser: ProfileChooser,
+                    audit: Sequence[AuditEntry] = (),
+                    calibrations: Mapping[str, DeviceCalibration] | None = None) -> list[RunSnapshot]:
+    """Every device's snapshot of one already-priced run (a run normally measures one device)."""
+    by_device: dict[DeviceLabels, list[Priced]] = {}
+    for p in priced:
+        by_device.setdefault(DeviceLabels.of(p.record), []).append(p)
+    out: list[RunSnapshot] = []
+    for device, rows in by_device.items():
+        recs = tuple(p.record for p in rows)
+        started = info.started_at if info else min(r.started_at for r in recs)
+        finished = info.finished_at if info and info.finished_at else max(r.finished_at for r in recs)
+        snap = RunSnapshot(
+            run_dir=run_dir, run_id=info.run_id if info else recs[0].run_id, device=device, records=recs,
+            priced=tuple(rows), health=health(rows), profile=chooser(device.model), started_at=started,
+            finished_at=finished, status=info.status if info else "unknown", info=info, audit=tuple(audit),
+            calibration=(calibrations or {}).get(device.uuid))
+        out.append(snap.with_last_success(None))
     return out
 
 
-def resolve_profiles(choice: str | Path | None = None) -> ProfileSource:
-    """``--profile NAME|FILE`` as one Profile; without it every known profile (the store before shipped)."""
-    return find_profile(choice) if choice else load_profiles()
-
-
-def _choose(profiles: ProfileSource, device_name: str) -> Profile | None:
-    if profiles is None or isinstance(profiles, Profile):
-        return profiles
-    return select_profile(device_name, profiles)
-
-
-def load_run(path: Path, profiles: ProfileSource,
+def load_run(path: Path, chooser: ProfileChooser,
              calibrations: Mapping[str, DeviceCalibration] | None = None) -> list[RunSnapshot]:
-    """Every device's snapshot of one run directory (or records file), priced.
+    """Every device's snapshot of one run directory (or records file) on disk, priced once.
 
-    ``profiles``: one Profile (prices every row), a sequence (each device's is
-    selected by its name, as ``tileops roofline`` does), or None (every row blank).
+    ``chooser`` picks each device's profile (``tileops.profiles.ProfileChooser``);
     ``calibrations``: per-device calibration results by device key (uuid, or
     ``cpu-<hostname>``), as :func:`tileops.export.calibration.device_calibrations` reads them.
     """
     path = Path(path)
     run_dir = resolve_run_dir(path)
     try:
-        records = load_records([_records_path(path)])
+        records = load_records([path])
+        info = read_run_info(run_dir)
+        audit = read_audit(run_dir)
     except (RecordFileError, FileNotFoundError) as exc:
         raise ExportInputError(str(exc)) from None
-    try:
-        info = read_run_info(run_dir)
-    except ValidationError as exc:
-        raise ExportInputError(f"{run_dir / RUN_FILE}: not a valid run file ({exc.errors()[0].get('msg')}); "
-                               "re-run the bench or remove the file") from None
-    audit = read_audit(run_dir)
-    by_device: dict[Device, list[Record]] = {}
-    for r in records:
-        by_device.setdefault(Device.of(r), []).append(r)
-    out: list[RunSnapshot] = []
-    for device, recs in by_device.items():
-        profile = _choose(profiles, device.model)
-        priced = price_all(recs, profile)
-        started = info.started_at if info else min(r.started_at for r in recs)
-        finished = (info.finished_at if info and info.finished_at else max(r.finished_at for r in recs))
-        snap = RunSnapshot(
-            run_dir=run_dir, run_id=info.run_id if info else recs[0].run_id, device=device,
-            records=tuple(recs), priced=tuple(priced), health=health(priced), profile=profile,
-            started_at=started, finished_at=finished, status=info.status if info else "unknown", info=info,
-            audit=tuple(audit), calibration=(calibrations or {}).get(device.uuid))
-        out.append(snap.with_last_success(None))
-    return out
+    return build_snapshots(run_dir, info, price_all(records, chooser), chooser, audit, calibrations)
 
 
 def find_run_dirs(root: Path, max_depth: int = 3) -> list[Path]:
@@ -231,8 +161,8 @@ def find_run_dirs(root: Path, max_depth: int = 3) -> list[Path]:
 
 def latest_per_device(snapshots: Iterable[RunSnapshot]) -> list[RunSnapshot]:
     """Each device's newest run, carrying the newest healthy run's time as its last success."""
-    newest: dict[Device, RunSnapshot] = {}
-    success: dict[Device, float] = {}
+    newest: dict[DeviceLabels, RunSnapshot] = {}
+    success: dict[DeviceLabels, float] = {}
     for s in snapshots:
         if s.last_success_s is not None:
             success[s.device] = max(success.get(s.device, s.last_success_s), s.last_success_s)

@@ -20,10 +20,10 @@ from tileops.fsutil import write_atomic
 
 from .metrics import render
 from .push import LAST_SUCCESS
-from .snapshot import Device, RunSnapshot
+from .snapshot import DeviceLabels, RunSnapshot
 
 
-def textfile_path(directory: Path, device: Device) -> Path:
+def textfile_path(directory: Path, device: DeviceLabels) -> Path:
     """``DIR/tileops_<uuid>.prom``: one file per device, so devices of one host never overwrite each other."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", device.uuid)
     return Path(directory) / f"tileops_{safe}.prom"

@@ -8,6 +8,7 @@ FLOP/s, ratios) for machines.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Iterable
 
@@ -22,7 +23,7 @@ RAW_COLUMNS = (
     "status", "actual_time_s", "flops", "bytes", "intensity_flop_per_byte", "roof_key", "roof",
     "memory_time_s", "compute_time_s", "sol_time_s", "efficiency", "bound",
     "achieved_bytes_per_s", "achieved_flops_per_s", "effective_bandwidth", "effective_peak",
-    "verdict", "blank_reason", "blank_detail", "formula_error", "breaches", "notes",
+    "verdict", "blank_reason", "blank_detail", "formula_error", "breaches", "notes", "data_terms",
 )
 
 _TIME = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
@@ -97,7 +98,15 @@ def raw(p: Priced) -> dict[str, Any]:
                       "theoretical_per_s": b.theoretical_per_s, "ratio": b.ratio,
                       "message": b.describe(r)} for b in p.breaches],
         "notes": list(p.notes),
+        "data_terms": dict(r.data_terms),
     }
+
+
+def data_terms_text(terms: dict[str, Any]) -> str:
+    """What decided a value-dependent number (§4.7), compact: ``experts_hit=5 rows_per_expert=[...]``."""
+    if not terms:
+        return ""
+    return " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in terms.items())
 
 
 def grouped(priced: Iterable[Priced]) -> dict[str, list[Priced]]:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tileops.report import rows as R
+from tileops.report import rows
 from tileops.report.baseline import Comparison
 from tileops.roofline import BLANK_REASONS, Health, Priced
 from tileops.roofline import health as compute_health
@@ -74,20 +74,20 @@ def _changed(c: Comparison) -> list:
 
 
 def render_table(priced: Sequence[Priced], console: Console, *, comparison: Comparison | None = None,
-                 title: str | None = None) -> Health:
-    """Print the grouped table and the summary with rich; returns the health it summarised."""
-    h = compute_health(priced)
+                 title: str | None = None, health: Health | None = None) -> None:
+    """Print the grouped table and the summary with rich (``health`` as the roofline tool decided it)."""
+    h = health or compute_health(priced)
     profiles = sorted({p.profile for p in priced if p.profile})
     table = Table(title=title or f"Roofline — profile {', '.join(profiles) or 'none'}",
                   title_justify="left", show_lines=False)
     table.add_column("op", style="bold")
-    for col in R.DISPLAY_COLUMNS:
+    for col in rows.DISPLAY_COLUMNS:
         table.add_column(col, justify="right" if col in ("time", "achieved", "efficiency") else "left")
-    for op, group in R.grouped(priced).items():
+    for op, group in rows.grouped(priced).items():
         for i, p in enumerate(group):
-            d = R.display(p)
+            d = rows.display(p)
             style = "bold red" if p.breaches else VERDICT_STYLE.get(p.verdict, "")
-            cells = [op if i == 0 else ""] + [d[c] for c in R.DISPLAY_COLUMNS[:-1]]
+            cells = [op if i == 0 else ""] + [d[c] for c in rows.DISPLAY_COLUMNS[:-1]]
             table.add_row(*cells, Text(d["verdict"], style=style), end_section=(i == len(group) - 1))
     console.print(table)
     for line in summary_lines(priced, h):
@@ -101,14 +101,13 @@ def render_table(priced: Sequence[Priced], console: Console, *, comparison: Comp
             for col in ("op", "label", "dtype", "backend", "baseline", "now", "ratio", "change"):
                 t.add_column(col, justify="right" if col in ("baseline", "now", "ratio") else "left")
             for r in changed:
-                ratio = f"{r.ratio:.2f}x" if r.ratio else R.DASH
+                ratio = f"{r.ratio:.2f}x" if r.ratio else rows.DASH
                 style = "bold red" if r.change == "slower" else "green" if r.change == "faster" else "dim"
-                t.add_row(*r.key, R.seconds(r.old_time_s), R.seconds(r.new_time_s), ratio,
+                t.add_row(*r.key, rows.seconds(r.old_time_s), rows.seconds(r.new_time_s), ratio,
                           Text(r.change, style=style))
             console.print(t)
         for line in _comparison_lines(comparison):
             console.print(Text(line, style="bold red" if comparison.regressions and "slower" in line else ""))
-    return h
 
 
 def render_markdown(priced: Sequence[Priced], *, comparison: Comparison | None = None) -> str:
@@ -118,14 +117,15 @@ def render_markdown(priced: Sequence[Priced], *, comparison: Comparison | None =
     out: list[str] = []
     profiles = sorted({p.profile for p in priced if p.profile})
     out.append(f"# Roofline — profile {', '.join(profiles) or 'none'}\n")
-    for op, group in R.grouped(priced).items():
+    for op, group in rows.grouped(priced).items():
+        cols = rows.DISPLAY_COLUMNS + (("data terms",) if any(p.record.data_terms for p in group) else ())
         out.append(f"## {esc(op)}\n")
-        out.append("| " + " | ".join(R.DISPLAY_COLUMNS) + " |")
-        out.append("|" + "|".join("---:" if c in ("time", "achieved", "efficiency") else "---"
-                                  for c in R.DISPLAY_COLUMNS) + "|")
+        out.append("| " + " | ".join(cols) + " |")
+        out.append("|" + "|".join("---:" if c in ("time", "achieved", "efficiency") else "---" for c in cols) + "|")
         for p in group:
-            d = R.display(p)
-            out.append("| " + " | ".join(esc(d[c]) for c in R.DISPLAY_COLUMNS) + " |")
+            d = rows.display(p)
+            d["data terms"] = rows.data_terms_text(p.record.data_terms)
+            out.append("| " + " | ".join(esc(d[c]) for c in cols) + " |")
         out.append("")
     out.append("## Summary\n")
     out += [f"- {esc(line)}" for line in summary_lines(priced)]
@@ -136,9 +136,9 @@ def render_markdown(priced: Sequence[Priced], *, comparison: Comparison | None =
             out.append("| op | label | dtype | backend | baseline | now | ratio | change |")
             out.append("|---|---|---|---|---:|---:|---:|---|")
             for r in changed:
-                ratio = f"{r.ratio:.2f}x" if r.ratio else R.DASH
-                out.append("| " + " | ".join(esc(x) for x in (*r.key, R.seconds(r.old_time_s),
-                                                               R.seconds(r.new_time_s), ratio, r.change)) + " |")
+                ratio = f"{r.ratio:.2f}x" if r.ratio else rows.DASH
+                out.append("| " + " | ".join(esc(x) for x in (*r.key, rows.seconds(r.old_time_s),
+                                                               rows.seconds(r.new_time_s), ratio, r.change)) + " |")
             out.append("")
         out += [f"- {esc(line)}" for line in _comparison_lines(comparison)]
     return "\n".join(out) + "\n"
@@ -150,15 +150,16 @@ def _comparison_index(c: Comparison | None) -> dict:
 
 def render_csv(priced: Sequence[Priced], *, comparison: Comparison | None = None) -> str:
     """One line per record, base units. With a baseline, three more columns (and the gone rows)."""
-    cols = list(R.RAW_COLUMNS) + (["baseline_time_s", "time_ratio", "change"] if comparison else [])
+    cols = list(rows.RAW_COLUMNS) + (["baseline_time_s", "time_ratio", "change"] if comparison else [])
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     w.writeheader()
     idx = _comparison_index(comparison)
     for p in priced:
-        row: dict[str, Any] = R.raw(p)
+        row: dict[str, Any] = rows.raw(p)
         row["breaches"] = "; ".join(b["message"] for b in row["breaches"])
         row["notes"] = "; ".join(row["notes"])
+        row["data_terms"] = rows.data_terms_text(row["data_terms"])
         if comparison is not None:
             rc = idx.get(p.record.key)
             row.update(baseline_time_s=rc.old_time_s if rc else None, time_ratio=rc.ratio if rc else None,
@@ -173,13 +174,14 @@ def render_csv(priced: Sequence[Priced], *, comparison: Comparison | None = None
     return buf.getvalue()
 
 
-def as_json(priced: Sequence[Priced], *, comparison: Comparison | None = None) -> dict[str, Any]:
-    h = compute_health(priced)
+def as_json(priced: Sequence[Priced], *, comparison: Comparison | None = None,
+            health: Health | None = None) -> dict[str, Any]:
+    h = health or compute_health(priced)
     doc: dict[str, Any] = {
         "health": h.as_dict(),
         "profiles": sorted({p.profile for p in priced if p.profile}),
         "summary": summary_lines(priced, h),
-        "rows": [R.raw(p) for p in priced],
+        "rows": [rows.raw(p) for p in priced],
     }
     if comparison is not None:
         doc["baseline"] = {
@@ -195,5 +197,6 @@ def as_json(priced: Sequence[Priced], *, comparison: Comparison | None = None) -
     return doc
 
 
-def render_json(priced: Sequence[Priced], *, comparison: Comparison | None = None) -> str:
-    return json.dumps(as_json(priced, comparison=comparison), indent=2) + "\n"
+def render_json(priced: Sequence[Priced], *, comparison: Comparison | None = None,
+                health: Health | None = None) -> str:
+    return json.dumps(as_json(priced, comparison=comparison, health=health), indent=2) + "\n"

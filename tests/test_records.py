@@ -1,0 +1,135 @@
+"""The record contract (tileops.records): strict, located, finite, and readable back exactly as written."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from roofline_fixtures import make_record
+
+from tileops.records import (AuditEntry, Environment, Machine, Record, RecordFileError, RunInfo, append_record,
+                             from_data, iter_records, load_records, parse_record, read_audit, read_run_info,
+                             to_data, to_json, torn_tail, utcnow, write_run_info)
+
+
+def _line(rec: Record, **changes: object) -> str:
+    data = to_data(rec)
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        obj = data
+        for p in parents:
+            obj = obj[p]
+        if value is ...:
+            del obj[leaf]
+        else:
+            obj[leaf] = value
+    return json.dumps(data)
+
+
+def test_round_trip_is_exact(tmp_path: Path) -> None:
+    rec = make_record(data_terms={"experts_hit": 3, "rows": [1, 2]}, shapes={"x": [4, 8]}, params={"a": 1.5})
+    path = tmp_path / "records.jsonl"
+    append_record(path, rec)
+    append_record(path, make_record(status="error"))
+    back = list(iter_records(path))
+    assert back[0] == rec and back[1].error is not None and back[1].error.kind == "exception"
+    assert parse_record(to_json(rec)) == rec
+
+
+@pytest.mark.parametrize(("changes", "field", "why"), [
+    ({"timing__median_s": -1.0}, "timing.median_s", "must be > 0"),
+    ({"timing__median_s": "fast"}, "timing.median_s", "expected a number"),
+    ({"flops": 1.5}, "flops", "whole number"),
+    ({"flops": 2**70}, "flops", "must be <="),
+    ({"bytes": True}, "bytes", "whole number"),
+    ({"status": "great"}, "status", "expected one of ok, error, skipped"),
+    ({"env__device_kind": "tpu"}, "env.device_kind", "expected one of cpu, cuda"),
+    ({"op": ...}, "op", "missing"),
+    ({"colour": "blue"}, "colour", "unknown field"),
+    ({"shapes": {"x": [4, "8"]}}, "shapes.x.1", "whole number"),
+    ({"started_at": "yesterday"}, "started_at", "ISO 8601"),
+    ({"params": {"scale": 1e400}}, "params.scale", "finite"),
+])
+def test_a_bad_line_is_named_by_file_line_and_field(tmp_path: Path, changes: dict, field: str, why: str) -> None:
+    path = tmp_path / "records.jsonl"
+    good = to_json(make_record())
+    path.write_text(good + "\n" + _line(make_record(), **changes) + "\n" + good + "\n")
+    with pytest.raises(RecordFileError) as err:
+        list(iter_records(path))
+    msg = str(err.value)
+    assert f"{path}:2:" in msg and field in msg and why in msg, msg
+
+
+def test_non_finite_numbers_are_refused_wherever_they_are(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    for token in ("Infinity", "NaN", "-Infinity"):
+        path.write_text(to_json(make_record()).replace('"median_s":1.0', f'"median_s":{token}') + "\n")
+        with pytest.raises(RecordFileError, match=r":1: .*finite"):
+            list(iter_records(path))
+
+
+def test_a_complete_bad_last_line_is_an_error_but_a_torn_tail_is_not_yet_a_record(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    good = to_json(make_record())
+    path.write_text(good + "\n" + good[: len(good) // 2])  # killed mid-write: no newline
+    assert len(list(iter_records(path))) == 1
+    assert torn_tail(path) == good[: len(good) // 2].encode()
+    path.write_text(good + "\n" + good[: len(good) // 2] + "\n")  # the same bytes, but a whole line
+    with pytest.raises(RecordFileError, match=r":2: not a valid record \(not JSON"):
+        list(iter_records(path))
+    assert torn_tail(path) is None
+
+
+def test_not_utf8_is_a_located_error(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(to_json(make_record()).encode() + b"\n\xff\xfe\n")
+    with pytest.raises(RecordFileError, match=r":2: not UTF-8"):
+        list(iter_records(path))
+
+
+def test_load_records_reads_run_directories_and_files(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    append_record(run / "records.jsonl", make_record())
+    assert len(load_records([run, run / "records.jsonl"])) == 2
+    with pytest.raises(FileNotFoundError, match="no records file"):
+        load_records([tmp_path / "nothing"])
+
+
+def test_run_info_round_trip_and_errors(tmp_path: Path) -> None:
+    info = RunInfo(run_id="r1", started_at=utcnow(), argv=["bench"], selection={"ops": ["relu"]}, rows_total=3)
+    write_run_info(tmp_path, info)
+    assert read_run_info(tmp_path) == info
+    assert read_run_info(tmp_path / "absent") is None
+    (tmp_path / "run.json").write_text(json.dumps({**to_data(info), "status": "exploded"}))
+    with pytest.raises(RecordFileError, match=r"run.json: not a valid run file \(status: expected one of"):
+        read_run_info(tmp_path)
+
+
+def test_audit_entries_ignore_fields_they_do_not_need_but_check_those_they_do(tmp_path: Path) -> None:
+    entry = {"op": "relu", "label": "r", "dtype": "float32", "backend": "torch", "verdict": "FAIL",
+             "measured_read_bytes": 50.0, "expected_read_bytes": 100.0, "premise": "cold caches", "kernels": 2}
+    (tmp_path / "audit.jsonl").write_text(json.dumps(entry) + "\n")
+    (got,) = read_audit(tmp_path)
+    assert got.verdict == "FAIL" and got.read_bytes_ratio == 0.5 and got.key == ("relu", "r", "float32", "torch")
+    (tmp_path / "audit.jsonl").write_text(json.dumps({**entry, "verdict": "MAYBE"}) + "\n")
+    with pytest.raises(RecordFileError, match=r"audit.jsonl:1: not a valid audit entry \(verdict"):
+        read_audit(tmp_path)
+    assert read_audit(tmp_path / "nowhere") == []
+
+
+def test_environment_is_a_machine_and_keys_a_cpu_by_host() -> None:
+    env = make_record().env
+    assert isinstance(env, Machine) and isinstance(env, Environment)
+    assert env.device_key == "cpu-test"
+    gpu = dataclasses.replace(env, device_kind="cuda", device_uuid="GPU-1")
+    assert gpu.device_key == "GPU-1"
+    assert from_data(Machine, {k: v for k, v in to_data(env).items()
+                               if k in {f.name for f in dataclasses.fields(Machine)}}).device_name == env.device_name
+
+
+def test_from_data_names_the_field() -> None:
+    with pytest.raises(ValueError, match=r"^verdict: expected one of"):
+        from_data(AuditEntry, {"op": "a", "label": "b", "dtype": "c", "backend": "d", "verdict": "no"})

@@ -1,0 +1,12 @@
+"""Exit codes shared by every command and by the library functions that decide them.
+
+Documented in README.md; a command and the library it calls report a failure
+the same way because both read these names.
+"""
+
+OK = 0
+FAILED = 1  # defects, failed rows, a baseline regression, an audit FAIL/ERROR: the work finished
+USAGE = 2  # bad arguments or unreadable input: nothing (more) was done
+PHYSICS = 3  # a physics-check breach: a roofline formula claims the impossible (§4.3)
+PUSH = 4  # results written, but the Pushgateway push failed
+INTERRUPTED = 130  # Ctrl-C or SIGTERM: what finished is kept (`tileops bench --resume DIR`)

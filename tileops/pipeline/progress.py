@@ -1,0 +1,54 @@
+"""The sweep's progress on a terminal (a bar with the current row) or in a log (one line per row)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from tileops.bench.select import Planned
+from tileops.records import Record
+
+
+def row_line(rec: Record) -> str:
+    """One row's outcome in a line: its time and noise, why it was skipped, or its error."""
+    if rec.status == "ok" and rec.timing:
+        t = rec.timing
+        line = f"{t.median_s * 1e6:.1f} us (n={t.n}, noise {t.rel_noise:.1%})"
+        return line + (f"; timed with {t.timer}: {t.fallback_reason}" if t.fallback_reason else "")
+    if rec.status == "skipped":
+        return f"skipped: {rec.skip_reason}"
+    return f"ERROR ({rec.error.kind}): {rec.error.message.splitlines()[0][:160]}" if rec.error else "error"
+
+
+def describe(p: Planned) -> str:
+    return f"{p.op} {p.row.label} {p.case_name}" + (f" [{p.backend}]" if p.backend != "torch" else "")
+
+
+class RowProgress:
+    """A :class:`tileops.bench.sweep.SweepObserver` that draws on a rich console."""
+
+    def __init__(self, console: Console, total: int) -> None:
+        self.console = console
+        self.live = console.is_terminal
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                 console=console, transient=False, disable=not self.live)
+        self.bar = self.progress.add_task("benchmarking", total=total)
+
+    def __enter__(self) -> "RowProgress":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def row_started(self, index: int, total: int, planned: Planned) -> None:
+        self.progress.update(self.bar, description=describe(planned))
+
+    def row_finished(self, index: int, total: int, planned: Planned, record: Record) -> None:
+        self.progress.advance(self.bar)
+        if not self.live:  # logs (docker, CI): one line per row
+            self.console.print(f"[{index}/{total}] {describe(planned)}: {row_line(record)}", highlight=False)
+        elif record.status != "ok":
+            self.progress.console.print(f"  {describe(planned)}: {row_line(record)}", highlight=False)

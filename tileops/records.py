@@ -1,0 +1,599 @@
+"""The record contract every layer shares (§5.2): what the bench writes and everyone else reads.
+
+One JSON object per (op, workload row, dtype, backend) in ``records.jsonl``,
+the run file ``run.json`` beside it, and the audit's ``audit.jsonl``. These are
+plain standard-library dataclasses so the benchmark layer carries no
+third-party dependency (§5.2), and reading them is strict: a field of the
+wrong type, a missing one, an unknown one or a number that is not finite is an
+error naming the file, the line and the field, never a silently dropped row
+or an ``inf`` that crashes a consumer later.
+
+``Machine`` is the one description of where a measurement ran; a record's
+``Environment`` and a calibration result both carry it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, TypeVar
+
+from tileops.errors import TileOpsError
+from tileops.fsutil import write_atomic
+
+SCHEMA_VERSION = 1
+RECORDS_FILE = "records.jsonl"
+RUN_FILE = "run.json"
+AUDIT_FILE = "audit.jsonl"
+
+TimerKind = Literal["cupti", "cuda-events", "cpu-wall"]
+Status = Literal["ok", "error", "skipped"]
+ErrorKind = Literal["exception", "crash", "timeout", "oom", "unsupported", "cuda"]
+RunStatus = Literal["running", "completed", "interrupted", "failed"]
+AuditVerdict = Literal["FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT"]
+AUDIT_VERDICTS: tuple[str, ...] = typing.get_args(AuditVerdict)
+
+#: Counts (FLOPs, bytes) above this are not a measurement of anything: int64 is what
+#: every consumer (JSON readers, Prometheus, float arithmetic) can carry exactly enough.
+MAX_COUNT = 2**63 - 1
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _positive(**extra: Any) -> dict[str, Any]:
+    return {"gt": 0, **extra}
+
+
+def _nonneg(**extra: Any) -> dict[str, Any]:
+    return {"ge": 0, **extra}
+
+
+# --------------------------------------------------------------------------- the contract
+
+
+@dataclass(frozen=True, kw_only=True)
+class Machine:
+    """Where a measurement ran: the fields records and calibration results share.
+
+    The device name is what a profile matches (§1.2). A CPU has no uuid; its
+    stable key is ``cpu-<hostname>`` (:attr:`device_key`).
+    """
+
+    device_kind: Literal["cpu", "cuda"]
+    device_name: str
+    device_uuid: str | None = None
+    device_index: int | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    cpu_model: str | None = None
+    threads: int | None = field(default=None, metadata=_positive())
+    l2_bytes: int | None = field(default=None, metadata=_positive())
+    hostname: str
+    torch_version: str
+    tileops_version: str
+    git_revision: str | None = None
+
+    @property
+    def device_key(self) -> str:
+        """The device's stable key: the GPU uuid, or ``cpu-<hostname>``."""
+        return self.device_uuid or f"cpu-{self.hostname}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment(Machine):
+    """A record's environment: the machine, the run, and the clocks around the row."""
+
+    run_id: str
+    clocks_before: dict[str, Any] | None = None
+    clocks_after: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timing:
+    """Device-busy time statistics over the timed repetitions, in seconds."""
+
+    timer: TimerKind
+    median_s: float = field(metadata=_positive())
+    min_s: float = field(metadata=_positive())
+    mean_s: float = field(metadata=_positive())
+    p10_s: float = field(metadata=_positive())
+    p90_s: float = field(metadata=_positive())
+    n: int = field(metadata={"ge": 1})
+    rel_noise: float = field(metadata=_nonneg())  # relative standard deviation of the samples
+    warmup: int = field(metadata=_nonneg())
+    total_s: float = field(metadata=_nonneg())  # wall time spent timing this row
+    stop_reason: str  # noise target reached | time cap | sample cap
+    excluded_copies_s: float = field(default=0.0, metadata=_nonneg())  # device copies excluded (§1.2)
+    fallback_reason: str | None = None  # why a GPU row was not timed by CUPTI (then SOL is blank)
+
+    @property
+    def actual_time_s(self) -> float:
+        """§1.2 actual_time: device-busy time plus any device copies excluded from it."""
+        return self.median_s + self.excluded_copies_s
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorInfo:
+    kind: ErrorKind
+    message: str
+    traceback: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One (op, workload row, dtype, backend): raw timing and the evaluator's (flops, bytes)."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    op: str
+    family: str
+    label: str
+    dtype: str  # the dtype case's name ('bfloat16', or 'ids=int64,w=bfloat16')
+    backend: str
+    params: dict[str, Any] = field(default_factory=dict)
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    status: Status
+    error: ErrorInfo | None = None
+    skip_reason: str | None = None
+    timing: Timing | None = None
+    flops: int | None = field(default=None, metadata=_nonneg(le=MAX_COUNT))
+    bytes: int | None = field(default=None, metadata=_nonneg(le=MAX_COUNT))
+    read_bytes: int | None = field(default=None, metadata=_nonneg(le=MAX_COUNT))
+    roof_key: str | None = None
+    data_terms: dict[str, Any] = field(default_factory=dict)  # what decided a value-dependent number (§4.7)
+    env: Environment
+    started_at: datetime
+    finished_at: datetime
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """Identity of a row across runs: (op, label, dtype, backend)."""
+        return (self.op, self.label, self.dtype, self.backend)
+
+
+@dataclass(kw_only=True)
+class RunInfo:
+    """The run file: a run's start, end, selection and exit status (mutable while the run goes)."""
+
+    run_id: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    status: RunStatus = "running"
+    exit_code: int | None = None
+    argv: list[str] = field(default_factory=list)
+    selection: dict[str, Any] = field(default_factory=dict)
+    rows_total: int = field(default=0, metadata=_nonneg())
+    rows_ok: int = field(default=0, metadata=_nonneg())
+    rows_error: int = field(default=0, metadata=_nonneg())
+    rows_skipped: int = field(default=0, metadata=_nonneg())
+    health: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditEntry:
+    """One audited row of ``audit.jsonl`` (§4.5), as every consumer reads it.
+
+    Only the fields the consumers need are checked; the audit may write more
+    (premises, report file, kernels), which readers ignore, so its detail can
+    grow without breaking an exporter.
+    """
+
+    ignore_unknown: ClassVar[bool] = True
+    op: str
+    label: str
+    dtype: str
+    backend: str
+    verdict: AuditVerdict
+    measured_read_bytes: float | None = field(default=None, metadata=_nonneg())
+    expected_read_bytes: float | None = field(default=None, metadata=_nonneg())
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.op, self.label, self.dtype, self.backend)
+
+    @property
+    def read_bytes_ratio(self) -> float | None:
+        if self.measured_read_bytes is None or not self.expected_read_bytes:
+            return None
+        return self.measured_read_bytes / self.expected_read_bytes
+
+
+# --------------------------------------------------------------------------- strict decoding
+
+
+class RecordFileError(TileOpsError, ValueError):
+    """A results file (records, run file, audit) holds something that is not the contract;
+    the message names the file, the line and the field."""
+
+
+class _Invalid(Exception):
+    """A value does not fit its field; ``path`` is filled in on the way out."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path: list[str] = []
+
+
+_Decoder = Callable[[Any], Any]
+T = TypeVar("T")
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, (str, int, float, bool, type(None))) else type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bounds(meta: dict[str, Any]) -> Callable[[Any], None] | None:
+    gt, ge, le = meta.get("gt"), meta.get("ge"), meta.get("le")
+    if gt is None and ge is None and le is None:
+        return None
+
+    def check(v: Any) -> None:
+        if gt is not None and not v > gt:
+            raise _Invalid(f"must be > {gt}, got {_describe(v)}")
+        if ge is not None and not v >= ge:
+            raise _Invalid(f"must be >= {ge}, got {_describe(v)}")
+        if le is not None and not v <= le:
+            raise _Invalid(f"must be <= {le}, got {_describe(v)}")
+
+    return check
+
+
+def _number_decoder(kind: type, meta: dict[str, Any]) -> _Decoder:
+    check = _bounds(meta)
+
+    if kind is int:
+        def dec(v: Any) -> Any:
+            if type(v) is not int:
+                raise _Invalid(f"expected a whole number, got {_describe(v)}")
+            if check:
+                check(v)
+            return v
+        return dec
+
+    def dec_float(v: Any) -> Any:
+        t = type(v)
+        if t is not float and t is not int:
+            raise _Invalid(f"expected a number, got {_describe(v)}")
+        v = float(v) if t is int else v
+        if not math.isfinite(v):
+            raise _Invalid(f"expected a finite number, got {v!r}")
+        if check:
+            check(v)
+        return v
+    return dec_float
+
+
+def _datetime(v: Any) -> datetime:
+    if type(v) is not str:
+        raise _Invalid(f"expected an ISO 8601 time, got {_describe(v)}")
+    try:  # Python 3.10's fromisoformat does not read the 'Z' suffix
+        return datetime.fromisoformat(v[:-1] + "+00:00" if v.endswith("Z") else v)
+    except ValueError:
+        raise _Invalid(f"expected an ISO 8601 time, got {_describe(v)}") from None
+
+
+def _json_value(v: Any) -> Any:
+    """Any JSON value, with every number in it finite."""
+    t = type(v)
+    if t is float:
+        if not math.isfinite(v):
+            raise _Invalid(f"expected a finite number, got {v!r}")
+    elif t is dict:
+        for k, x in v.items():
+            try:
+                _json_value(x)
+            except _Invalid as exc:
+                exc.path.insert(0, str(k))
+                raise
+    elif t is list:
+        for i, x in enumerate(v):
+            try:
+                _json_value(x)
+            except _Invalid as exc:
+                exc.path.insert(0, str(i))
+                raise
+    return v
+
+
+def _simple(kind: type, what: str) -> _Decoder:
+    def dec(v: Any) -> Any:
+        if type(v) is not kind:
+            raise _Invalid(f"expected {what}, got {_describe(v)}")
+        return v
+    return dec
+
+
+def _decoder(tp: Any, meta: dict[str, Any]) -> _Decoder:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return _json_value
+    if tp is str:
+        return _simple(str, "a string")
+    if tp is bool:
+        return _simple(bool, "true or false")
+    if tp is int or tp is float:
+        return _number_decoder(tp, meta)
+    if tp is datetime:
+        return _datetime
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+
+        def lit(v: Any) -> Any:
+            if v not in allowed or type(v) is not str:
+                raise _Invalid(f"expected one of {', '.join(map(str, allowed))}, got {_describe(v)}")
+            return v
+        return lit
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) != 1:
+            raise TypeError(f"unsupported union {tp}")
+        inner = _decoder(args[0], meta)
+
+        def optional(v: Any) -> Any:
+            return None if v is None else inner(v)
+        return optional
+    if origin is list:
+        (item_tp,) = typing.get_args(tp)
+        item = _decoder(item_tp, {})
+
+        def lst(v: Any) -> Any:
+            if type(v) is not list:
+                raise _Invalid(f"expected a list, got {_describe(v)}")
+            out = []
+            for i, x in enumerate(v):
+                try:
+                    out.append(item(x))
+                except _Invalid as exc:
+                    exc.path.insert(0, str(i))
+                    raise
+            return out
+        return lst
+    if origin is dict:
+        key_tp, val_tp = typing.get_args(tp)
+        if key_tp is not str:
+            raise TypeError(f"unsupported mapping key {key_tp}")
+        val = _decoder(val_tp, {})
+
+        def mapping(v: Any) -> Any:
+            if type(v) is not dict:
+                raise _Invalid(f"expected an object, got {_describe(v)}")
+            out = {}
+            for k, x in v.items():
+                try:
+                    out[k] = val(x)
+                except _Invalid as exc:
+                    exc.path.insert(0, str(k))
+                    raise
+            return out
+        return mapping
+    if dataclasses.is_dataclass(tp):
+        return _dataclass_decoder(tp)
+    raise TypeError(f"no decoder for {tp!r}")
+
+
+_DATACLASS_DECODERS: dict[type, _Decoder] = {}
+
+
+def _dataclass_decoder(cls: type) -> _Decoder:
+    hit = _DATACLASS_DECODERS.get(cls)
+    if hit is not None:
+        return hit
+    hints = typing.get_type_hints(cls)
+    specs = []
+    for f in dataclasses.fields(cls):
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        specs.append((f.name, _decoder(hints[f.name], dict(f.metadata)), required))
+    names = frozenset(s[0] for s in specs)
+    required_names = [s[0] for s in specs if s[2]]
+    required = frozenset(required_names)
+    ignore_unknown = bool(getattr(cls, "ignore_unknown", False))
+
+    def dec(v: Any) -> Any:
+        if type(v) is not dict:
+            raise _Invalid(f"expected an object, got {_describe(v)}")
+        if not ignore_unknown and not names.issuperset(v):
+            unknown = sorted(set(v) - names)
+            exc = _Invalid("unknown field (remove it, or fix its spelling)")
+            exc.path.insert(0, str(unknown[0]))
+            raise exc
+        kwargs = {}
+        for name, d, _ in specs:
+            if name in v:
+                try:
+                    kwargs[name] = d(v[name])
+                except _Invalid as exc:
+                    exc.path.insert(0, name)
+                    raise
+        if not required.issubset(kwargs):
+            exc = _Invalid("missing (a required field)")
+            exc.path.insert(0, next(n for n in required_names if n not in kwargs))
+            raise exc
+        return cls(**kwargs)
+
+    _DATACLASS_DECODERS[cls] = dec
+    return dec
+
+
+def from_data(cls: type[T], data: Any) -> T:
+    """Build ``cls`` from parsed JSON, strictly; ValueError naming the field otherwise."""
+    try:
+        return _dataclass_decoder(cls)(data)
+    except _Invalid as exc:
+        where = ".".join(exc.path) or "(top level)"
+        raise ValueError(f"{where}: {exc.message}") from None
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def to_data(obj: Any) -> Any:
+    """A contract object as JSON-ready data: dataclasses to objects, times to ISO 8601."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    if isinstance(obj, dict):
+        return {k: to_data(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_data(v) for v in obj]
+    return obj
+
+
+def to_json(obj: Any) -> str:
+    """One line of JSON (no NaN or Infinity: they are not JSON and the readers refuse them)."""
+    return json.dumps(to_data(obj), separators=(",", ":"), allow_nan=False)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _parse_line(cls: type[T], raw: bytes | str) -> T:
+    """Parse and check one object; NaN/Infinity (and 1e400) parse to floats the field checks then refuse."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise _Invalid(f"not JSON ({exc})") from None
+    return _dataclass_decoder(cls)(data)
+
+
+def _located(path: Path, line: int | None, exc: _Invalid, what: str, fix: str) -> RecordFileError:
+    where = ".".join(exc.path)
+    detail = f"{where}: {exc.message}" if where else exc.message
+    at = f"{path}:{line}" if line is not None else str(path)
+    return RecordFileError(f"{at}: not a valid {what} ({detail}); {fix}")
+
+
+def iter_jsonl(path: Path, cls: type[T], *, what: str, fix: str) -> Iterator[T]:
+    """Objects of one JSON Lines file, streamed.
+
+    A torn last line — one without its newline, which is what a writer killed
+    mid-line leaves — is skipped (``torn_tail`` reports it); any other line that
+    is not the contract raises RecordFileError naming file:line and the field.
+    """
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
+                return  # the torn tail of an interrupted write: not a record yet
+            if not raw.strip():
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise RecordFileError(f"{path}:{i}: not UTF-8 text; {fix}") from None
+            try:
+                yield _parse_line(cls, text)
+            except _Invalid as exc:
+                raise _located(path, i, exc, what, fix) from None
+
+
+def torn_tail(path: Path) -> bytes | None:
+    """The bytes after the last newline of a JSON Lines file (an interrupted write), or None."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            if size == 0:
+                return None
+            pos = size
+            chunk = b""
+            while pos > 0:
+                step = min(65536, pos)
+                pos -= step
+                f.seek(pos)
+                chunk = f.read(step) + chunk
+                nl = chunk.rfind(b"\n")
+                if nl >= 0:
+                    tail = chunk[nl + 1:]
+                    return tail or None
+            return chunk or None
+    except FileNotFoundError:
+        return None
+
+
+def resolve_records_path(path: Path | str) -> Path:
+    """``records.jsonl`` of a run directory, or the file itself; FileNotFoundError naming the fix."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RECORDS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no records file (run `tileops bench --out DIR` first)")
+    return path
+
+
+_RECORD_FIX = "fix or remove that line, or re-run the bench for that row"
+
+
+def iter_records(path: Path | str) -> Iterator[Record]:
+    """The records of a run directory or records file, streamed (see :func:`iter_jsonl`)."""
+    return iter_jsonl(resolve_records_path(path), Record, what="record", fix=_RECORD_FIX)
+
+
+def load_records(paths: Iterable[Path | str]) -> list[Record]:
+    out: list[Record] = []
+    for p in paths:
+        out.extend(iter_records(p))
+    return out
+
+
+def parse_record(text: str, where: str = "<record>") -> Record:
+    """One record from one JSON text (a worker's reply, a test)."""
+    try:
+        return _parse_line(Record, text)
+    except _Invalid as exc:
+        raise RecordFileError(f"{where}: not a valid record ({'.'.join(exc.path)}: {exc.message})") from None
+
+
+def append_record(path: Path, record: Record) -> None:
+    """Append one record as one whole line in one write, then fsync: a crash leaves whole lines
+    (at worst a torn last line without its newline, which readers skip)."""
+    line = (to_json(record) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(fd, line)
+        if written != len(line):
+            raise OSError(f"short write to {path}: {written} of {len(line)} bytes")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_run_info(run_dir: Path, info: RunInfo) -> None:
+    """Write run.json atomically: a reader never sees half of it."""
+    write_atomic(Path(run_dir) / RUN_FILE, json.dumps(to_data(info), indent=2, allow_nan=False) + "\n")
+
+
+def read_run_info(run_dir: Path | str) -> RunInfo | None:
+    """The run file of a run directory, or None when there is none; RecordFileError when it is bad."""
+    p = Path(run_dir) / RUN_FILE
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        return None
+    fix = "re-run the bench, or remove the file"
+    try:
+        return _parse_line(RunInfo, raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RecordFileError(f"{p}: not UTF-8 text; {fix}") from None
+    except _Invalid as exc:
+        raise _located(p, None, exc, "run file", fix) from None
+
+
+def read_audit(run_dir: Path | str) -> list[AuditEntry]:
+    """``audit.jsonl`` beside the records, when the audit ran."""
+    p = Path(run_dir) / AUDIT_FILE
+    if not p.is_file():
+        return []
+    return list(iter_jsonl(p, AuditEntry, what="audit entry",
+                           fix="fix or remove that line, or re-run `tileops audit`"))
