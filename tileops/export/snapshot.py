@@ -29,8 +29,9 @@ if TYPE_CHECKING:  # the calibrate package imports torch; the exporter needs onl
 
 AUDIT_FILE = "audit.jsonl"
 
-AuditVerdict = Literal["FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT"]
-AUDIT_VERDICTS: tuple[str, ...] = ("FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT")
+# PASS: measured reads within tolerance of the declared read half (tileops.audit.verdict).
+AuditVerdict = Literal["PASS", "FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT"]
+AUDIT_VERDICTS: tuple[str, ...] = ("PASS", "FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT")
 
 
 class ExportInputError(TileOpsError):
