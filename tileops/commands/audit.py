@@ -76,8 +76,27 @@ def _table(entries, premise: str) -> Table:
     return t
 
 
+def exit_code(entries) -> int:
+    """1 when any row is FAIL or ERROR, else 0 (WARN, EXEMPT, SKIPPED and NO-VERDICT do not fail a run)."""
+    from tileops.audit.entry import FAILING
+
+    return 1 if any(e.verdict in FAILING for e in entries) else 0
+
+
+def _why(entries, out: Console) -> None:
+    """Each non-PASS reason once, with the rows it applies to (47 rows refused by ncu are one line)."""
+    groups: dict[tuple[str, str], list] = {}
+    for e in entries:
+        if e.verdict != "PASS":
+            groups.setdefault((e.verdict, e.reason), []).append(e)
+    for (verdict, reason), rows in groups.items():
+        who = (f"{rows[0].op} [{rows[0].label} {rows[0].dtype} {rows[0].backend}]" if len(rows) == 1
+               else f"{len(rows)} rows ({', '.join(sorted({r.op for r in rows}))})")
+        out.print(f"[{_STYLE.get(verdict, '')}]{verdict}[/] {who}: {reason}", highlight=False, soft_wrap=True)
+
+
 def run(args: argparse.Namespace) -> int:
-    from tileops.audit.entry import FAILING, PREMISE, counts
+    from tileops.audit.entry import PREMISE, counts
     from tileops.audit.render import render
     from tileops.audit.run import AuditOptions, run_audit
     from tileops.bench.select import Selection
@@ -102,17 +121,13 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "table":
         out = _console()
         out.print(_table(entries, PREMISE))
-        for e in entries:
-            if e.verdict != "PASS":
-                out.print(f"[{_STYLE.get(e.verdict, '')}]{e.verdict}[/] {e.op} [{e.label} {e.dtype} {e.backend}]: "
-                          f"{e.reason}", highlight=False, soft_wrap=True)
+        _why(entries, out)
     else:
         sys.stdout.write(render(entries, args.format))
     summary = ", ".join(f"{n} {v}" for v, n in counts(entries).items())
     err.print(f"audit: {len(entries)} row(s): {summary}; ncu {result.ncu_version or result.ncu or 'not found'}; "
               f"wrote {result.out_dir / 'audit.jsonl'} and the reports in {result.out_dir / 'ncu'}")
-    failing = [e for e in entries if e.verdict in FAILING]
-    if failing:
-        err.print(f"audit: {len(failing)} row(s) FAIL or ERROR; exit 1", style="red")
-        return 1
-    return 0
+    rc = exit_code(entries)
+    if rc:
+        err.print("audit: FAIL or ERROR rows; exit 1", style="red")
+    return rc
