@@ -49,12 +49,12 @@ def audit(monkeypatch, tmp_path: Path, *args: str, stub: str | None = None) -> i
 
 
 def test_the_profiling_command_is_the_documented_one(tmp_path: Path) -> None:
-    cmd = N.profile_command("/opt/ncu", tmp_path / "r", ["--op", "relu"], domain="tileops", python="/py")
+    cmd = N.profile_command("/opt/ncu", tmp_path / "r.ncu-rep", ["--op", "relu"], domain="tileops", python="/py")
     assert cmd[:cmd.index("/py")] == [
         "/opt/ncu", "--target-processes", "application-only", "--nvtx", "--nvtx-include", "tileops@call/",
         "--metrics", "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum",
         "--cache-control", "all", "--clock-control", "none", "--replay-mode", "kernel",
-        "--export", str(tmp_path / "r"), "--force-overwrite"]
+        "--export", str(tmp_path / "r.ncu-rep"), "--force-overwrite"]
     assert cmd[cmd.index("/py"):] == ["/py", "-m", "tileops.audit.child", "--op", "relu"]
     assert N.nvtx_include(None) == "call/"  # torch.cuda.nvtx's default domain when the nvtx module is absent
     assert N.import_command("/opt/ncu", tmp_path / "r.ncu-rep") == [
@@ -117,7 +117,8 @@ def test_the_child_runs_under_ncu_and_reports_the_missing_gpu(monkeypatch, tmp_p
     assert (parsed.op, parsed.label, json.loads(parsed.case)) == ("embedding", "cpu-small-2k-tokens",
                                                                  {"ids": "int64", "weight": "float32"})
     assert parsed.nvtx_range == "call" and parsed.warmup == 1 and parsed.device == "cuda:0"
-    assert argv[argv.index("--export") + 1].startswith(str(out / "ncu"))
+    report = argv[argv.index("--export") + 1]
+    assert report.startswith(str(out / "ncu")) and report.endswith("-torch.ncu-rep")
 
 
 def test_default_rows_are_the_ops_that_declare_a_read_half(monkeypatch, tmp_path: Path) -> None:
@@ -285,3 +286,31 @@ def test_export_and_alert_on_a_real_audit_output(monkeypatch, tmp_path: Path) ->
     path.write_text(yaml.safe_dump(test, sort_keys=False, width=10_000))
     res = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "SUCCESS" in res.stdout + res.stderr, res.stdout + res.stderr
+
+
+def test_the_exporter_reads_every_verdict_the_audit_writes(tmp_path: Path) -> None:
+    from tileops.audit.entry import VERDICTS
+    from tileops.export.snapshot import AUDIT_VERDICTS, read_audit
+
+    assert set(VERDICTS) == set(AUDIT_VERDICTS)
+    for v in VERDICTS:
+        append_entry(tmp_path / AUDIT_FILE, AuditEntry(op="relu", label="r", dtype="float32", backend="torch",
+                                                       verdict=v, reason="", expected_read_bytes=100,
+                                                       measured_read_bytes=150))
+    read = read_audit(tmp_path)
+    assert [a.verdict for a in read] == list(VERDICTS) and read[0].read_bytes_ratio == 1.5
+
+
+def test_diagnosis_of_ncu_output() -> None:
+    perm = (STUBS / "ncu-permission").read_text()
+    assert N.diagnose(perm).kind == "permission"
+    assert N.diagnose(perm, generic=False).kind == "permission"
+    assert N.diagnose((STUBS / "ncu-busy").read_text()).kind == "profiler-busy"
+    metric = N.diagnose("==PROF== Connected to process 7 (/usr/bin/python3)\n"
+                        "==ERROR== Failed to find metric regex:^dram__bytes_read.sum(.*)$\n")
+    assert metric.kind == "metric" and "Failed to find metric" in metric.message and "--query-metrics" in metric.message
+    # The application's own failure is the child's to explain, not ncu's.
+    assert N.diagnose("==ERROR== The application returned an error code (1).\n") is None
+    assert N.diagnose("==ERROR== Unknown option: --nvtx-includ\n").kind == "ncu-failed"
+    assert N.diagnose("==ERROR== Unknown option: --nvtx-includ\n", generic=False) is None
+    assert N.diagnose("==PROF== Disconnected from process 7\n==WARNING== No kernels were profiled.\n") is None

@@ -5,7 +5,7 @@ The profiling command (one per row)::
     ncu --target-processes application-only --nvtx --nvtx-include tileops@call/
         --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
         --cache-control all --clock-control none --replay-mode kernel
-        --export <report> --force-overwrite
+        --export <row>.ncu-rep --force-overwrite
         <python> -m tileops.audit.child ...
 
 ``--nvtx-include tileops@call/`` keeps only kernels launched inside the push/pop
@@ -85,7 +85,7 @@ def ncu_version(ncu: str) -> str | None:
     return found[-1] if found else None
 
 
-def profile_command(ncu: str, report_stem: Path, child_args: list[str], *, domain: str | None,
+def profile_command(ncu: str, report: Path, child_args: list[str], *, domain: str | None,
                     python: str = sys.executable) -> list[str]:
     """The full ncu command line for one row (module docstring: what each option is for)."""
     return [
@@ -93,7 +93,7 @@ def profile_command(ncu: str, report_stem: Path, child_args: list[str], *, domai
         "--nvtx", "--nvtx-include", nvtx_include(domain),
         "--metrics", ",".join(METRICS),
         "--cache-control", "all", "--clock-control", "none", "--replay-mode", "kernel",
-        "--export", str(report_stem), "--force-overwrite",
+        "--export", str(report), "--force-overwrite",
         python, "-m", "tileops.audit.child", *child_args,
     ]
 
@@ -109,13 +109,13 @@ class Problem:
     message: str
 
 
-def diagnose(log: str, returncode: int | None) -> Problem | None:
+def diagnose(log: str, *, generic: bool = True) -> Problem | None:
     """What ncu's output says went wrong with the profiling itself, or None when it reports nothing.
 
     Recognised: ERR_NVGPUCTRPERM; the driver's "resource was unavailable"
     (another profiler, typically DCGM); a metric ncu cannot find or collect;
-    any other ``==ERROR==`` line, or a non-zero exit with no error line. The
-    application's own failures are the child's to report, not ncu's.
+    then (``generic``) any other ``==ERROR==`` line. ncu's "The application
+    returned an error code" is not ncu's problem: the child wrote why.
     """
     if "ERR_NVGPUCTRPERM" in log:
         return Problem("permission", FIX_PERMISSION)
@@ -127,8 +127,9 @@ def diagnose(log: str, returncode: int | None) -> Problem | None:
         return Problem("metric", f"ncu cannot collect a metric the audit needs ({', '.join(METRICS)}): "
                                  f"{m.group(0).removeprefix('==ERROR==').strip()}; use an Nsight Compute that "
                                  "supports this GPU (`ncu --query-metrics` lists what it offers)")
-    errors = [ln.removeprefix("==ERROR==").strip() for ln in log.splitlines() if ln.startswith("==ERROR==")]
-    if errors:
+    errors = [ln.removeprefix("==ERROR==").strip() for ln in log.splitlines() if ln.startswith("==ERROR==")
+              and "application returned an error code" not in ln]  # the child's failure: the child says why
+    if errors and generic:
         return Problem("ncu-failed", f"ncu reported: {' / '.join(errors[:3])[:600]}")
     return None
 

@@ -64,7 +64,7 @@ def _now() -> str:
 
 def _stem(i: int, p: Planned) -> str:
     raw = f"{i:03d}-{p.op}-{p.row.label}-{p.case_name}-{p.backend}"
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", raw)[:150]
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", raw)[:150]  # no dots: the extensions are the only ones
 
 
 def _device(spec: str) -> DeviceInfo | None:
@@ -163,14 +163,13 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
         return _entry(p, judge(declared=None, measured=None, error=N.FIX_MISSING + _no_cuda_hint(device)),
                       error_kind="ncu-missing")
     stem = out_dir / REPORTS_DIR / _stem(i, p)
-    report, log_path, facts_path = stem.with_suffix(".ncu-rep"), stem.with_suffix(".log"), stem.with_suffix(
-        ".call.json")
+    report, log_path, facts_path = (stem.parent / (stem.name + ext) for ext in (".ncu-rep", ".log", ".call.json"))
     for f in (report, facts_path):
         f.unlink(missing_ok=True)
     child = ["--op", p.op, "--label", p.row.label, "--case", case_arg(p.case), "--backend", p.backend,
              "--device", device.device if device else opts.device, "--warmup", str(opts.warmup),
              "--nvtx-domain", domain or "", "--nvtx-range", N.NVTX_RANGE, "--facts", str(facts_path)]
-    cmd = N.profile_command(ncu, stem, child, domain=domain)
+    cmd = N.profile_command(ncu, report, child, domain=domain)
     rc, log = _run(cmd, log_path, opts.row_timeout_s)
     rel = str(report.relative_to(out_dir)) if report.exists() else None
     facts = CallFacts.read(facts_path) if facts_path.exists() else None
@@ -191,18 +190,24 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
         return error("timeout", f"the row ran past --row-timeout {opts.row_timeout_s:g} s under ncu and was "
                                 f"killed (each kernel is replayed cold: a call with many kernels is slow); raise "
                                 f"--row-timeout or audit fewer rows; ncu's output: {log_path.name}")
-    problem = N.diagnose(log, rc)
+    problem = N.diagnose(log, generic=False)  # the profiler's own refusals first: they explain the rest
     if problem is not None:
         return error(problem.kind, problem.message)
+    if facts is not None and facts.error_kind is not None:
+        return error(facts.error_kind, facts.error or facts.error_kind)
+    problem = N.diagnose(log)
+    if problem is not None:
+        return error(problem.kind, f"{problem.message}; full output: {REPORTS_DIR}/{log_path.name}")
     if facts is None:
         return error("ncu-failed", f"the audited process left no call facts (ncu exit {rc}); last of ncu's output: "
                                    f"{N.log_tail(log)}; full output: {REPORTS_DIR}/{log_path.name}")
-    if facts.error_kind is not None:
-        return error(facts.error_kind, facts.error or facts.error_kind)
     if not report.exists():
+        if "No kernels were profiled" in log:
+            return error("no-kernel", f"ncu profiled no kernel inside the NVTX range {N.nvtx_include(domain)}: the "
+                                      "call launched no GPU kernel, or the range filter matched nothing")
         return error("ncu-failed", f"ncu wrote no report (exit {rc}): {N.log_tail(log)}")
     try:
-        m = _measure(report, ncu, stem)
+        m = _measure(report, ncu, stem.parent / (stem.name + ".csv"))
     except ReportError as exc:
         return error(exc.kind, str(exc))
     exemption, note = config.match(p.op, facts) if facts.read_bytes else (None, None)
@@ -217,17 +222,25 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
     return e
 
 
-def _measure(report: Path, ncu: str, stem: Path) -> Measurement:
-    """The call's reads from its report: ncu_report when importable, else ncu's raw-page CSV (kept)."""
+def _measure(report: Path, ncu: str, csv_path: Path) -> Measurement:
+    """The call's reads from its report: ncu_report when importable, else ncu's raw-page CSV (kept).
+
+    A report the module cannot load (a module older than the ncu that wrote it)
+    is read through ncu's own CSV export before giving up.
+    """
     module = import_ncu_report(ncu)
     if module is not None:
-        return summarize(read_ncu_rep(report, module))
+        try:
+            return summarize(read_ncu_rep(report, module))
+        except ReportError as exc:
+            if exc.kind != "report":
+                raise
     cmd = N.import_command(ncu, report)
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.SubprocessError) as exc:
         raise ReportError("report", f"`{' '.join(cmd)}` failed: {exc}") from None
-    stem.with_suffix(".csv").write_text(out.stdout, encoding="utf-8")
+    csv_path.write_text(out.stdout, encoding="utf-8")
     if out.returncode != 0:
         raise ReportError("report", f"`{' '.join(cmd)}` exited {out.returncode}: {N.log_tail(out.stdout + out.stderr)}")
     return summarize(read_raw_csv(out.stdout))
