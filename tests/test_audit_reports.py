@@ -102,3 +102,23 @@ def test_an_unloadable_report_is_an_error_naming_the_file(tmp_path: Path) -> Non
 
     with pytest.raises(ReportError, match=r"nowhere\.ncu-rep: ncu_report cannot load it"):
         read_ncu_rep(tmp_path / "nowhere.ncu-rep", Refusing)
+
+
+def test_without_the_module_the_report_is_read_through_ncus_csv_export(tmp_path: Path, monkeypatch) -> None:
+    """The driver's reader: ncu_report when it loads the report, else `ncu --import ... --csv`, kept beside it."""
+    from tileops.audit.run import _measure
+
+    stub = tmp_path / "ncu"
+    stub.write_bytes((DATA / "ncu-stubs" / "ncu-import").read_bytes())
+    stub.chmod(0o755)
+    monkeypatch.setenv("NCU_STUB_CSV", str(DATA / "raw-de_DE.csv"))
+    report = tmp_path / "row.ncu-rep"
+    report.write_bytes(b"not a report any ncu_report can load")  # installed or not, the CSV route is taken
+    kept = tmp_path / "row.csv"
+    m = _measure(report, str(stub), kept)
+    assert (m.read_bytes, m.write_bytes, m.kernels) == (5_246_976, 3_149_824, 3)
+    assert kept.read_text(encoding="utf-8") == (DATA / "raw-de_DE.csv").read_text(encoding="utf-8")
+    monkeypatch.setenv("NCU_STUB_CSV", str(DATA / "raw-no-read.csv"))
+    with pytest.raises(ReportError) as exc:
+        _measure(report, str(stub), kept)
+    assert exc.value.kind == "metric"

@@ -229,6 +229,8 @@ def read_ncu_rep(path: Path, module: Any) -> list[KernelReading]:
         ctx = module.load_report(str(path))
     except Exception as exc:  # the module raises plain exceptions for unreadable files
         raise ReportError("report", f"{path}: ncu_report cannot load it: {exc}") from None
+    if ctx.num_ranges() == 0:  # what load_report makes of a file it cannot parse (or of an empty report)
+        raise ReportError("report", f"{path}: ncu_report finds no profiling range in it")
     out: list[KernelReading] = []
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
