@@ -220,3 +220,36 @@ def test_call_facts_round_trip_through_json(tmp_path, entries):
     assert back.indices == facts.indices and back.present_inputs == facts.present_inputs
     assert back.inputs == 5  # x, topk_weights, topk_ids, w13, w2
     assert back.data_terms == facts.data_terms
+
+
+def test_a_measured_row_becomes_its_entry(tmp_path, entries, implemented):
+    """The driver's last step on a real call's facts: PASS, FAIL, EXEMPT and WARN entries, with their fields."""
+    from tileops.audit.reports import Measurement
+    from tileops.audit.run import judged_entry
+    from tileops.bench.select import Planned
+
+    config = load_config(write(tmp_path, WHERE_RULE), entries, implemented)
+    row = next(w for w in entries["where"].workloads if w.label == "cpu-512x1024-scalar-fill")
+    p = Planned("where", row, "float32", "torch")
+    facts = call_facts(entries, "where", row.label, "float32")
+    declared = facts.read_bytes
+    assert declared == facts.nbytes("cond") + facts.nbytes("a") + facts.nbytes("b")
+
+    def entry(measured: int, kernels: int = 1):
+        return judged_entry(p, facts, Measurement(measured, 123, 4.5, kernels), config)
+
+    ok = entry(declared)
+    assert (ok.verdict, ok.expected_read_bytes, ok.measured_read_bytes, ok.measured_write_bytes) == (
+        "PASS", declared, declared, 123)
+    assert ok.fail_below_bytes < declared < ok.warn_above_bytes and ok.read_ratio == 1.0
+    short = entry(declared // 2)  # inside `prod(T) == 1`: EXEMPT, located
+    assert short.verdict == "EXEMPT" and short.exemption == f"{tmp_path / 'exempt.yaml'}:2"
+    assert entry(4 * declared).verdict == "WARN"
+    outside_row = next(w for w in entries["where"].workloads if w.label == "cpu-512x1024")
+    outside = judged_entry(Planned("where", outside_row, "float32", "torch"),
+                           call_facts(entries, "where", outside_row.label, "float32"),
+                           Measurement(declared // 4, 0, None, 1), config)
+    assert outside.verdict == "FAIL" and outside.exemption is None and "is false" in outside.reason
+    d = ok.to_dict()
+    for field in ("op", "label", "dtype", "backend", "verdict", "measured_read_bytes", "expected_read_bytes"):
+        assert field in d  # what `tileops export` reads

@@ -145,9 +145,9 @@ def _finish(entry: AuditEntry, common: dict, started: str) -> None:
 
 def _entry(p: Planned, j, **extra) -> AuditEntry:
     lim = j.limits
+    extra.setdefault("params", dict(p.row.params))
     return AuditEntry(op=p.op, label=p.row.label, dtype=p.case_name, backend=p.backend, verdict=j.verdict,
-                      reason=j.reason, params=dict(p.row.params),
-                      fail_below_bytes=lim.fail_below if lim else None,
+                      reason=j.reason, fail_below_bytes=lim.fail_below if lim else None,
                       warn_above_bytes=lim.warn_above if lim else None, **extra)
 
 
@@ -173,7 +173,7 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
     rc, log = _run(cmd, log_path, opts.row_timeout_s)
     rel = str(report.relative_to(out_dir)) if report.exists() else None
     facts = CallFacts.read(facts_path) if facts_path.exists() else None
-    base = {"report": rel, "kernels": None}
+    base: dict = {"report": rel}
     if facts is not None:
         base.update(params=dict(facts.params) or dict(p.row.params), data_terms=facts.data_terms,
                     device_name=facts.device_name, device_uuid=facts.device_uuid)
@@ -189,7 +189,7 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
     if rc is None:
         return error("timeout", f"the row ran past --row-timeout {opts.row_timeout_s:g} s under ncu and was "
                                 f"killed (each kernel is replayed cold: a call with many kernels is slow); raise "
-                                f"--row-timeout or audit fewer rows; ncu's output: {log_path.name}")
+                                f"--row-timeout or audit fewer rows; ncu's output: {REPORTS_DIR}/{log_path.name}")
     problem = N.diagnose(log, generic=False)  # the profiler's own refusals first: they explain the rest
     if problem is not None:
         return error(problem.kind, problem.message)
@@ -210,16 +210,25 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
         m = _measure(report, ncu, stem.parent / (stem.name + ".csv"))
     except ReportError as exc:
         return error(exc.kind, str(exc))
+    e = judged_entry(p, facts, m, config)
+    e.report = rel
+    return e
+
+
+def judged_entry(p: Planned, facts: CallFacts, m: Measurement, config: ExemptConfig) -> AuditEntry:
+    """The entry of a measured row: its call's declared read half against the kernels' summed reads.
+
+    The EXEMPT configuration is consulted for the op's rules, its ``when``
+    evaluated on this call; it matters only for a shortfall.
+    """
     exemption, note = config.match(p.op, facts) if facts.read_bytes else (None, None)
     j = judge(declared=facts.read_bytes, measured=m.read_bytes, inputs=facts.inputs, kernels=m.kernels,
               exemption=exemption, exemption_note=note)
-    e = _entry(p, j, expected_read_bytes=facts.read_bytes, measured_read_bytes=m.read_bytes,
-               measured_write_bytes=m.write_bytes, kernels=m.kernels, duration_ns=m.duration_ns,
-               exemption=exemption.where if (exemption and j.verdict == "EXEMPT") else None)
-    for k, v in base.items():
-        if k != "kernels":
-            setattr(e, k, v)
-    return e
+    return _entry(p, j, expected_read_bytes=facts.read_bytes, measured_read_bytes=m.read_bytes,
+                  measured_write_bytes=m.write_bytes, kernels=m.kernels, duration_ns=m.duration_ns,
+                  exemption=exemption.where if (exemption and j.verdict == "EXEMPT") else None,
+                  params=dict(facts.params) or dict(p.row.params), data_terms=facts.data_terms,
+                  device_name=facts.device_name, device_uuid=facts.device_uuid)
 
 
 def _measure(report: Path, ncu: str, csv_path: Path) -> Measurement:
