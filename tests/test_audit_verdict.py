@@ -16,7 +16,7 @@ DECLARED = 1_000_000
 FAIL_BELOW = 1_000_000 - (10_000 + 32)  # 1 % and one sector
 WARN_ABOVE_1K = 2_000_000 + 2 * 64 + 65_536  # two inputs, one kernel
 
-EXEMPT = Exemption(where="audit/x.yaml:3", reason="loads predicated away", measurement="H200 row r: 0.5 x")
+EXEMPT = Exemption(where="audit/x.yaml:3", reason="loads predicated away", measurement="test: no measurement")
 
 
 def test_the_band_is_the_documented_one() -> None:
@@ -75,7 +75,8 @@ def test_a_kernel_without_the_read_metric_makes_the_call_unmeasured() -> None:
 def test_exempt_only_for_a_shortfall_inside_the_exception() -> None:
     short = judge(declared=DECLARED, measured=500_000, inputs=2, kernels=1, exemption=EXEMPT)
     assert short.verdict == "EXEMPT"
-    assert "audit/x.yaml:3" in short.reason and "loads predicated away" in short.reason and "H200" in short.reason
+    assert "audit/x.yaml:3" in short.reason and "loads predicated away" in short.reason
+    assert "test: no measurement" in short.reason
     # Inside the exception but not short: judged as usual.
     assert judge(declared=DECLARED, measured=DECLARED, inputs=2, kernels=1, exemption=EXEMPT).verdict == "PASS"
     assert judge(declared=DECLARED, measured=3_000_000, inputs=2, kernels=1, exemption=EXEMPT).verdict == "WARN"

@@ -10,7 +10,7 @@ shows the behaviour it names)::
       - op: where
         when: "prod(T) == 1"
         reason: "..."
-        measurement: "docs/gpu-validation.md, H200, where [select-4096x4096 bfloat16]: 0.52 x declared"
+        measurement: "<device>, <row and dtype>: <measured / declared>, <where the reading is kept>"
 
 Every problem in every file is reported at once, each located by file and
 line, with the allowed names where a name is wrong. Unknown ops and fields
