@@ -2,7 +2,10 @@
 
 Only the manifest tooling (analysis, expression checker, codegen, loader) and
 static code scanners may use ``ast``; nothing in the package may call
-eval/exec/compile.
+eval/exec/compile. One more module walks a checked tree at run time:
+``audit/condition.py``, the audit's EXEMPT ``when``. It is not a formula (it
+prices nothing, it says whether a measured call lies inside an exception),
+its form is the manifest's own check, and it never compiles or evals.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from pathlib import Path
 import tileops
 
 PKG = Path(tileops.__file__).parent
-TOOLING = {"manifest/analysis.py", "manifest/expr.py", "manifest/codegen.py", "formula_guard.py"}
+TOOLING = {"manifest/analysis.py", "manifest/expr.py", "manifest/codegen.py", "formula_guard.py",
+           "audit/condition.py"}
 
 
 def offenders() -> list[str]:
@@ -33,7 +37,8 @@ def offenders() -> list[str]:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 if any(m.startswith("tileops.manifest.expr") or m.startswith("tileops.manifest.analysis") for m in mods) \
-                        and not rel.startswith(("manifest/", "commands/validate.py", "commands/codegen.py")):
+                        and not rel.startswith(("manifest/", "commands/validate.py", "commands/codegen.py",
+                                                "audit/condition.py")):
                     found.append(f"{rel}:{node.lineno} imports the expression tooling")
     return found
 

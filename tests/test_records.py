@@ -110,7 +110,7 @@ def test_run_info_round_trip_and_errors(tmp_path: Path) -> None:
 
 def test_audit_entries_ignore_fields_they_do_not_need_but_check_those_they_do(tmp_path: Path) -> None:
     entry = {"op": "relu", "label": "r", "dtype": "float32", "backend": "torch", "verdict": "FAIL",
-             "measured_read_bytes": 50.0, "expected_read_bytes": 100.0, "premise": "cold caches", "kernels": 2}
+             "measured_read_bytes": 50, "expected_read_bytes": 100, "premise": "cold caches", "kernels": 2}
     (tmp_path / "audit.jsonl").write_text(json.dumps(entry) + "\n")
     (got,) = read_audit(tmp_path)
     assert got.verdict == "FAIL" and got.read_bytes_ratio == 0.5 and got.key == ("relu", "r", "float32", "torch")

@@ -21,6 +21,7 @@ COMMANDS = (
     "tileops.commands.profile",
     "tileops.commands.export",
     "tileops.commands.serve",
+    "tileops.commands.audit",
     "tileops.commands.fleet",
     "tileops.commands.ops",
     "tileops.commands.validate",

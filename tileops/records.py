@@ -37,8 +37,12 @@ TimerKind = Literal["cupti", "cuda-events", "cpu-wall"]
 Status = Literal["ok", "error", "skipped"]
 ErrorKind = Literal["exception", "crash", "timeout", "oom", "unsupported", "cuda"]
 RunStatus = Literal["running", "completed", "interrupted", "failed"]
-AuditVerdict = Literal["FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT"]
+# PASS: measured reads within tolerance of the declared read half (tileops.audit.verdict).
+AuditVerdict = Literal["PASS", "FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT"]
 AUDIT_VERDICTS: tuple[str, ...] = typing.get_args(AuditVerdict)
+#: The premises every audit reading rests on (§4.5); each verdict states them.
+AUDIT_PREMISE = ("cold caches on each kernel replay (ncu --cache-control all --replay-mode kernel); "
+                 "read side only: DRAM writes are measured and reported, never judged")
 
 #: Counts (FLOPs, bytes) above this are not a measurement of anything: int64 is what
 #: every consumer (JSON readers, Prometheus, float arithmetic) can carry exactly enough.
@@ -179,33 +183,57 @@ class RunInfo:
     health: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True)
 class AuditEntry:
-    """One audited row of ``audit.jsonl`` (§4.5), as every consumer reads it.
+    """One audited row of ``audit.jsonl`` (§4.5): the verdict on one (op, row, dtype, backend) and what
+    it rests on. Written by ``tileops audit``, read by the exporters.
 
-    Only the fields the consumers need are checked; the audit may write more
-    (premises, report file, kernels), which readers ignore, so its detail can
-    grow without breaking an exporter.
+    Fields are only ever added. A reader ignores fields it does not know (an
+    older exporter reading a newer audit), but checks every field it does.
     """
 
     ignore_unknown: ClassVar[bool] = True
     op: str
     label: str
-    dtype: str
+    dtype: str  # the dtype case's name, as records name it ("bfloat16", "ids=int64,weight=bfloat16")
     backend: str
     verdict: AuditVerdict
-    measured_read_bytes: float | None = field(default=None, metadata=_nonneg())
-    expected_read_bytes: float | None = field(default=None, metadata=_nonneg())
+    reason: str = ""  # why: the numbers and limits, the exemption, or the error and its fix
+    premise: str = AUDIT_PREMISE
+    expected_read_bytes: int | None = field(default=None, metadata=_nonneg(le=MAX_COUNT))  # eval_roofline_read_bytes()
+    measured_read_bytes: int | None = field(default=None, metadata=_nonneg(le=MAX_COUNT))  # dram__bytes_read.sum
+    measured_write_bytes: int | None = field(default=None, metadata=_nonneg(le=MAX_COUNT))  # reported, never judged
+    fail_below_bytes: int | None = None  # a reading under this is a shortfall (FAIL, or EXEMPT inside a `when`)
+    warn_above_bytes: int | None = None  # a reading over this is WARN
+    kernels: int | None = field(default=None, metadata=_nonneg())  # kernels profiled inside the call's range
+    duration_ns: float | None = field(default=None, metadata=_nonneg())  # under the profiler: not a timing
+    error_kind: str | None = None  # ERROR rows: ncu-missing, permission, profiler-busy, metric, ...
+    exemption: str | None = None  # EXEMPT rows: where the condition is configured (file:line)
+    params: dict[str, Any] = field(default_factory=dict)
+    data_terms: dict[str, Any] = field(default_factory=dict)  # Op.roofline_data_terms() of the call
+    report: str | None = None  # the ncu report, relative to the audit's output folder
+    device_name: str | None = None
+    device_uuid: str | None = None
+    hostname: str | None = None
+    ncu_version: str | None = None
+    run_id: str | None = None
+    started_at: str | None = None  # ISO 8601
+    finished_at: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
         return (self.op, self.label, self.dtype, self.backend)
 
     @property
-    def read_bytes_ratio(self) -> float | None:
+    def read_ratio(self) -> float | None:
+        """Measured / declared reads; None when either is missing or nothing is declared."""
         if self.measured_read_bytes is None or not self.expected_read_bytes:
             return None
         return self.measured_read_bytes / self.expected_read_bytes
+
+    @property
+    def read_bytes_ratio(self) -> float | None:
+        return self.read_ratio
 
 
 # --------------------------------------------------------------------------- strict decoding

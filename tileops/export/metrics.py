@@ -132,8 +132,8 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
     _spec("tileops_profile_latency_floor_seconds", "The profile's latency floor.", DEVICE_LABELS + ("profile",),
           "profile"),
     # ---- read-side bytes audit
-    _spec("tileops_audit_verdict", "The audit's verdict for a row (value 1): FAIL, WARN, EXEMPT, SKIPPED, ERROR, "
-          "NO-VERDICT.", ROW_LABELS + ("verdict",), "audit"),
+    _spec("tileops_audit_verdict", "The audit's verdict for a row (value 1): PASS, FAIL, WARN, EXEMPT, SKIPPED, "
+          "ERROR, NO-VERDICT.", ROW_LABELS + ("verdict",), "audit"),
     _spec("tileops_audit_read_bytes_ratio", "DRAM bytes read as measured by ncu / bytes the read formula "
           "states.", ROW_LABELS, "audit"),
     # ---- the exporter itself

@@ -1,0 +1,315 @@
+"""`tileops audit` end to end on a host without a GPU: ncu missing, ncu refusing, ncu running the child.
+
+ncu cannot profile anything here, so stand-ins for it (tests/data/audit/ncu-stubs)
+print what the real one prints in each situation, with its exit status; the
+audit itself, its child process, the files it writes, `tileops export` and
+promtool run for real. What a GPU is needed for (a report with numbers in it)
+is tested on the documented report layout in test_audit_reports.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from export_support import env, need_binary, record, write_run
+from tileops.audit import ncu as N
+from tileops.audit.child import parse_args as child_args
+from tileops.audit.entry import AUDIT_FILE, AuditEntry, append_entry, read_entries
+from tileops.audit.verdict import judge
+from tileops.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+STUBS = Path(__file__).parent / "data" / "audit" / "ncu-stubs"
+ROW = ["--op", "embedding", "--label", "cpu-small-2k-tokens"]  # two dtype cases: two rows
+CASES = {"ids=int64,weight=float32", "ids=int32,weight=bfloat16"}
+
+
+def stub_path(tmp_path: Path, stub: str) -> str:
+    """A PATH whose `ncu` is the named stand-in (and nothing else of ncu's)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    shutil.copy(STUBS / stub, bin_dir / "ncu")
+    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+
+
+def audit(monkeypatch, tmp_path: Path, *args: str, stub: str | None = None) -> int:
+    if stub:
+        monkeypatch.setenv("PATH", stub_path(tmp_path, stub))
+    return main(["audit", *args])
+
+
+def test_the_profiling_command_is_the_documented_one(tmp_path: Path) -> None:
+    cmd = N.profile_command("/opt/ncu", tmp_path / "r.ncu-rep", ["--op", "relu"], domain="tileops", python="/py")
+    assert cmd[:cmd.index("/py")] == [
+        "/opt/ncu", "--target-processes", "application-only", "--nvtx", "--nvtx-include", "tileops@call/",
+        "--metrics", "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum",
+        "--cache-control", "all", "--clock-control", "none", "--replay-mode", "kernel",
+        "--export", str(tmp_path / "r.ncu-rep"), "--force-overwrite"]
+    assert cmd[cmd.index("/py"):] == ["/py", "-m", "tileops.audit.child", "--op", "relu"]
+    assert N.nvtx_include(None) == "call/"  # torch.cuda.nvtx's default domain when the nvtx module is absent
+    assert N.import_command("/opt/ncu", tmp_path / "r.ncu-rep") == [
+        "/opt/ncu", "--import", str(tmp_path / "r.ncu-rep"), "--csv", "--page", "raw", "--print-units", "base"]
+
+
+def _rows(out: Path) -> list[AuditEntry]:
+    return read_entries(out / AUDIT_FILE)
+
+
+def test_ncu_missing_gives_error_rows_with_the_fix(monkeypatch, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    rc = audit(monkeypatch, tmp_path, *ROW, "--ncu", str(tmp_path / "no-such-ncu"), "--out", str(out))
+    assert rc == 1
+    rows = _rows(out)
+    assert {r.dtype for r in rows} == CASES and len(rows) == 2  # every row written
+    for r in rows:
+        assert (r.verdict, r.error_kind) == ("ERROR", "ncu-missing")
+        assert "install Nsight Compute" in r.reason and "--ncu PATH" in r.reason
+        assert "cold caches on each kernel replay" in r.premise and "read side only" in r.premise
+    assert "2 ERROR" in capsys.readouterr().err
+
+
+def test_ncu_refusing_the_counters_gives_error_rows_with_the_fix(monkeypatch, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert audit(monkeypatch, tmp_path, *ROW, "--out", str(out), stub="ncu-permission") == 1
+    rows = _rows(out)
+    assert len(rows) == 2
+    for r in rows:
+        assert (r.verdict, r.error_kind, r.ncu_version) == ("ERROR", "permission", "2025.2.1.0")
+        assert "ERR_NVGPUCTRPERM" in r.reason and "NVreg_RestrictProfilingToAdminUsers=0" in r.reason
+        assert "CAP_SYS_ADMIN" in r.reason
+    logs = sorted((out / "ncu").glob("*.log"))
+    assert len(logs) == 2 and "ERR_NVGPUCTRPERM" in logs[0].read_text()  # ncu's own words are kept
+    assert (out / "ncu").is_dir()
+
+
+def test_a_profiler_held_by_dcgm_says_how_to_pause_it(monkeypatch, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert audit(monkeypatch, tmp_path, *ROW, "--dtype", "float32", "--out", str(out), stub="ncu-busy") == 1
+    (r,) = _rows(out)
+    assert r.error_kind == "profiler-busy" and "dcgmi profile --pause" in r.reason and "--resume" in r.reason
+
+
+def test_the_child_runs_under_ncu_and_reports_the_missing_gpu(monkeypatch, tmp_path: Path) -> None:
+    """The stand-in runs the application ncu was given: the real child, on a host with no CUDA device."""
+    out, argv_log = tmp_path / "out", tmp_path / "argv"
+    monkeypatch.setenv("NCU_STUB_ARGV", str(argv_log))
+    assert audit(monkeypatch, tmp_path, *ROW, "--dtype", "float32", "--out", str(out), stub="ncu-run-app") == 1
+    (r,) = _rows(out)
+    assert (r.verdict, r.error_kind) == ("ERROR", "no-cuda")
+    assert "no CUDA device" in r.reason and "GPU host" in r.reason
+    facts = json.loads(next((out / "ncu").glob("*.call.json")).read_text())
+    assert facts["error_kind"] == "no-cuda"
+    (argv,) = [line.split("\0") for line in argv_log.read_text().splitlines()]
+    assert argv[argv.index("--nvtx-include") + 1] in ("tileops@call/", "call/")
+    assert argv[argv.index("--cache-control") + 1] == "all" and argv[argv.index("--replay-mode") + 1] == "kernel"
+    app = argv[argv.index("tileops.audit.child") + 1:]
+    parsed = child_args(app)
+    assert (parsed.op, parsed.label, json.loads(parsed.case)) == ("embedding", "cpu-small-2k-tokens",
+                                                                 {"ids": "int64", "weight": "float32"})
+    assert parsed.nvtx_range == "call" and parsed.warmup == 1 and parsed.device == "cuda:0"
+    report = argv[argv.index("--export") + 1]
+    assert report.startswith(str(out / "ncu")) and report.endswith("-torch.ncu-rep")
+
+
+def test_default_rows_are_the_ops_that_declare_a_read_half(monkeypatch, tmp_path: Path) -> None:
+    """Derived-bytes entries declare their read half too (docs/manifest.md), so today that is every op."""
+    out = tmp_path / "out"
+    assert audit(monkeypatch, tmp_path, "--family", "moe", "--family", "embedding", "--ncu",
+                 str(tmp_path / "none"), "--out", str(out)) == 1
+    rows = _rows(out)
+    from tileops.audit.rows import declares_read_half, manifest_entries, op_classes
+
+    classes, entries = op_classes(), manifest_entries()
+    wanted = {n for n, c in classes.items() if declares_read_half(c) and entries[n].family in ("moe", "embedding")}
+    assert {r.op for r in rows} == wanted and {"embedding", "fused_experts", "moe_ffn"} <= wanted
+    # every row of those ops, GPU rows included (the bench's CPU default never applies)
+    assert len(rows) == sum(len(w.dtypes) for n in wanted for w in entries[n].workloads)
+
+
+def test_the_device_check_command_line_lists_every_row(monkeypatch, tmp_path: Path) -> None:
+    """scripts/device-check's audit step: six ops, each row of each (GPU rows included), one line each."""
+    out = tmp_path / "out"
+    ops = ["relu", "add", "rms_norm", "gemm", "embedding", "fused_experts"]
+    rc = audit(monkeypatch, tmp_path, *[a for op in ops for a in ("--op", op)], "--out", str(out),
+               "--ncu", str(tmp_path / "none"))
+    assert rc == 1
+    rows = _rows(out)
+    from tileops.audit.rows import manifest_entries
+
+    entries = manifest_entries()
+    assert len(rows) == sum(len(w.dtypes) for op in ops for w in entries[op].workloads)
+    assert {r.op for r in rows} == set(ops)
+
+
+def test_bad_input_writes_nothing(monkeypatch, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    cfg = tmp_path / "exempt.yaml"
+    cfg.write_text("exempt:\n  - op: wher\n    when: \"T == 1\"\n    reason: r\n    measurement: m\n")
+    assert audit(monkeypatch, tmp_path, *ROW, "--config", str(cfg), "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert f"{cfg}:2: op 'wher' is not an implemented op; allowed ops:" in err
+    assert audit(monkeypatch, tmp_path, "--op", "nope", "--out", str(out)) == 2
+    assert "unknown op(s) nope; implemented ops:" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "md"])
+def test_formats(monkeypatch, tmp_path: Path, capsys, fmt: str) -> None:
+    out = tmp_path / "out"
+    audit(monkeypatch, tmp_path, *ROW, "--ncu", str(tmp_path / "none"), "--out", str(out), "--format", fmt)
+    text = capsys.readouterr().out
+    if fmt == "json":
+        doc = json.loads(text)
+        assert doc["counts"] == {"ERROR": 2} and len(doc["rows"]) == 2 and "read side only" in doc["premise"]
+    elif fmt == "csv":
+        import csv
+        import io
+
+        rows = list(csv.DictReader(io.StringIO(text)))
+        assert {r["dtype"] for r in rows} == CASES and {r["verdict"] for r in rows} == {"ERROR"}
+        assert all("cold caches" in r["premise"] for r in rows)
+    else:
+        assert text.startswith("| op | row | dtype | declared read (B) |") and "Premises:" in text
+
+
+def test_exit_code_is_1_for_any_fail_or_error_only() -> None:
+    from tileops.commands.audit import exit_code
+
+    def e(verdict: str) -> AuditEntry:
+        return AuditEntry(op="x", label="l", dtype="float32", backend="torch", verdict=verdict, reason="")
+
+    assert exit_code([e(v) for v in ("PASS", "WARN", "EXEMPT", "SKIPPED", "NO-VERDICT")]) == 0
+    assert exit_code([e("PASS"), e("FAIL")]) == 1
+    assert exit_code([e("PASS"), e("ERROR")]) == 1
+
+
+def test_an_interrupt_writes_every_row_not_yet_run(tmp_path: Path) -> None:
+    """Ctrl-C during a row: that row and the rest are written as SKIPPED, and the run exits 130."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ncu").write_text("#!/bin/sh\n[ \"$1\" = --version ] && exit 0\nkill -INT $PPID\nsleep 5\n")
+    (bin_dir / "ncu").chmod(0o755)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "tileops.cli", "audit", *ROW, "--out", str(out)],
+                          env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 130, proc.stderr
+    rows = _rows(out)
+    assert len(rows) == 2 and {r.verdict for r in rows} == {"SKIPPED"}
+    assert all("interrupted" in r.reason for r in rows)
+
+
+def test_every_flag_is_documented_and_every_documented_flag_exists() -> None:
+    from tileops.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    flags = {s for a in sub.choices["audit"]._actions for s in a.option_strings if s.startswith("--")} - {"--help"}
+    doc = (REPO / "docs" / "audit.md").read_text()
+    table = doc.split("## Flags", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"`(--[a-z-]+)", table))
+    assert flags == documented
+
+
+# --------------------------------------------------------------------------- export and alert
+
+
+def _expand(template: str, labels: dict[str, str]) -> str:
+    return re.sub(r"\{\{\s*\$labels\.(\w+)\s*\}\}", lambda m: labels[m.group(1)], template)
+
+
+def test_export_and_alert_on_a_real_audit_output(monkeypatch, tmp_path: Path) -> None:
+    """audit.jsonl beside a run's records -> `tileops export --textfile` -> promtool runs TileOpsAuditFail on it."""
+    promtool = need_binary("promtool")
+    gpu = env(kind="cuda", device="NVIDIA H200", uuid="GPU-5e1f", hostname="gpu-node-1")
+    run = write_run(tmp_path / "run", [record("embedding", "cpu-small-2k-tokens", dtype=c, e=gpu) for c in CASES])
+    # The audit of those rows, for real, on this host: ncu refuses the counters, both rows ERROR.
+    assert audit(monkeypatch, tmp_path, *ROW, "--out", str(run), stub="ncu-permission") == 1
+    # A FAIL as the audit writes one: the same writer, the verdict from the same judge.
+    failing = tmp_path / "run-fail"
+    write_run(failing, [record("fused_experts", "cpu-64tok-8e-top2", dtype="topk_ids=int64,x=float32", e=gpu)])
+    j = judge(declared=3_000_000, measured=1_000_000, inputs=5, kernels=40)
+    append_entry(failing / AUDIT_FILE, AuditEntry(op="fused_experts", label="cpu-64tok-8e-top2",
+                                                  dtype="topk_ids=int64,x=float32", backend="torch", verdict=j.verdict,
+                                                  reason=j.reason, expected_read_bytes=3_000_000,
+                                                  measured_read_bytes=1_000_000))
+    samples: list[tuple[dict[str, str], float]] = []
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for n, d in enumerate((run, failing)):
+        tf = tmp_path / f"textfile-{n}"
+        assert main(["export", str(d), "--textfile", str(tf)]) == 0
+        for f in tf.glob("tileops_GPU*.prom"):
+            for fam in text_string_to_metric_families(f.read_text()):
+                samples += [(s.labels, s.value) for s in fam.samples if s.name == "tileops_audit_verdict"]
+    verdicts = sorted((s["op"], s["dtype"], s["verdict"]) for s, _ in samples)
+    assert verdicts == sorted([("embedding", c, "ERROR") for c in CASES]
+                              + [("fused_experts", "topk_ids=int64,x=float32", "FAIL")])
+    assert all(s["UUID"] == "GPU-5e1f" and s["modelName"] == "NVIDIA H200" for s, _ in samples)
+
+    rules_dir = REPO / "exporters" / "prometheus" / "rules"
+    rule = next(r for f in rules_dir.glob("*.rules.yml") for g in yaml.safe_load(f.read_text())["groups"]
+                for r in g["rules"] if r.get("alert") == "TileOpsAuditFail")
+
+    def series(labels: dict[str, str]) -> str:
+        return "tileops_audit_verdict{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+    fired = [s for s, _ in samples if s["verdict"] == "FAIL"]
+    test = {
+        "rule_files": [str(p) for p in sorted(rules_dir.glob("*.rules.yml"))],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [{"series": series(s), "values": f"{v:g}x10"} for s, v in samples],
+            "alert_rule_test": [{
+                "eval_time": "2m", "alertname": "TileOpsAuditFail",
+                "exp_alerts": [{"exp_labels": {**s, **rule["labels"]},
+                                "exp_annotations": {k: _expand(v, s) for k, v in rule["annotations"].items()}}
+                               for s in fired]}],
+        }, {
+            "interval": "1m",  # the ERROR rows alone: the alert stays quiet
+            "input_series": [{"series": series(s), "values": f"{v:g}x10"} for s, v in samples
+                             if s["verdict"] != "FAIL"],
+            "alert_rule_test": [{"eval_time": "2m", "alertname": "TileOpsAuditFail", "exp_alerts": []}],
+        }],
+    }
+    path = tmp_path / "audit-output.test.yml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False, width=10_000))
+    res = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "SUCCESS" in res.stdout + res.stderr, res.stdout + res.stderr
+
+
+def test_the_exporter_reads_every_verdict_the_audit_writes(tmp_path: Path) -> None:
+    from tileops.audit.entry import VERDICTS
+    from tileops.records import AUDIT_VERDICTS, read_audit
+
+    assert set(VERDICTS) == set(AUDIT_VERDICTS)
+    for v in VERDICTS:
+        append_entry(tmp_path / AUDIT_FILE, AuditEntry(op="relu", label="r", dtype="float32", backend="torch",
+                                                       verdict=v, reason="", expected_read_bytes=100,
+                                                       measured_read_bytes=150))
+    read = read_audit(tmp_path)
+    assert [a.verdict for a in read] == list(VERDICTS) and read[0].read_bytes_ratio == 1.5
+
+
+def test_diagnosis_of_ncu_output() -> None:
+    perm = (STUBS / "ncu-permission").read_text()
+    assert N.diagnose(perm).kind == "permission"
+    assert N.diagnose(perm, generic=False).kind == "permission"
+    assert N.diagnose((STUBS / "ncu-busy").read_text()).kind == "profiler-busy"
+    metric = N.diagnose("==PROF== Connected to process 7 (/usr/bin/python3)\n"
+                        "==ERROR== Failed to find metric regex:^dram__bytes_read.sum(.*)$\n")
+    assert metric.kind == "metric" and "Failed to find metric" in metric.message and "--query-metrics" in metric.message
+    # The application's own failure is the child's to explain, not ncu's.
+    assert N.diagnose("==ERROR== The application returned an error code (1).\n") is None
+    assert N.diagnose("==ERROR== Unknown option: --nvtx-includ\n").kind == "ncu-failed"
+    assert N.diagnose("==ERROR== Unknown option: --nvtx-includ\n", generic=False) is None
+    assert N.diagnose("==PROF== Disconnected from process 7\n==WARNING== No kernels were profiled.\n") is None

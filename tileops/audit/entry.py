@@ -1,0 +1,67 @@
+"""``audit.jsonl``: the audit's entries (``tileops.records.AuditEntry``) written one line at a time.
+
+``tileops export`` and ``serve`` read these lines with the same contract
+(``tileops.records.read_audit``), so the names never change; fields are only
+ever added.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+from tileops.records import AUDIT_FILE, AUDIT_PREMISE, AuditEntry, iter_jsonl, to_data
+
+#: Every verdict, worst first. PASS: measured reads within tolerance of the declared read half.
+VERDICTS: tuple[str, ...] = ("ERROR", "FAIL", "WARN", "EXEMPT", "NO-VERDICT", "SKIPPED", "PASS")
+#: Verdicts that make ``tileops audit`` exit 1.
+FAILING: frozenset[str] = frozenset({"FAIL", "ERROR"})
+
+#: The premises every reading rests on (§4.5); each verdict line states them.
+PREMISE = AUDIT_PREMISE
+
+__all__ = ["AUDIT_FILE", "FAILING", "PREMISE", "VERDICTS", "AuditEntry", "append_entry", "counts", "entry_data",
+           "read_entries", "start_file"]
+
+
+def entry_data(entry: AuditEntry) -> dict:
+    """An entry as JSON-ready data, with its derived read ratio (for people and spreadsheets)."""
+    return {**to_data(entry), "read_ratio": entry.read_ratio}
+
+
+def start_file(out_dir: Path) -> Path:
+    """An empty ``audit.jsonl`` in ``out_dir``; a previous one is kept as ``audit.jsonl.prev``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / AUDIT_FILE
+    if path.exists() and path.stat().st_size:
+        os.replace(path, out_dir / (AUDIT_FILE + ".prev"))
+    path.write_text("", encoding="utf-8")
+    return path
+
+
+def append_entry(path: Path, entry: AuditEntry) -> None:
+    """Append one entry as one line, fsync'd, so a crash later in the run loses nothing judged."""
+    line = json.dumps(entry_data(entry), separators=(",", ":"), allow_nan=False) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_entries(path: Path) -> list[AuditEntry]:
+    """The entries of an ``audit.jsonl`` (or of the one in a folder)."""
+    path = path / AUDIT_FILE if path.is_dir() else path
+    return list(iter_jsonl(path, AuditEntry, what="audit entry",
+                           fix="fix or remove that line, or re-run `tileops audit`"))
+
+
+def counts(entries: Iterable[AuditEntry]) -> dict[str, int]:
+    """How many rows got each verdict, worst first, verdicts with no row left out."""
+    out = {v: 0 for v in VERDICTS}
+    for e in entries:
+        out[e.verdict] = out.get(e.verdict, 0) + 1
+    return {k: n for k, n in out.items() if n}

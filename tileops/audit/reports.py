@@ -1,0 +1,273 @@
+"""Reading an Nsight Compute report: per-kernel DRAM bytes and duration, summed over the call.
+
+Two readers of the same ``.ncu-rep``:
+
+* the ``ncu_report`` module (the ``ncu-report`` package, in the ``gpu`` extra,
+  or ``extras/python`` of an Nsight Compute installation), imported only when
+  present; and
+* ncu's own export, ``ncu --import FILE --csv --page raw --print-units base``:
+  a header row (``"ID","Process ID",...,"Kernel Name",...,<metric>,...``), a
+  units row, then one row per kernel. ncu formats numbers in the host's locale,
+  so ``1,048,576``, ``1.048.576``, ``1 048 576`` and ``1'048'576`` all mean
+  1048576 bytes; :func:`parse_count` reads each of them.
+
+Values are bytes and nanoseconds. A byte metric in any unit other than bytes
+is refused rather than scaled (``--print-units base`` guarantees bytes): a
+misread unit would be a factor of 1000 in a verdict.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+READ = "dram__bytes_read.sum"
+WRITE = "dram__bytes_write.sum"
+DURATION = "gpu__time_duration.sum"
+METRICS: tuple[str, ...] = (READ, WRITE, DURATION)
+
+_BYTE_UNITS = {"byte", "bytes", "B"}
+_TIME_UNITS = {"ns": 1.0, "nsecond": 1.0, "nsec": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6,
+               "s": 1e9, "second": 1e9}
+_MISSING = {"", "n/a", "N/A", "-", "nan"}
+_GROUPING = {",", ".", "'", " ", "\u00a0", "\u202f", "\u2009"}
+
+
+class ReportError(Exception):
+    """A report that cannot give the call's reads; ``kind`` names the ERROR class, the message the fix."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class KernelReading:
+    name: str
+    read_bytes: int | None
+    write_bytes: int | None
+    duration_ns: float | None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One call's DRAM traffic: every kernel ncu profiled inside its NVTX range, summed."""
+
+    read_bytes: int
+    write_bytes: int | None  # None when any kernel lacks the metric
+    duration_ns: float | None
+    kernels: int
+    kernel_names: tuple[str, ...] = field(default=())
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def _split_number(text: str) -> tuple[str, str]:
+    """(integer digits, fraction digits) of a locale-formatted number; ValueError when it is not one.
+
+    ncu prints counters and nanoseconds as whole numbers with thousands
+    separators, so a single separator followed by exactly three digits groups
+    thousands; where two different separators appear, the last one is the
+    decimal point.
+    """
+    s = text.strip()
+    body = s[1:] if s[:1] in "+-" else s
+    if not body or not (body[0].isdigit()):
+        raise ValueError(f"{text!r} is not a number")
+    seps = [(i, ch) for i, ch in enumerate(body) if not ch.isdigit()]
+    if any(ch not in _GROUPING for _, ch in seps):
+        raise ValueError(f"{text!r} is not a number")
+    kinds = {ch for _, ch in seps}
+    if not seps:
+        return body, ""
+    if len(kinds) > 2:
+        raise ValueError(f"{text!r} mixes {len(kinds)} separators")
+    last_i, last_ch = seps[-1]
+    decimal: str | None = None
+    if len(kinds) == 2:
+        decimal = last_ch
+    elif len(seps) == 1 and last_ch in ".," and len(body) - last_i - 1 != 3:
+        decimal = last_ch  # "12.5", "0,25": not a thousands group
+    if decimal is not None:
+        int_part, frac = body[:last_i], body[last_i + 1:]
+        if not frac.isdigit() or decimal in int_part:
+            raise ValueError(f"{text!r} is not a number")
+    else:
+        int_part, frac = body, ""
+    groups = re.split("[" + re.escape("".join(_GROUPING)) + "]", int_part)
+    if len(groups) > 1 and (not 1 <= len(groups[0]) <= 3 or any(len(g) != 3 for g in groups[1:])):
+        raise ValueError(f"{text!r}: thousands separators do not group by three")
+    sign = "-" if s[:1] == "-" else ""
+    return sign + "".join(groups), frac
+
+
+def parse_count(text: str) -> int | None:
+    """A counter value (bytes) as ncu printed it; None for a blank or ``n/a``. A fraction is refused."""
+    if text.strip() in _MISSING:
+        return None
+    whole, frac = _split_number(text)
+    if frac.strip("0"):
+        raise ValueError(f"{text!r} is not a whole number of bytes")
+    return int(whole)
+
+
+def parse_number(text: str) -> float | None:
+    """Any numeric value as ncu printed it (durations); None for a blank or ``n/a``."""
+    if text.strip() in _MISSING:
+        return None
+    whole, frac = _split_number(text)
+    return float(f"{whole}.{frac or 0}")
+
+
+def _time_ns(value: float | None, unit: str) -> float | None:
+    if value is None:
+        return None
+    scale = _TIME_UNITS.get(unit.strip())
+    if scale is None:
+        raise ReportError("metric", f"{DURATION} is in {unit!r}, not a time unit this reader knows")
+    return value * scale
+
+
+def _check_byte_unit(metric: str, unit: str) -> None:
+    if unit.strip() not in _BYTE_UNITS:
+        raise ReportError("metric", f"{metric} is in {unit!r}, not bytes; export with --print-units base "
+                                    "(the audit does), or re-export the report with it")
+
+
+# --------------------------------------------------------------------------- the raw-page CSV
+
+
+def read_raw_csv(text: str) -> list[KernelReading]:
+    """Kernels of ``ncu --csv --page raw --print-units base`` output (``==PROF==`` lines ignored)."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("==")]
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    start = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "ID" in r), None)
+    if start is None:
+        raise ReportError("report", "not ncu raw-page CSV: no header row with \"ID\" and \"Kernel Name\"")
+    header = rows[start]
+    col = {name: i for i, name in enumerate(header)}
+    if READ not in col:
+        raise ReportError("metric", f"the report has no {READ} column: ncu did not collect it "
+                                    f"(`ncu --query-metrics` lists what this device offers)")
+    body = rows[start + 1:]
+    units: list[str] = [""] * len(header)
+    if body and not (body[0][col["ID"]] if col["ID"] < len(body[0]) else "").strip():
+        units = body[0] + [""] * (len(header) - len(body[0]))  # the units row: blank under the ID columns
+        body = body[1:]
+    for metric in (READ, WRITE):
+        if metric in col:
+            _check_byte_unit(metric, units[col[metric]])
+    out: list[KernelReading] = []
+    for r in body:
+        if len(r) != len(header):
+            raise ReportError("report", f"a kernel row has {len(r)} fields, the header {len(header)}: {r[:3]}...")
+
+        def cell(metric: str) -> str:
+            return r[col[metric]] if metric in col else ""
+
+        try:
+            read = parse_count(cell(READ))
+            write = parse_count(cell(WRITE))
+        except ValueError as exc:
+            raise ReportError("report", f"kernel {r[col['Kernel Name']][:80]!r}: {exc}") from None
+        try:  # informational (a profiled kernel's time is not a timing): unreadable is blank, not an error
+            dur = _time_ns(parse_number(cell(DURATION)), units[col[DURATION]] if DURATION in col else "ns")
+        except (ValueError, ReportError):
+            dur = None
+        out.append(KernelReading(r[col["Kernel Name"]], read, write, dur))
+    return out
+
+
+# --------------------------------------------------------------------------- the ncu_report module
+
+
+def import_ncu_report(ncu: str | None = None) -> Any | None:
+    """The ``ncu_report`` module: installed, or from ``extras/python`` beside ``ncu``; None when neither."""
+    try:
+        return importlib.import_module("ncu_report")
+    except ImportError:
+        pass
+    if ncu:
+        root = Path(ncu).resolve().parent
+        for extras in (root / "extras" / "python", root.parent / "extras" / "python"):
+            if (extras / "ncu_report.py").exists() or (extras / "ncu_report").is_dir():
+                sys.path.insert(0, str(extras))
+                try:
+                    return importlib.import_module("ncu_report")
+                except ImportError:
+                    sys.path.remove(str(extras))
+    return None
+
+
+def _metric_value(metric: Any) -> float | int | None:
+    if metric is None or (hasattr(metric, "has_value") and not metric.has_value()):
+        return None
+    kind = metric.kind()
+    if kind in (getattr(metric, "ValueKind_UINT64", -1), getattr(metric, "ValueKind_UINT32", -1)):
+        return int(metric.as_uint64())
+    return float(metric.as_double())
+
+
+def _count(value: float | int | None, metric: str) -> int | None:
+    if value is None:
+        return None
+    if float(value) != int(value):
+        raise ReportError("report", f"{metric} = {value} is not a whole number of bytes")
+    return int(value)
+
+
+def read_ncu_rep(path: Path, module: Any) -> list[KernelReading]:
+    """Kernels of a ``.ncu-rep`` through ``ncu_report`` (``load_report``, ranges, actions, metrics)."""
+    try:
+        ctx = module.load_report(str(path))
+    except Exception as exc:  # the module raises plain exceptions for unreadable files
+        raise ReportError("report", f"{path}: ncu_report cannot load it: {exc}") from None
+    if ctx.num_ranges() == 0:  # what load_report makes of a file it cannot parse (or of an empty report)
+        raise ReportError("report", f"{path}: ncu_report finds no profiling range in it")
+    out: list[KernelReading] = []
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            action = rng.action_by_idx(a)
+            values = {}
+            for metric in METRICS:
+                m = action.metric_by_name(metric)
+                if m is not None and metric != DURATION:
+                    _check_byte_unit(metric, m.unit())
+                values[metric] = (m, _metric_value(m))
+            dur_m, dur = values[DURATION]
+            out.append(KernelReading(
+                name=str(action.name()),
+                read_bytes=_count(values[READ][1], READ),
+                write_bytes=_count(values[WRITE][1], WRITE),
+                duration_ns=_time_ns(dur, dur_m.unit()) if dur_m is not None else None))
+    return out
+
+
+# --------------------------------------------------------------------------- one call
+
+
+def summarize(kernels: Iterable[KernelReading]) -> Measurement:
+    """Sum every kernel of the call; a kernel without a read reading makes the call unmeasured."""
+    ks = list(kernels)
+    if not ks:
+        raise ReportError("no-kernel", "ncu profiled no kernel inside the call's NVTX range: the call launched "
+                                       "none on the GPU, or the range filter matched nothing")
+    missing = [k.name for k in ks if k.read_bytes is None]
+    if missing:
+        raise ReportError("metric", f"{READ} is missing for {len(missing)} of {len(ks)} kernels "
+                                    f"(first: {missing[0][:80]}); ncu could not collect it on this device")
+    writes = [k.write_bytes for k in ks]
+    durs = [k.duration_ns for k in ks]
+    return Measurement(
+        read_bytes=sum(k.read_bytes or 0 for k in ks),
+        write_bytes=None if any(w is None for w in writes) else sum(w or 0 for w in writes),
+        duration_ns=None if any(d is None for d in durs) else sum(d or 0.0 for d in durs),
+        kernels=len(ks), kernel_names=tuple(k.name for k in ks))

@@ -1,0 +1,293 @@
+"""The audit's driver: each selected row under ncu in its own process, judged and written at once.
+
+A row's files live in ``<out>/ncu/``: ``<stem>.ncu-rep`` (the report ncu
+exported), ``<stem>.log`` (ncu's own output), ``<stem>.call.json`` (the call
+the child measured) and, when the ``ncu_report`` module is missing,
+``<stem>.csv`` (ncu's raw-page export, which was read instead). Nothing stops
+the sweep: a row that cannot be measured is an ERROR entry saying why and what
+to do, a crash in the driver itself is an ERROR entry for that row, and an
+interrupt writes every row not yet run as SKIPPED before it propagates.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from tileops.audit import ncu as N
+from tileops.audit.config import ExemptConfig, load_config
+from tileops.audit.entry import AuditEntry, append_entry, start_file
+from tileops.audit.facts import CallFacts
+from tileops.audit.reports import Measurement, ReportError, import_ncu_report, read_ncu_rep, read_raw_csv, summarize
+from tileops.audit.rows import audit_plan, case_arg, manifest_entries, op_classes
+from tileops.audit.verdict import judge
+from tileops.bench.select import Planned, Selection
+from tileops.device import DeviceInfo, cuda_available, describe_device
+from tileops.errors import TileOpsError
+
+REPORTS_DIR = "ncu"
+DEFAULT_ROW_TIMEOUT_S = 300.0
+
+
+@dataclass
+class AuditOptions:
+    selection: Selection = field(default_factory=Selection)
+    device: str = "cuda:0"
+    out: Path | None = None
+    config: Path | None = None  # EXEMPT configuration (file or folder); default the shipped audit/
+    ncu: str | None = None  # path or name of the ncu executable; default ncu on PATH
+    row_timeout_s: float = DEFAULT_ROW_TIMEOUT_S
+    warmup: int = 1
+
+
+@dataclass
+class AuditRun:
+    out_dir: Path
+    entries: list[AuditEntry]
+    ncu: str | None
+    ncu_version: str | None
+    device: DeviceInfo | None
+    config: ExemptConfig
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _stem(i: int, p: Planned) -> str:
+    raw = f"{i:03d}-{p.op}-{p.row.label}-{p.case_name}-{p.backend}"
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", raw)[:150]  # no dots: the extensions are the only ones
+
+
+def _device(spec: str) -> DeviceInfo | None:
+    """The GPU the rows are planned for, or None on a host without one (every row then says why)."""
+    if not cuda_available():
+        return None
+    try:
+        return describe_device(spec)
+    except ValueError as exc:
+        raise TileOpsError(str(exc)) from None
+
+
+def _planning_device(device: DeviceInfo | None) -> DeviceInfo:
+    # Without a GPU, plan as for one with no known limits: every row is listed, none skipped, each then
+    # reports why it could not be measured.
+    return device or DeviceInfo(kind="cuda", name="(no CUDA device)")
+
+
+def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None] | None = None) -> AuditRun:
+    """Audit every selected row into ``opts.out`` (default ``results/audit-<run-id>/``).
+
+    Raises TileOpsError (exit 2) before writing anything for a bad selection or
+    an invalid EXEMPT configuration; after that every selected row is written.
+    """
+    from tileops.bench.environment import new_run_id
+
+    entries, classes = manifest_entries(), op_classes()
+    implemented = [n for n, e in entries.items() if e.status == "implemented" and n in classes]
+    config = load_config(opts.config, entries, implemented)
+    unknown = sorted(set(opts.selection.ops) - set(implemented))
+    if unknown:
+        raise TileOpsError(f"unknown op(s) {', '.join(unknown)}; implemented ops: {', '.join(sorted(implemented))}")
+    device = _device(opts.device)
+    planned = audit_plan(entries, classes, opts.selection, _planning_device(device))
+    if not planned:
+        raise TileOpsError("no workload row matches the selection (without --op, only ops that declare a read "
+                           "half are audited); list rows with `tileops ops NAME`")
+    run_id = new_run_id()
+    out_dir = Path(opts.out) if opts.out else Path("results") / f"audit-{run_id}"
+    jsonl = start_file(out_dir)
+    (out_dir / REPORTS_DIR).mkdir(exist_ok=True)
+    ncu = N.find_ncu(opts.ncu)
+    version = N.ncu_version(ncu) if ncu else None
+    domain = N.nvtx_domain_available()
+    common = {"run_id": run_id, "hostname": socket.gethostname(), "ncu_version": version,
+              "device_name": device.name if device else None, "device_uuid": device.uuid if device else None}
+    done: list[AuditEntry] = []
+    i = 0
+    try:
+        for i, p in enumerate(planned, 1):
+            started = _now()
+            try:
+                entry = _audit_row(p, i, out_dir, ncu, domain, device, config, opts)
+            except Exception as exc:  # a driver bug must not lose the sweep: this row says so, the rest run
+                entry = _entry(p, judge(declared=None, measured=None, error=f"the audit itself failed on this "
+                                        f"row: {type(exc).__name__}: {exc}"), error_kind="internal")
+            _finish(entry, common, started)
+            append_entry(jsonl, entry)
+            done.append(entry)
+            if on_row:
+                on_row(i, len(planned), entry)
+    except KeyboardInterrupt:
+        for p in planned[len(done):]:
+            entry = _entry(p, judge(declared=None, measured=None, skip_reason="interrupted before this row ran"))
+            _finish(entry, common, _now())
+            append_entry(jsonl, entry)
+            done.append(entry)
+        raise
+    return AuditRun(out_dir, done, ncu, version, device, config)
+
+
+def _finish(entry: AuditEntry, common: dict, started: str) -> None:
+    for k, v in common.items():
+        if getattr(entry, k) is None:
+            setattr(entry, k, v)
+    entry.started_at, entry.finished_at = started, _now()
+
+
+def _entry(p: Planned, j, **extra) -> AuditEntry:
+    lim = j.limits
+    extra.setdefault("params", dict(p.row.params))
+    return AuditEntry(op=p.op, label=p.row.label, dtype=p.case_name, backend=p.backend, verdict=j.verdict,
+                      reason=j.reason, fail_below_bytes=lim.fail_below if lim else None,
+                      warn_above_bytes=lim.warn_above if lim else None, **extra)
+
+
+def _no_cuda_hint(device: DeviceInfo | None) -> str:
+    return "" if device else "; this host has no CUDA device either: the audit runs only on a GPU host"
+
+
+def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str | None,
+               device: DeviceInfo | None, config: ExemptConfig, opts: AuditOptions) -> AuditEntry:
+    if p.skip_reason:
+        return _entry(p, judge(declared=None, measured=None, skip_reason=p.skip_reason))
+    if ncu is None:
+        return _entry(p, judge(declared=None, measured=None, error=N.FIX_MISSING + _no_cuda_hint(device)),
+                      error_kind="ncu-missing")
+    stem = out_dir / REPORTS_DIR / _stem(i, p)
+    report, log_path, facts_path = (stem.parent / (stem.name + ext) for ext in (".ncu-rep", ".log", ".call.json"))
+    for f in (report, facts_path):
+        f.unlink(missing_ok=True)
+    child = ["--op", p.op, "--label", p.row.label, "--case", case_arg(p.case), "--backend", p.backend,
+             "--device", device.device if device else opts.device, "--warmup", str(opts.warmup),
+             "--nvtx-domain", domain or "", "--nvtx-range", N.NVTX_RANGE, "--facts", str(facts_path)]
+    cmd = N.profile_command(ncu, report, child, domain=domain)
+    rc, log = _run(cmd, log_path, opts.row_timeout_s)
+    rel = str(report.relative_to(out_dir)) if report.exists() else None
+    facts = CallFacts.read(facts_path) if facts_path.exists() else None
+    base: dict = {"report": rel}
+    if facts is not None:
+        base.update(params=dict(facts.params) or dict(p.row.params), data_terms=facts.data_terms,
+                    device_name=facts.device_name, device_uuid=facts.device_uuid)
+
+    def error(kind: str, message: str) -> AuditEntry:
+        e = _entry(p, judge(declared=None, measured=None, error=message), error_kind=kind)
+        for k, v in base.items():
+            setattr(e, k, v)
+        if facts is not None and facts.error_kind is None:
+            e.expected_read_bytes = facts.read_bytes
+        return e
+
+    if rc is None:
+        return error("timeout", f"the row ran past --row-timeout {opts.row_timeout_s:g} s under ncu and was "
+                                f"killed (each kernel is replayed cold: a call with many kernels is slow); raise "
+                                f"--row-timeout or audit fewer rows; ncu's output: {REPORTS_DIR}/{log_path.name}")
+    problem = N.diagnose(log, generic=False)  # the profiler's own refusals first: they explain the rest
+    if problem is not None:
+        return error(problem.kind, problem.message)
+    if facts is not None and facts.error_kind is not None:
+        return error(facts.error_kind, facts.error or facts.error_kind)
+    problem = N.diagnose(log)
+    if problem is not None:
+        return error(problem.kind, f"{problem.message}; full output: {REPORTS_DIR}/{log_path.name}")
+    if facts is None:
+        return error("ncu-failed", f"the audited process left no call facts (ncu exit {rc}); last of ncu's output: "
+                                   f"{N.log_tail(log)}; full output: {REPORTS_DIR}/{log_path.name}")
+    if not report.exists():
+        if "No kernels were profiled" in log:
+            return error("no-kernel", f"ncu profiled no kernel inside the NVTX range {N.nvtx_include(domain)}: the "
+                                      "call launched no GPU kernel, or the range filter matched nothing")
+        return error("ncu-failed", f"ncu wrote no report (exit {rc}): {N.log_tail(log)}")
+    try:
+        m = _measure(report, ncu, stem.parent / (stem.name + ".csv"))
+    except ReportError as exc:
+        return error(exc.kind, str(exc))
+    e = judged_entry(p, facts, m, config)
+    e.report = rel
+    return e
+
+
+def judged_entry(p: Planned, facts: CallFacts, m: Measurement, config: ExemptConfig) -> AuditEntry:
+    """The entry of a measured row: its call's declared read half against the kernels' summed reads.
+
+    The EXEMPT configuration is consulted for the op's rules, its ``when``
+    evaluated on this call; it matters only for a shortfall.
+    """
+    exemption, note = config.match(p.op, facts) if facts.read_bytes else (None, None)
+    j = judge(declared=facts.read_bytes, measured=m.read_bytes, inputs=facts.inputs, kernels=m.kernels,
+              exemption=exemption, exemption_note=note)
+    return _entry(p, j, expected_read_bytes=facts.read_bytes, measured_read_bytes=m.read_bytes,
+                  measured_write_bytes=m.write_bytes, kernels=m.kernels, duration_ns=m.duration_ns,
+                  exemption=exemption.where if (exemption and j.verdict == "EXEMPT") else None,
+                  params=dict(facts.params) or dict(p.row.params), data_terms=facts.data_terms,
+                  device_name=facts.device_name, device_uuid=facts.device_uuid)
+
+
+def _measure(report: Path, ncu: str, csv_path: Path) -> Measurement:
+    """The call's reads from its report: ncu_report when importable, else ncu's raw-page CSV (kept).
+
+    A report the module cannot load (a module older than the ncu that wrote it)
+    is read through ncu's own CSV export before giving up.
+    """
+    module = import_ncu_report(ncu)
+    if module is not None:
+        try:
+            return summarize(read_ncu_rep(report, module))
+        except ReportError as exc:
+            if exc.kind != "report":
+                raise
+    cmd = N.import_command(ncu, report)
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ReportError("report", f"`{' '.join(cmd)}` failed: {exc}") from None
+    csv_path.write_text(out.stdout, encoding="utf-8")
+    if out.returncode != 0:
+        raise ReportError("report", f"`{' '.join(cmd)}` exited {out.returncode}: {N.log_tail(out.stdout + out.stderr)}")
+    return summarize(read_raw_csv(out.stdout))
+
+
+def _run(cmd: list[str], log_path: Path, timeout_s: float) -> tuple[int | None, str]:
+    """Run ``cmd`` with its output (stdout and stderr) in ``log_path``; (None, log) when it timed out."""
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        try:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        except OSError as exc:
+            log.write(f"==ERROR== cannot start {cmd[0]}: {exc}\n")
+            return 127, log_path.read_text(encoding="utf-8", errors="replace")
+        try:
+            rc: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            rc = None
+        except BaseException:
+            _kill_group(proc)
+            raise
+    return rc, log_path.read_text(encoding="utf-8", errors="replace")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """End ncu and the audited process it started (one session, one group), then reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + 10
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
