@@ -133,3 +133,79 @@ def test_environment_is_a_machine_and_keys_a_cpu_by_host() -> None:
 def test_from_data_names_the_field() -> None:
     with pytest.raises(ValueError, match=r"^verdict: expected one of"):
         from_data(AuditEntry, {"op": "a", "label": "b", "dtype": "c", "backend": "d", "verdict": "no"})
+
+
+# --------------------------------------------------------------------------- the fast check
+
+
+def _mutations(data: dict) -> list[dict]:
+    """The record's data with one value (at any depth) replaced by every kind of wrong or edge value."""
+    odd = [None, True, False, 0, 1, -1, 2, 2**63, 2**70, 10**400, 0.0, -0.0, 1.5, -1.5, 5e-324, 1e308,
+           float("inf"), float("-inf"), float("nan"), "", "ok", "cpu", "2026-01-01T00:00:00Z", "x", [], [1], ["a"],
+           {}, {"a": 1}, {"a": float("nan")}, {"a": [1, "b"]}, [float("inf")]]
+    out: list[dict] = []
+
+    def walk(obj: dict, path: tuple) -> None:
+        for key, value in list(obj.items()):
+            for bad in odd:
+                out.append(_replace(data, path + (key,), bad))
+            out.append(_replace(data, path + (key,), ...))  # missing
+            if isinstance(value, dict) and key not in ("params", "data_terms", "clocks_before", "clocks_after"):
+                walk(value, path + (key,))
+        out.append(_replace(data, path + ("surplus",), 1))  # unknown
+
+    walk(data, ())
+    return out
+
+
+def _replace(data: dict, path: tuple, value: object) -> dict:
+    copy = json.loads(json.dumps(data))
+    obj = copy
+    for p in path[:-1]:
+        obj = obj[p]
+    if value is ...:
+        obj.pop(path[-1], None)
+    else:
+        obj[path[-1]] = value
+    return copy
+
+
+def _outcome(decode, data: dict) -> tuple:
+    from tileops.records import _Invalid
+    try:
+        obj = decode(data)
+    except _Invalid as exc:
+        return ("invalid", tuple(exc.path), exc.message)
+    # equal objects, and every value of the same type (1 is not 1.0, a datetime is not a string)
+    return ("ok", obj, repr(to_data(obj)), _types(obj))
+
+
+def _types(obj: object) -> list:
+    if dataclasses.is_dataclass(obj):
+        return [(f.name, type(getattr(obj, f.name)).__name__, _types(getattr(obj, f.name)))
+                for f in dataclasses.fields(obj)]
+    return []
+
+
+@pytest.mark.parametrize("record", [
+    make_record(data_terms={"experts_hit": 3, "rows": [1, 2]}, shapes={"x": [4, 8]}, params={"a": 1.5},
+                tags=["t"]),
+    make_record(status="error"),
+    make_record(status="skipped", flops=None, bytes=None),
+    dataclasses.replace(make_record(), env=dataclasses.replace(
+        make_record().env, device_kind="cuda", device_uuid="GPU-1", threads=4, l2_bytes=1 << 20,
+        clocks_before={"sm_mhz": 1980, "power_w": 300.5})),
+])
+def test_the_fast_check_accepts_exactly_what_the_field_decoder_accepts(record: Record) -> None:
+    """The reader checks a whole object at once and hands anything unusual to the field-by-field
+    decoder; over every one-value mutation of a record both agree: same object, or same error."""
+    from tileops.records import _dataclass_decoder, _field_decoder
+    fast, slow = _dataclass_decoder(Record), _field_decoder(Record)
+    cases = _mutations(to_data(record))
+    assert len(cases) > 1000
+    accepted = 0
+    for data in cases:
+        want, got = _outcome(slow, data), _outcome(fast, data)
+        assert got == want, data
+        accepted += got[0] == "ok"
+    assert accepted > 50  # the mutations include many a record may legitimately hold
