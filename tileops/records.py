@@ -707,17 +707,29 @@ def _located(path: Path, line: int | None, exc: _Invalid, what: str, fix: str) -
     return RecordFileError(f"{at}: not a valid {what} ({detail}); {fix}")
 
 
-def iter_jsonl(path: Path, cls: type[T], *, what: str, fix: str) -> Iterator[T]:
+def iter_jsonl(path: Path, cls: type[T], *, what: str, fix: str,
+               span: tuple[int, int] | None = None) -> Iterator[T]:
     """Objects of one JSON Lines file, streamed.
 
     A torn last line — one without its newline, which is what a writer killed
     mid-line leaves — is skipped (``torn_tail`` reports it); any other line that
     is not the contract raises RecordFileError naming file:line and the field.
+    ``span``: only the lines starting in this byte range (from :func:`jsonl_spans`),
+    still numbered as lines of the whole file.
     """
     decode = _dataclass_decoder(cls)
     loads = json.loads
     with open(path, "rb") as f:
-        for i, raw in enumerate(f, 1):
+        first, pos, end = 1, 0, None
+        if span is not None:
+            pos, end = span
+            first += _newlines_before(f, pos)
+            f.seek(pos)
+        for i, raw in enumerate(f, first):
+            if end is not None:
+                if pos >= end:
+                    return
+                pos += len(raw)
             if raw[-1:] != b"\n":
                 return  # the torn tail of an interrupted write: not a record yet
             if raw.isspace():
@@ -735,6 +747,35 @@ def iter_jsonl(path: Path, cls: type[T], *, what: str, fix: str) -> Iterator[T]:
             except _Invalid as exc:
                 raise _located(path, i, exc, what, fix) from None
             yield obj
+
+
+def _newlines_before(f: Any, offset: int) -> int:
+    f.seek(0)
+    count = 0
+    while offset > 0:
+        block = f.read(min(offset, 1 << 20))
+        if not block:
+            break
+        count += block.count(b"\n")
+        offset -= len(block)
+    return count
+
+
+def jsonl_spans(path: Path | str, parts: int, *, min_bytes: int = 1 << 22) -> list[tuple[int, int]]:
+    """Byte ranges splitting a JSON Lines file into up to ``parts`` pieces of at least ``min_bytes``,
+    each starting at the start of a line (to read a large file in parallel with ``iter_jsonl(span=...)``)."""
+    size = os.path.getsize(path)
+    n = max(1, min(parts, size // max(1, min_bytes)))
+    cuts = [0]
+    with open(path, "rb") as f:
+        for k in range(1, n):
+            f.seek(size * k // n)
+            f.readline()  # on to the start of the next line
+            pos = f.tell()
+            if cuts[-1] < pos < size:
+                cuts.append(pos)
+    cuts.append(size)
+    return list(zip(cuts, cuts[1:]))
 
 
 def torn_tail(path: Path) -> bytes | None:
@@ -774,9 +815,9 @@ def resolve_records_path(path: Path | str) -> Path:
 _RECORD_FIX = "fix or remove that line, or re-run the bench for that row"
 
 
-def iter_records(path: Path | str) -> Iterator[Record]:
+def iter_records(path: Path | str, *, span: tuple[int, int] | None = None) -> Iterator[Record]:
     """The records of a run directory or records file, streamed (see :func:`iter_jsonl`)."""
-    return iter_jsonl(resolve_records_path(path), Record, what="record", fix=_RECORD_FIX)
+    return iter_jsonl(resolve_records_path(path), Record, what="record", fix=_RECORD_FIX, span=span)
 
 
 def load_records(paths: Iterable[Path | str]) -> list[Record]:

@@ -8,7 +8,9 @@ CONTRACT (shared with tileops.pipeline, tileops.export and tileops.report):
 
     price(record, profile) -> Priced
     price_all(records, chooser) -> list[Priced]     chooser: tileops.profiles.ProfileChooser
+    price_iter(records, chooser) -> Iterator[Priced]  the same, one at a time (a stream of records)
     health(priced) -> Health                          the run's health, decided here and only here
+    HealthTally                                       the same health, counted as rows go by
 
 The model (§1.2)::
 
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Literal
+from typing import Iterable, Iterator, Literal
 
 from tileops.profiles import Profile, ProfileChooser
 from tileops.records import Record
@@ -311,35 +313,75 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         effective_bandwidth=bw, effective_peak=peak, breaches=breaches, roof=resolved, notes=c.notes)
 
 
+def price_iter(records: Iterable[Record], chooser: ProfileChooser) -> Iterator[Priced]:
+    """Price records one at a time, each on the profile ``chooser`` picks for its device (None: blank).
+
+    Nothing is held but the profiles' resolved ceilings, so a file of any size
+    streams through (``tileops roofline`` reads records this way)."""
+    ceilings: dict[int, _Ceilings] = {}
+    last_name: str | None = None
+    last: _Ceilings | None = None
+    for r in records:
+        name = r.env.device_name
+        if name != last_name or last is None:
+            p = chooser(name)
+            if p is None:
+                c = None
+            else:
+                c = ceilings.get(id(p))
+                if c is None or c.profile is not p:
+                    c = ceilings[id(p)] = _Ceilings.of(p)
+            last_name, last = name, c
+            yield _price(r, c)
+        else:
+            yield _price(r, last)
+
+
 def price_all(records: Iterable[Record], chooser: ProfileChooser) -> list[Priced]:
     """Price many records, each on the profile ``chooser`` picks for its device (None: blank)."""
-    ceilings: dict[int, _Ceilings] = {}
-    out: list[Priced] = []
-    for r in records:
-        p = chooser(r.env.device_name)
-        if p is None:
-            out.append(_price(r, None))
-            continue
-        c = ceilings.get(id(p))
-        if c is None or c.profile is not p:
-            c = ceilings[id(p)] = _Ceilings.of(p)
-        out.append(_price(r, c))
-    return out
+    return list(price_iter(records, chooser))
+
+
+class HealthTally:
+    """The run's health counted row by row (:func:`health` over a stream), mergeable across parts of a run."""
+
+    __slots__ = ("rows", "by_verdict", "blanks", "breaches", "errors")
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.by_verdict: dict[str, int] = {}
+        self.blanks: dict[str, int] = {}
+        self.breaches = 0
+        self.errors = 0
+
+    def add(self, p: Priced) -> None:
+        self.rows += 1
+        v = p.verdict
+        self.by_verdict[v] = self.by_verdict.get(v, 0) + 1
+        if v == "blank" and p.blank_reason:
+            self.blanks[p.blank_reason] = self.blanks.get(p.blank_reason, 0) + 1
+        elif v == "error" and p.blank_reason == BLANK_ERROR:
+            self.errors += 1
+        if p.breaches:
+            self.breaches += 1
+
+    def merge(self, later: "HealthTally") -> None:
+        """Add the counts of another part of the run (read after this one)."""
+        self.rows += later.rows
+        for mine, theirs in ((self.by_verdict, later.by_verdict), (self.blanks, later.blanks)):
+            for k, n in theirs.items():
+                mine[k] = mine.get(k, 0) + n
+        self.breaches += later.breaches
+        self.errors += later.errors
+
+    def health(self) -> Health:
+        return Health(ok=self.breaches == 0, rows=self.rows, by_verdict=dict(self.by_verdict),
+                      blanks_by_reason=dict(self.blanks), breaches=self.breaches, errors=self.errors)
 
 
 def health(priced: Iterable[Priced]) -> Health:
     """Counts by verdict and blank reason; ``ok`` is False when any row breaches the physics check."""
-    by_verdict: dict[str, int] = {}
-    blanks: dict[str, int] = {}
-    breaches = errors = rows = 0
+    tally = HealthTally()
     for p in priced:
-        rows += 1
-        by_verdict[p.verdict] = by_verdict.get(p.verdict, 0) + 1
-        if p.verdict == "blank" and p.blank_reason:
-            blanks[p.blank_reason] = blanks.get(p.blank_reason, 0) + 1
-        if p.breaches:
-            breaches += 1
-        if p.verdict == "error" and p.blank_reason == BLANK_ERROR:
-            errors += 1
-    return Health(ok=breaches == 0, rows=rows, by_verdict=by_verdict, blanks_by_reason=blanks,
-                  breaches=breaches, errors=errors)
+        tally.add(p)
+    return tally.health()

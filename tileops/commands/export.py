@@ -4,6 +4,10 @@ Without a sink it prints the exposition to stdout (what a scrape would see).
 Exit codes (tileops.cli): 0 exported; 4 a push failed after its retries (the
 textfile, if asked, is written and the records are untouched); 2 unreadable
 input or an unwritable textfile directory.
+
+The exporter (prometheus_client, pydantic) is imported when the command runs,
+not when the CLI starts; the defaults shown in --help are written here, and a
+test holds them equal to ``tileops.export.push``'s.
 """
 
 from __future__ import annotations
@@ -11,15 +15,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tileops import exitcodes
 from tileops.errors import TileOpsError
-from tileops.export.calibration import device_calibrations
-from tileops.export.metrics import render
-from tileops.export.push import DEFAULT_JOB, RetryPolicy
-from tileops.export.sinks import export_snapshots
-from tileops.export.snapshot import latest_per_device, load_run
-from tileops.profiles import ProfileChooser
+
+if TYPE_CHECKING:
+    from tileops.export.push import RetryPolicy
+
+DEFAULT_JOB = "tileops"  # tileops.export.push.DEFAULT_JOB
+PUSH_ATTEMPTS, PUSH_BACKOFF_S, PUSH_TIMEOUT_S = 5, 1.0, 10.0  # tileops.export.push.RetryPolicy's defaults
 
 
 def add_sink_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,11 +34,11 @@ def add_sink_arguments(p: argparse.ArgumentParser) -> None:
                    help="node_exporter textfile-collector directory: writes tileops_<uuid>.prom atomically")
     p.add_argument("--job", default=DEFAULT_JOB, help="the Pushgateway job label (default %(default)s)")
     p.add_argument("--instance", help="the Pushgateway instance label (default: the host that ran the bench)")
-    p.add_argument("--push-attempts", type=int, default=RetryPolicy.attempts, metavar="N",
+    p.add_argument("--push-attempts", type=int, default=PUSH_ATTEMPTS, metavar="N",
                    help="tries before giving up (default %(default)s)")
-    p.add_argument("--push-backoff", type=float, default=RetryPolicy.backoff_s, metavar="SECONDS",
+    p.add_argument("--push-backoff", type=float, default=PUSH_BACKOFF_S, metavar="SECONDS",
                    help="first retry delay, doubled each retry (default %(default)s)")
-    p.add_argument("--push-timeout", type=float, default=RetryPolicy.timeout_s, metavar="SECONDS",
+    p.add_argument("--push-timeout", type=float, default=PUSH_TIMEOUT_S, metavar="SECONDS",
                    help="timeout of one push (default %(default)s)")
 
 
@@ -53,14 +57,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def retry_policy(args: argparse.Namespace) -> RetryPolicy:
+def retry_policy(args: argparse.Namespace) -> "RetryPolicy":
     """The push flags as a policy; TileOpsError (exit 2) when they make no sense."""
+    from tileops.export.push import RetryPolicy
+
     if args.push_attempts < 1 or not args.push_backoff >= 0 or not args.push_timeout > 0:
         raise TileOpsError("--push-attempts must be >= 1, --push-backoff >= 0 and --push-timeout > 0 (seconds)")
     return RetryPolicy(attempts=args.push_attempts, backoff_s=args.push_backoff, timeout_s=args.push_timeout)
 
 
 def run(args: argparse.Namespace) -> int:
+    from tileops import exitcodes
+    from tileops.export.calibration import device_calibrations
+    from tileops.export.metrics import render
+    from tileops.export.sinks import export_snapshots
+    from tileops.export.snapshot import latest_per_device, load_run
+    from tileops.profiles import ProfileChooser
+
     try:
         policy = retry_policy(args)
         chooser = ProfileChooser.resolve(args.profile)

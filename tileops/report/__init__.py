@@ -1,4 +1,4 @@
-"""Reports of priced records: tables (rich, markdown, CSV, JSON), the baseline comparison, the plot.
+"""Reports of priced records: tables (a terminal, markdown, CSV, JSON), the baseline comparison, the plot.
 
 What the pipeline (and anyone else) calls::
 
@@ -8,58 +8,82 @@ What the pipeline (and anyone else) calls::
 
     priced = price_all(records, chooser)            # tileops.roofline
     h = health(priced)                              # the run's health: the roofline tool decides it
-    render_summary(priced, console, health=h)       # grouped table + summary
+    render_summary(priced, console, health=h)       # grouped table (a digest above 500 rows) + summary
     paths = write_plot(priced, profile, run_dir)    # [run_dir/roofline.png, run_dir/roofline.svg]
 
 ``render(priced, fmt)`` returns the text of the ``md``, ``csv`` or ``json`` format.
 ``tileops.report.baseline.compare(new, old, threshold)`` flags rows more than
-``threshold`` slower. The plot module imports matplotlib, so it is not imported
-here; nothing in this package imports op code or torch (a test checks).
+``threshold`` slower. Each format is also a :class:`~tileops.report.tables.Report`
+filled row by row (``new_report``), which is how ``tileops roofline`` streams
+a large run. The plot module imports matplotlib, so it is not imported here;
+nothing in this package imports op code or torch (a test checks).
 """
 
 from __future__ import annotations
 
-import io
-from typing import Sequence
-
-from rich.console import Console
+import sys
+from typing import TYPE_CHECKING, Sequence
 
 from tileops.report.baseline import Comparison, compare
 from tileops.report.tables import (
+    Report,
+    RunFacts,
     as_json,
+    new_report,
     render_csv,
     render_json,
     render_markdown,
-    render_table,
+    render_text,
     summary_lines,
 )
+from tileops.report.texttable import colour_wanted
 from tileops.roofline import Health, Priced
+
+if TYPE_CHECKING:  # rich is imported only by callers that hand in a rich Console
+    from rich.console import Console
 
 FORMATS = ("table", "json", "md", "csv")
 
 
-def render_summary(priced: Sequence[Priced], console: Console | None = None, *,
+def render_summary(priced: Sequence[Priced], console: "Console | None" = None, *,
                    comparison: Comparison | None = None, title: str | None = None,
-                   health: Health | None = None) -> None:
-    """Print the table grouped by op and the summary (verdict counts, blanks by reason, breaches, health)."""
-    render_table(priced, console or Console(), comparison=comparison, title=title, health=health)
+                   health: Health | None = None, full_table: bool = False) -> None:
+    """Print the table grouped by op (a digest above ``SUMMARISE_ABOVE`` rows) and the summary.
+
+    ``console``: a rich Console to print through (its file and colour choice), or None for stdout.
+    """
+    if console is None:
+        text = render_text(priced, "table", comparison=comparison, health=health, title=title,
+                           full_table=full_table, colour=colour_wanted(sys.stdout))
+        sys.stdout.write(text)
+        return
+    colour = console.color_system is not None and not console.no_color and not console.record
+    text = render_text(priced, "table", comparison=comparison, health=health, title=title,
+                       full_table=full_table, colour=colour)
+    if console.record:  # a recording console keeps what is printed through it
+        from rich.text import Text
+
+        console.print(Text(text, end=""), soft_wrap=True, end="")
+    else:
+        console.file.write(text)
+        console.file.flush()
+
+
+def render_table(priced: Sequence[Priced], console: "Console | None" = None, *,
+                 comparison: Comparison | None = None, title: str | None = None,
+                 health: Health | None = None) -> None:
+    """The same as :func:`render_summary` (kept for callers of the earlier name)."""
+    render_summary(priced, console, comparison=comparison, title=title, health=health)
 
 
 def render(priced: Sequence[Priced], fmt: str, *, comparison: Comparison | None = None,
            health: Health | None = None) -> str:
-    """The report as text: ``md``, ``csv``, ``json`` (``table`` renders through rich, without colour)."""
-    if fmt == "md":
-        return render_markdown(priced, comparison=comparison)
-    if fmt == "csv":
-        return render_csv(priced, comparison=comparison)
-    if fmt == "json":
-        return render_json(priced, comparison=comparison, health=health)
-    if fmt == "table":
-        console = Console(record=True, width=160, file=io.StringIO(), color_system=None)
-        render_table(priced, console, comparison=comparison, health=health)
-        return console.export_text()
-    raise ValueError(f"unknown format {fmt!r}; formats are {', '.join(FORMATS)}")
+    """The report as text: ``md``, ``csv``, ``json``, or ``table`` (without colour)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; formats are {', '.join(FORMATS)}")
+    return render_text(priced, fmt, comparison=comparison, health=health)
 
 
-__all__ = ["FORMATS", "Comparison", "as_json", "compare", "render", "render_csv", "render_json",
-           "render_markdown", "render_summary", "render_table", "summary_lines"]
+__all__ = ["FORMATS", "Comparison", "Report", "RunFacts", "as_json", "compare", "new_report", "render",
+           "render_csv", "render_json", "render_markdown", "render_summary", "render_table", "render_text",
+           "summary_lines"]

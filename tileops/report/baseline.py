@@ -58,18 +58,52 @@ def _time(p: Priced) -> float | None:
     return t.actual_time_s if (p.record.status == "ok" and t is not None) else None
 
 
+Key = tuple[str, str, str, str]
+
+
+class TimeIndex:
+    """One side of a comparison, reduced to what it needs: per row key, the last row's time,
+    efficiency and device. A stream of records fills it row by row; parts of a run merge in order."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self) -> None:
+        self.rows: dict[Key, tuple[float | None, float | None, str]] = {}
+
+    @classmethod
+    def of(cls, priced: Iterable[Priced]) -> "TimeIndex":
+        index = cls()
+        for p in priced:
+            index.add(p)
+        return index
+
+    def add(self, p: Priced) -> None:
+        r = p.record
+        self.rows[r.key] = (_time(p), p.efficiency, r.env.device_name)  # the last record of a key wins
+
+    def merge(self, later: "TimeIndex") -> None:
+        self.rows.update(later.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
 def compare(current: Iterable[Priced], baseline: Iterable[Priced],
             threshold: float = DEFAULT_THRESHOLD) -> Comparison:
     """Flag rows whose time grew by more than ``threshold`` (0.10 = 10 % slower)."""
+    return compare_indexes(TimeIndex.of(current), TimeIndex.of(baseline), threshold)
+
+
+def compare_indexes(new: TimeIndex, old: TimeIndex, threshold: float = DEFAULT_THRESHOLD) -> Comparison:
+    """:func:`compare` over the two sides' indexes (what a stream of records leaves)."""
     if threshold < 0:
         raise ValueError(f"threshold must be >= 0 (a fraction: 0.10 = 10 %), got {threshold}")
-    new = {p.record.key: p for p in current}
-    old = {p.record.key: p for p in baseline}
     rows: list[RowChange] = []
-    for key in [*new, *(k for k in old if k not in new)]:
-        n, o = new.get(key), old.get(key)
-        nt, ot = (_time(n) if n else None), (_time(o) if o else None)
-        ne, oe = (n.efficiency if n else None), (o.efficiency if o else None)
+    nrows, orows = new.rows, old.rows
+    for key in [*nrows, *(k for k in orows if k not in nrows)]:
+        n, o = nrows.get(key), orows.get(key)
+        nt, ne = (n[0], n[1]) if n else (None, None)
+        ot, oe = (o[0], o[1]) if o else (None, None)
         change: Change
         if o is None:
             change = "new"
@@ -85,8 +119,8 @@ def compare(current: Iterable[Priced], baseline: Iterable[Priced],
             change = "same"
         rows.append(RowChange(key, change, ot, nt, oe, ne))
     notes: list[str] = []
-    new_devices = {p.record.env.device_name for p in new.values()}
-    old_devices = {p.record.env.device_name for p in old.values()}
+    new_devices = {v[2] for v in nrows.values()}
+    old_devices = {v[2] for v in orows.values()}
     if new_devices and old_devices and new_devices != old_devices:
         notes.append(f"the runs were measured on different devices (now {sorted(new_devices)}, "
                      f"baseline {sorted(old_devices)}): a time change may be the device, not the code")

@@ -70,36 +70,44 @@ def achieved_and_roof(p: Priced) -> tuple[str, str]:
     return DASH, DASH
 
 
-def display(p: Priced) -> dict[str, str]:
+def display_cells(p: Priced) -> tuple[str, ...]:
+    """The human columns (:data:`DISPLAY_COLUMNS`) of a row, in order."""
     achieved, roof = achieved_and_roof(p)
     r = p.record
-    return {
-        "op": r.op, "label": r.label, "dtype": r.dtype, "backend": r.backend,
-        "time": seconds(p.actual_time_s), "achieved": achieved, "roof": roof,
-        "bound": p.bound or DASH, "efficiency": percent(p.efficiency), "verdict": verdict_text(p),
-    }
+    return (r.label, r.dtype, r.backend, seconds(p.actual_time_s), achieved, roof, p.bound or DASH,
+            percent(p.efficiency), verdict_text(p))
+
+
+def display(p: Priced) -> dict[str, str]:
+    """The human columns by name, with ``op``."""
+    return {"op": p.record.op, **dict(zip(DISPLAY_COLUMNS, display_cells(p)))}
+
+
+def raw_values(p: Priced) -> tuple[Any, ...]:
+    """The machine columns (:data:`RAW_COLUMNS`) of a row, in order, base units."""
+    r = p.record
+    env = r.env
+    timing = r.timing
+    breaches = p.breaches
+    return (
+        r.run_id, r.op, r.family, r.label, r.dtype, r.backend, env.device_name, env.device_kind,
+        timing.timer if timing is not None else None, p.profile, r.status, p.actual_time_s, r.flops, r.bytes,
+        p.intensity, r.roof_key, p.roof, p.memory_time_s, p.compute_time_s, p.sol_time_s, p.efficiency, p.bound,
+        p.achieved_bytes_per_s, p.achieved_flops_per_s, p.effective_bandwidth, p.effective_peak,
+        p.verdict, p.blank_reason, p.blank_detail, bool(breaches),
+        [{"ceiling": b.ceiling, "implied_per_s": b.implied_per_s, "theoretical_per_s": b.theoretical_per_s,
+          "ratio": b.ratio, "message": b.describe(r)} for b in breaches] if breaches else [],
+        list(p.notes), dict(r.data_terms),
+    )
+
+
+#: Where the list-valued columns sit in :func:`raw_values` (CSV flattens them to text).
+BREACHES_AT, NOTES_AT, DATA_TERMS_AT = (RAW_COLUMNS.index(c) for c in ("breaches", "notes", "data_terms"))
 
 
 def raw(p: Priced) -> dict[str, Any]:
-    r = p.record
-    return {
-        "run_id": r.run_id, "op": r.op, "family": r.family, "label": r.label, "dtype": r.dtype,
-        "backend": r.backend, "device_name": r.env.device_name, "device_kind": r.env.device_kind,
-        "timer": r.timing.timer if r.timing else None, "profile": p.profile, "status": r.status,
-        "actual_time_s": p.actual_time_s, "flops": r.flops, "bytes": r.bytes,
-        "intensity_flop_per_byte": p.intensity, "roof_key": r.roof_key, "roof": p.roof,
-        "memory_time_s": p.memory_time_s, "compute_time_s": p.compute_time_s, "sol_time_s": p.sol_time_s,
-        "efficiency": p.efficiency, "bound": p.bound,
-        "achieved_bytes_per_s": p.achieved_bytes_per_s, "achieved_flops_per_s": p.achieved_flops_per_s,
-        "effective_bandwidth": p.effective_bandwidth, "effective_peak": p.effective_peak,
-        "verdict": p.verdict, "blank_reason": p.blank_reason, "blank_detail": p.blank_detail,
-        "formula_error": bool(p.breaches),
-        "breaches": [{"ceiling": b.ceiling, "implied_per_s": b.implied_per_s,
-                      "theoretical_per_s": b.theoretical_per_s, "ratio": b.ratio,
-                      "message": b.describe(r)} for b in p.breaches],
-        "notes": list(p.notes),
-        "data_terms": dict(r.data_terms),
-    }
+    """The machine columns by name."""
+    return dict(zip(RAW_COLUMNS, raw_values(p)))
 
 
 def data_terms_text(terms: dict[str, Any]) -> str:

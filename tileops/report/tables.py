@@ -1,25 +1,30 @@
-"""The roofline table and its summary in four formats: rich (a terminal), markdown, CSV, JSON.
+"""The roofline report in four formats, built row by row: a terminal table, markdown, CSV, JSON.
 
 All four read their cells from ``tileops.report.rows`` so the columns agree.
 The human formats group rows by op; the machine formats are flat, one row per
 record, base units.
+
+A report is filled one priced row at a time (:meth:`Report.add`) and keeps
+only what its output needs: the rendered text of each row (about the size of
+the output), or for a table of more than :data:`SUMMARISE_ABOVE` rows only the
+digest a person reads (per-op counts, the rows that need attention, the
+lowest-efficiency rows). So a run of any size streams through and the records
+themselves are never all held. Reports of consecutive parts of a run merge
+(:meth:`Report.merge`), which lets ``tileops roofline`` read a large file in
+parallel. :class:`RunFacts` counts what the summary says, the same way.
 """
 
 from __future__ import annotations
 
 import csv
-import io
+import heapq
 import json
-from typing import Any, Sequence
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import Any, Iterable, Sequence, TextIO
 
 from tileops.report import rows
-from tileops.report.baseline import Comparison
-from tileops.roofline import BLANK_REASONS, Health, Priced
-from tileops.roofline import health as compute_health
+from tileops.report.baseline import Comparison, RowChange
+from tileops.report.texttable import TextTable, ansi
+from tileops.roofline import BLANK_REASONS, BLANK_ERROR, BLANK_SKIPPED, Health, HealthTally, Priced
 
 VERDICT_STYLE = {
     "at-ceiling": "bold green",
@@ -31,30 +36,99 @@ VERDICT_STYLE = {
 }
 _ORDER = ("at-ceiling", "below", "latency-bound", "anomaly", "blank", "error")
 
+#: The table format prints every row up to this many; above it, a digest (``--full-table`` prints all).
+SUMMARISE_ABOVE = 500
+#: Rows that need attention (breaches, anomalies, errors) listed in a digest; the rest are counted.
+ATTENTION_SHOWN = 50
+#: Lowest-efficiency rows listed per op in a digest.
+WORST_PER_OP = 3
+#: FORMULA ERROR sentences in a digest's summary; the rest are counted (every row is in --format csv).
+BREACH_LINES_SHOWN = 10
+EVERYTHING_HINT = "every row: `tileops roofline RESULTS --full-table`, or `--format csv|json|md`"
+
+
+# --------------------------------------------------------------------------- the summary
+
+
+class RunFacts:
+    """What the summary under a report says about a run, counted row by row (mergeable)."""
+
+    __slots__ = ("tally", "skipped", "breach_lines", "notes", "profiles")
+
+    def __init__(self) -> None:
+        self.tally = HealthTally()
+        self.skipped = 0
+        self.breach_lines: list[str] = []
+        self.notes: dict[str, None] = {}
+        self.profiles: set[str] = set()
+
+    @classmethod
+    def of(cls, priced: Iterable[Priced]) -> "RunFacts":
+        facts = cls()
+        for p in priced:
+            facts.add(p)
+        return facts
+
+    def add(self, p: Priced) -> None:
+        self.tally.add(p)
+        if p.verdict == "error" and p.blank_reason == BLANK_SKIPPED:
+            self.skipped += 1
+        if p.breaches:
+            self.breach_lines.extend(b.describe(p.record) for b in p.breaches)
+        for note in p.notes:
+            self.notes.setdefault(note)
+        if p.profile:
+            self.profiles.add(p.profile)
+
+    def merge(self, later: "RunFacts") -> None:
+        self.tally.merge(later.tally)
+        self.skipped += later.skipped
+        self.breach_lines += later.breach_lines
+        for note in later.notes:
+            self.notes.setdefault(note)
+        self.profiles |= later.profiles
+
+    @property
+    def rows(self) -> int:
+        return self.tally.rows
+
+    def health(self) -> Health:
+        return self.tally.health()
+
+    def lines(self, h: Health | None = None, *, breach_limit: int | None = None) -> list[str]:
+        """The summary a person reads under the table: counts, blanks by reason, breaches, health.
+
+        ``breach_limit``: at most this many FORMULA ERROR sentences, then a count of the rest.
+        """
+        h = h or self.health()
+        counts = ", ".join(f"{h.by_verdict.get(v, 0)} {v}" for v in _ORDER if h.by_verdict.get(v, 0))
+        lines = [f"{h.rows} row(s): {counts or 'none'}",
+                 f"at ceiling (>= 80 %): {h.at_ceiling}; anomalies (> 105 %, formula or calibration wrong): "
+                 f"{h.anomalies}"]
+        for reason, n in sorted(h.blanks_by_reason.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"blank {reason}: {n} ({BLANK_REASONS.get(reason, reason)})")
+        if h.errors or self.skipped:
+            lines.append(f"failed rows: {h.errors} error(s), {self.skipped} skipped")
+        shown = self.breach_lines if breach_limit is None else self.breach_lines[:breach_limit]
+        lines += shown
+        if len(shown) < len(self.breach_lines):
+            lines.append(f"FORMULA ERROR: {len(self.breach_lines) - len(shown):,} more breach(es) not listed here "
+                         f"({EVERYTHING_HINT})")
+        lines += [f"note: {note}" for note in self.notes]
+        if h.ok:
+            lines.append("health: OK (physics check passed)")
+        else:
+            lines.append(f"health: FAILED — physics check: {h.breaches} row(s) imply a rate above a theoretical "
+                         "ceiling (FORMULA ERROR)")
+        return lines
+
+    def profile_names(self) -> str:
+        return ", ".join(sorted(self.profiles)) or "none"
+
 
 def summary_lines(priced: Sequence[Priced], h: Health | None = None) -> list[str]:
     """The summary a person reads under the table: counts, blanks by reason, breaches, health."""
-    h = h or compute_health(priced)
-    counts = ", ".join(f"{h.by_verdict.get(v, 0)} {v}" for v in _ORDER if h.by_verdict.get(v, 0))
-    lines = [f"{h.rows} row(s): {counts or 'none'}",
-             f"at ceiling (>= 80 %): {h.at_ceiling}; anomalies (> 105 %, formula or calibration wrong): "
-             f"{h.anomalies}"]
-    for reason, n in sorted(h.blanks_by_reason.items(), key=lambda kv: (-kv[1], kv[0])):
-        lines.append(f"blank {reason}: {n} ({BLANK_REASONS.get(reason, reason)})")
-    skipped = sum(1 for p in priced if p.verdict == "error" and p.blank_reason == "skipped")
-    if h.errors or skipped:
-        lines.append(f"failed rows: {h.errors} error(s), {skipped} skipped")
-    for p in priced:
-        for b in p.breaches:
-            lines.append(b.describe(p.record))
-    for note in dict.fromkeys(n for p in priced for n in p.notes):
-        lines.append(f"note: {note}")
-    if h.ok:
-        lines.append("health: OK (physics check passed)")
-    else:
-        lines.append(f"health: FAILED — physics check: {h.breaches} row(s) imply a rate above a theoretical "
-                     "ceiling (FORMULA ERROR)")
-    return lines
+    return RunFacts.of(priced).lines(h)
 
 
 def _comparison_lines(c: Comparison) -> list[str]:
@@ -68,135 +142,440 @@ def _comparison_lines(c: Comparison) -> list[str]:
 _CHANGE_ORDER = {"slower": 0, "untimed": 1, "faster": 2, "new": 3, "gone": 4}
 
 
-def _changed(c: Comparison) -> list:
+def _changed(c: Comparison) -> list[RowChange]:
     """Rows that changed, regressions first."""
     return sorted((r for r in c.rows if r.change != "same"), key=lambda r: _CHANGE_ORDER[r.change])
 
 
-def render_table(priced: Sequence[Priced], console: Console, *, comparison: Comparison | None = None,
-                 title: str | None = None, health: Health | None = None) -> None:
-    """Print the grouped table and the summary with rich (``health`` as the roofline tool decided it)."""
-    h = health or compute_health(priced)
-    profiles = sorted({p.profile for p in priced if p.profile})
-    table = Table(title=title or f"Roofline — profile {', '.join(profiles) or 'none'}",
-                  title_justify="left", show_lines=False)
-    table.add_column("op", style="bold")
-    for col in rows.DISPLAY_COLUMNS:
-        table.add_column(col, justify="right" if col in ("time", "achieved", "efficiency") else "left")
-    for op, group in rows.grouped(priced).items():
-        for i, p in enumerate(group):
-            d = rows.display(p)
-            style = "bold red" if p.breaches else VERDICT_STYLE.get(p.verdict, "")
-            cells = [op if i == 0 else ""] + [d[c] for c in rows.DISPLAY_COLUMNS[:-1]]
-            table.add_row(*cells, Text(d["verdict"], style=style), end_section=(i == len(group) - 1))
-    console.print(table)
-    for line in summary_lines(priced, h):
-        style = "bold red" if line.startswith(("FORMULA ERROR", "health: FAILED")) else \
-            "green" if line.startswith("health: OK") else ""
-        console.print(Text(line, style=style))
-    if comparison is not None:
-        changed = _changed(comparison)
-        if changed:
-            t = Table(title=f"Against the baseline (threshold {comparison.threshold:.0%})", title_justify="left")
-            for col in ("op", "label", "dtype", "backend", "baseline", "now", "ratio", "change"):
-                t.add_column(col, justify="right" if col in ("baseline", "now", "ratio") else "left")
-            for r in changed:
-                ratio = f"{r.ratio:.2f}x" if r.ratio else rows.DASH
-                style = "bold red" if r.change == "slower" else "green" if r.change == "faster" else "dim"
-                t.add_row(*r.key, rows.seconds(r.old_time_s), rows.seconds(r.new_time_s), ratio,
-                          Text(r.change, style=style))
-            console.print(t)
-        for line in _comparison_lines(comparison):
-            console.print(Text(line, style="bold red" if comparison.regressions and "slower" in line else ""))
+def _change_cells(r: RowChange) -> tuple[str, ...]:
+    ratio = f"{r.ratio:.2f}x" if r.ratio else rows.DASH
+    return (*r.key, rows.seconds(r.old_time_s), rows.seconds(r.new_time_s), ratio, r.change)
+
+
+_CHANGE_COLUMNS = ("op", "label", "dtype", "backend", "baseline", "now", "ratio", "change")
+
+
+# --------------------------------------------------------------------------- the reports
+
+
+class Report:
+    """A report filled row by row; :meth:`write` prints it once every row has been added."""
+
+    def add(self, p: Priced) -> None:
+        raise NotImplementedError
+
+    def merge(self, later: "Report") -> None:
+        """Append the rows of a report of the next part of the same run."""
+        raise NotImplementedError
+
+    def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
+              health: Health | None = None, *, colour: bool = False) -> None:
+        raise NotImplementedError
+
+
+class _Lines:
+    """A file-like sink that keeps each write (one CSV row) as its own string."""
+
+    __slots__ = ("write", "items")
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.write = self.items.append
+
+
+class CsvReport(Report):
+    """One line per record, base units. With a baseline, three more columns (and the gone rows)."""
+
+    def __init__(self, *, baseline: bool = False) -> None:
+        self.baseline = baseline
+        self._sink = _Lines()
+        self._writer = csv.writer(self._sink, lineterminator="\n")
+        self.keys: list[tuple[str, str, str, str]] = []  # with a baseline: each line's row key
+
+    def __getstate__(self) -> dict:
+        return {"baseline": self.baseline, "lines": self._sink.items, "keys": self.keys}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(baseline=state["baseline"])  # type: ignore[misc]
+        self._sink.items += state["lines"]
+        self.keys = state["keys"]
+
+    @property
+    def lines(self) -> list[str]:
+        return self._sink.items
+
+    def add(self, p: Priced) -> None:
+        values = list(rows.raw_values(p))
+        breaches, notes, terms = values[rows.BREACHES_AT], values[rows.NOTES_AT], values[rows.DATA_TERMS_AT]
+        values[rows.BREACHES_AT] = "; ".join(b["message"] for b in breaches) if breaches else ""
+        values[rows.NOTES_AT] = "; ".join(notes) if notes else ""
+        values[rows.DATA_TERMS_AT] = rows.data_terms_text(terms) if terms else ""
+        self._writer.writerow(values)
+        if self.baseline:
+            self.keys.append(p.record.key)
+
+    def merge(self, later: Report) -> None:
+        assert isinstance(later, CsvReport)
+        self.lines.extend(later.lines)
+        self.keys += later.keys
+
+    def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
+              health: Health | None = None, *, colour: bool = False) -> None:
+        extra = ["baseline_time_s", "time_ratio", "change"] if self.baseline else []
+        tail = _Lines()
+        w = csv.writer(tail, lineterminator="\n")
+        w.writerow(list(rows.RAW_COLUMNS) + extra)
+        out.write(tail.items.pop())
+        if comparison is None:
+            out.writelines(self.lines)
+            return
+        idx = {r.key: r for r in comparison.rows}
+        for line, key in zip(self.lines, self.keys):
+            rc = idx.get(key)
+            w.writerow([rc.old_time_s, rc.ratio, rc.change] if rc else [None, None, None])
+            out.write(line[:-1] + "," + tail.items.pop())
+        empty = [None] * len(rows.RAW_COLUMNS)
+        at = {c: i for i, c in enumerate(rows.RAW_COLUMNS)}
+        for rc in comparison.rows:
+            if rc.change == "gone":
+                cells = list(empty)
+                for col, value in zip(("op", "label", "dtype", "backend"), rc.key):
+                    cells[at[col]] = value
+                w.writerow(cells + [rc.old_time_s, None, "gone"])
+                out.write(tail.items.pop())
+
+
+def _indented(value: Any) -> str:
+    """A JSON value as it sits one level down in a document indented by 2."""
+    return json.dumps(value, indent=2).replace("\n", "\n  ")
+
+
+class JsonReport(Report):
+    """The health, the summary, and one object per record (one per line), base units."""
+
+    def __init__(self) -> None:
+        self.rows: list[str] = []
+
+    def add(self, p: Priced) -> None:
+        self.rows.append(json.dumps(dict(zip(rows.RAW_COLUMNS, rows.raw_values(p)))))
+
+    def merge(self, later: Report) -> None:
+        assert isinstance(later, JsonReport)
+        self.rows += later.rows
+
+    def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
+              health: Health | None = None, *, colour: bool = False) -> None:
+        h = health or facts.health()
+        out.write(f'{{\n  "health": {_indented(h.as_dict())},\n  "profiles": {_indented(sorted(facts.profiles))},\n'
+                  f'  "summary": {_indented(facts.lines(h))},\n  "rows": [')
+        if self.rows:
+            out.write("\n    ")
+            last = len(self.rows) - 1
+            out.writelines(row + (",\n    " if i != last else "\n  ") for i, row in enumerate(self.rows))
+        out.write("]")
+        if comparison is not None:
+            out.write(',\n  "baseline": ' + _indented(baseline_doc(comparison)))
+        out.write("\n}\n")
+
+
+def baseline_doc(comparison: Comparison) -> dict[str, Any]:
+    """The comparison as the JSON report carries it."""
+    return {
+        "threshold": comparison.threshold,
+        "regressions": len(comparison.regressions),
+        "counts": comparison.counts(),
+        "notes": list(comparison.notes),
+        "rows": [{"op": r.key[0], "label": r.key[1], "dtype": r.key[2], "backend": r.key[3],
+                  "change": r.change, "baseline_time_s": r.old_time_s, "time_s": r.new_time_s,
+                  "time_ratio": r.ratio, "baseline_efficiency": r.old_efficiency,
+                  "efficiency": r.new_efficiency} for r in comparison.rows],
+    }
+
+
+def _md(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+class MarkdownReport(Report):
+    """A section per op (ops in the order they first appear), then the summary and the baseline."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, list[tuple[str, str]]] = {}  # op -> [(row line without its end, data terms)]
+
+    def add(self, p: Priced) -> None:
+        line = "| " + " | ".join(map(_md, rows.display_cells(p)))
+        terms = p.record.data_terms
+        self.groups.setdefault(p.record.op, []).append((line, rows.data_terms_text(terms) if terms else ""))
+
+    def merge(self, later: Report) -> None:
+        assert isinstance(later, MarkdownReport)
+        for op, lines in later.groups.items():
+            self.groups.setdefault(op, []).extend(lines)
+
+    def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
+              health: Health | None = None, *, colour: bool = False) -> None:
+        out.write(f"# Roofline — profile {facts.profile_names()}\n\n")
+        for op, group in self.groups.items():
+            with_terms = any(terms for _, terms in group)
+            cols = rows.DISPLAY_COLUMNS + (("data terms",) if with_terms else ())
+            out.write(f"## {_md(op)}\n\n| " + " | ".join(cols) + " |\n|"
+                      + "|".join("---:" if c in ("time", "achieved", "efficiency") else "---" for c in cols) + "|\n")
+            if with_terms:
+                out.writelines(f"{line} | {_md(terms)} |\n" for line, terms in group)
+            else:
+                out.writelines(line + " |\n" for line, _ in group)
+            out.write("\n")
+        out.write("## Summary\n\n")
+        out.writelines(f"- {_md(line)}\n" for line in facts.lines(health))
+        if comparison is not None:
+            out.write("\n## Against the baseline\n\n")
+            changed = _changed(comparison)
+            if changed:
+                out.write("| op | label | dtype | backend | baseline | now | ratio | change |\n"
+                          "|---|---|---|---|---:|---:|---:|---|\n")
+                out.writelines("| " + " | ".join(map(_md, _change_cells(r))) + " |\n" for r in changed)
+                out.write("\n")
+            out.writelines(f"- {_md(line)}\n" for line in _comparison_lines(comparison))
+
+
+# --------------------------------------------------------------------------- the terminal table
+
+
+def _style(p: Priced) -> str:
+    return "bold red" if p.breaches else VERDICT_STYLE.get(p.verdict, "")
+
+
+class _OpDigest:
+    """One op's share of a digest: counts by verdict, judged efficiencies, the lowest rows."""
+
+    __slots__ = ("counts", "efficiencies", "worst")
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.efficiencies: list[float] = []  # rows judged against a roof (at-ceiling, below)
+        self.worst: list[tuple[float, int, tuple[str, ...], str]] = []  # a heap: (-efficiency, row number, ...)
+
+    def add(self, p: Priced, seq: int) -> None:
+        self.counts[p.verdict] = self.counts.get(p.verdict, 0) + 1
+        eff = p.efficiency
+        if eff is not None and (p.verdict == "below" or p.verdict == "at-ceiling"):
+            self.efficiencies.append(eff)
+            self._keep(-eff, seq, p)
+
+    def _keep(self, key: float, seq: int, p: Priced | tuple[tuple[str, ...], str]) -> None:
+        heap = self.worst
+        if len(heap) < WORST_PER_OP or key > heap[0][0]:
+            cells, style = (rows.display_cells(p), _style(p)) if not isinstance(p, tuple) else p
+            (heapq.heappush if len(heap) < WORST_PER_OP else heapq.heapreplace)(heap, (key, seq, cells, style))
+
+    def merge(self, later: "_OpDigest", offset: int) -> None:
+        for v, n in later.counts.items():
+            self.counts[v] = self.counts.get(v, 0) + n
+        self.efficiencies += later.efficiencies
+        for key, seq, cells, style in later.worst:
+            self._keep(key, seq + offset, (cells, style))
+
+    def median(self) -> float | None:
+        effs = sorted(self.efficiencies)
+        if not effs:
+            return None
+        mid = len(effs) // 2
+        return effs[mid] if len(effs) % 2 else (effs[mid - 1] + effs[mid]) / 2
+
+    def lowest(self) -> list[tuple[tuple[str, ...], str]]:
+        return [(cells, style) for _, _, cells, style in sorted(self.worst, key=lambda t: (-t[0], t[1]))]
+
+
+def _needs_attention(p: Priced) -> bool:
+    return bool(p.breaches) or p.verdict == "anomaly" or (p.verdict == "error" and p.blank_reason == BLANK_ERROR)
+
+
+class TableReport(Report):
+    """The table a person reads: every row grouped by op, or above :data:`SUMMARISE_ABOVE` rows a digest.
+
+    The digest shows per op the row count by verdict and the median efficiency,
+    every row that needs attention (physics breaches, anomalies, error records;
+    past :data:`ATTENTION_SHOWN` they are counted), the lowest-efficiency rows
+    of each op, and the summary; it says how to get every row.
+    """
+
+    def __init__(self, *, title: str | None = None, full: bool = False, limit: int | None = None) -> None:
+        self.title = title
+        self.full = full
+        self.limit = SUMMARISE_ABOVE if limit is None else limit
+        self.count = 0
+        self.all: list[tuple[str, tuple[str, ...], str]] | None = []  # every row, while the table is small
+        self.ops: dict[str, _OpDigest] = {}
+        self.attention: list[tuple[str, tuple[str, ...], str]] = []
+        self.attention_counts = {"breach": 0, "anomaly": 0, "error": 0}
+        self.attention_total = 0  # rows needing attention (a breach that is also an anomaly counts once)
+
+    def add(self, p: Priced) -> None:
+        op = p.record.op
+        digest = self.ops.get(op)
+        if digest is None:
+            digest = self.ops[op] = _OpDigest()
+        digest.add(p, self.count)
+        self.count += 1
+        cells = None
+        if self.all is not None:
+            cells = rows.display_cells(p)
+            self.all.append((op, cells, _style(p)))
+            if not self.full and len(self.all) > self.limit:
+                self.all = None
+        if _needs_attention(p):
+            counts = self.attention_counts
+            counts["breach"] += bool(p.breaches)
+            counts["anomaly"] += p.verdict == "anomaly"
+            counts["error"] += p.verdict == "error"
+            self.attention_total += 1
+            if len(self.attention) < ATTENTION_SHOWN:
+                self.attention.append((op, cells or rows.display_cells(p), _style(p)))
+
+    def merge(self, later: Report) -> None:
+        assert isinstance(later, TableReport)
+        for op, digest in later.ops.items():
+            mine = self.ops.get(op)
+            if mine is None:
+                mine = self.ops[op] = _OpDigest()
+            mine.merge(digest, self.count)
+        self.count += later.count
+        if self.all is None or later.all is None or (not self.full and len(self.all) + len(later.all) > self.limit):
+            self.all = None
+        else:
+            self.all += later.all
+        self.attention += later.attention[:ATTENTION_SHOWN - len(self.attention)]
+        for k, n in later.attention_counts.items():
+            self.attention_counts[k] += n
+        self.attention_total += later.attention_total
+
+    def _title(self, facts: RunFacts) -> str:
+        return self.title or f"Roofline — profile {facts.profile_names()}"
+
+    def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
+              health: Health | None = None, *, colour: bool = False) -> None:
+        h = health or facts.health()
+        digest = self.all is None
+        lines = self._digest(facts, colour) if digest else self._rows_table(facts, colour)
+        out.write("\n".join(lines) + "\n")
+        reset = "\x1b[0m" if colour else ""
+
+        def say(line: str, style: str = "") -> None:
+            out.write((ansi(style) + line + reset if colour and style else line) + "\n")
+
+        for line in facts.lines(h, breach_limit=BREACH_LINES_SHOWN if digest else None):
+            say(line, "bold red" if line.startswith(("FORMULA ERROR", "health: FAILED")) else
+                "green" if line.startswith("health: OK") else "")
+        if comparison is not None:
+            changed = _changed(comparison)
+            if changed:
+                shown = changed[:ATTENTION_SHOWN] if digest else changed
+                t = TextTable(_CHANGE_COLUMNS, right=frozenset({"baseline", "now", "ratio"}),
+                              title=f"Against the baseline (threshold {comparison.threshold:.0%})")
+                for r in shown:
+                    style = "bold red" if r.change == "slower" else "green" if r.change == "faster" else "dim"
+                    t.add(*_change_cells(r), styles=[""] * 7 + [style])
+                out.write("\n".join(t.lines(colour)) + "\n")
+                if len(shown) < len(changed):
+                    say(f"… {len(changed) - len(shown):,} more changed row(s) not listed ({EVERYTHING_HINT})")
+            for line in _comparison_lines(comparison):
+                say(line, "bold red" if comparison.regressions and "slower" in line else "")
+        if digest:
+            say(f"{self.count:,} rows, more than {self.limit:,}: summarised above; {EVERYTHING_HINT}", "dim")
+
+    @staticmethod
+    def _row_table(title: str | None) -> TextTable:
+        return TextTable(("op",) + rows.DISPLAY_COLUMNS, right=frozenset({"time", "achieved", "efficiency"}),
+                         title=title)
+
+    @staticmethod
+    def _add_rows(t: TextTable, items: Iterable[tuple[str, tuple[str, ...], str]]) -> None:
+        """Rows grouped under their op (ops in first-seen order), the op named on its first row, a rule after
+        its last."""
+        groups: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+        for op, cells, style in items:
+            groups.setdefault(op, []).append((cells, style))
+        plain = [""] * (len(rows.DISPLAY_COLUMNS) - 1)
+        for op, group in groups.items():
+            last = len(group) - 1
+            for i, (cells, style) in enumerate(group):
+                t.add(op if i == 0 else "", *cells, styles=["bold", *plain, style], end_section=i == last)
+
+    def _rows_table(self, facts: RunFacts, colour: bool) -> list[str]:
+        t = self._row_table(self._title(facts))
+        self._add_rows(t, self.all or ())
+        return t.lines(colour)
+
+    def _digest(self, facts: RunFacts, colour: bool) -> list[str]:
+        per_op = TextTable(("op", "rows") + _ORDER + ("median efficiency",),
+                           right=frozenset(("rows",) + _ORDER + ("median efficiency",)),
+                           title=f"{self._title(facts)}: {self.count:,} rows, per op")
+        for op, d in self.ops.items():
+            per_op.add(op, f"{sum(d.counts.values()):,}", *(f"{d.counts.get(v, 0):,}" for v in _ORDER),
+                       rows.percent(d.median()), styles=["bold"] + [""] * (len(_ORDER) + 2))
+        out = per_op.lines(colour)
+        c = self.attention_counts
+        if self.attention:
+            t = self._row_table(f"Rows that need attention: {c['breach']:,} physics breach(es) (FORMULA ERROR), "
+                                f"{c['anomaly']:,} anomaly(ies), {c['error']:,} error record(s)")
+            self._add_rows(t, self.attention)
+            out += [""] + t.lines(colour)
+            if len(self.attention) < self.attention_total:
+                out.append(f"… {self.attention_total - len(self.attention):,} more not listed here; {EVERYTHING_HINT}")
+        worst = self._row_table(f"Lowest efficiency, up to {WORST_PER_OP} per op (at-ceiling and below rows)")
+        self._add_rows(worst, ((op, cells, style) for op, d in self.ops.items() for cells, style in d.lowest()))
+        if worst.rows:
+            out += [""] + worst.lines(colour)
+        return out + [""]
+
+
+# --------------------------------------------------------------------------- whole lists of rows
+
+
+def new_report(fmt: str, *, baseline: bool = False, title: str | None = None, full_table: bool = False) -> Report:
+    """An empty report of format ``fmt`` (``table``, ``md``, ``csv``, ``json``)."""
+    if fmt == "table":
+        return TableReport(title=title, full=full_table)
+    if fmt == "md":
+        return MarkdownReport()
+    if fmt == "csv":
+        return CsvReport(baseline=baseline)
+    if fmt == "json":
+        return JsonReport()
+    raise ValueError(f"unknown format {fmt!r}; formats are table, json, md, csv")
+
+
+def render_text(priced: Sequence[Priced], fmt: str, *, comparison: Comparison | None = None,
+                health: Health | None = None, title: str | None = None, full_table: bool = False,
+                colour: bool = False) -> str:
+    """One report of these rows as text (what ``tileops roofline`` prints for the same rows)."""
+    import io
+
+    report = new_report(fmt, baseline=comparison is not None, title=title, full_table=full_table)
+    facts = RunFacts()
+    for p in priced:
+        report.add(p)
+        facts.add(p)
+    buf = io.StringIO()
+    report.write(buf, facts, comparison, health, colour=colour)
+    return buf.getvalue()
 
 
 def render_markdown(priced: Sequence[Priced], *, comparison: Comparison | None = None) -> str:
-    def esc(s: str) -> str:
-        return s.replace("|", "\\|")
-
-    out: list[str] = []
-    profiles = sorted({p.profile for p in priced if p.profile})
-    out.append(f"# Roofline — profile {', '.join(profiles) or 'none'}\n")
-    for op, group in rows.grouped(priced).items():
-        cols = rows.DISPLAY_COLUMNS + (("data terms",) if any(p.record.data_terms for p in group) else ())
-        out.append(f"## {esc(op)}\n")
-        out.append("| " + " | ".join(cols) + " |")
-        out.append("|" + "|".join("---:" if c in ("time", "achieved", "efficiency") else "---" for c in cols) + "|")
-        for p in group:
-            d = rows.display(p)
-            d["data terms"] = rows.data_terms_text(p.record.data_terms)
-            out.append("| " + " | ".join(esc(d[c]) for c in cols) + " |")
-        out.append("")
-    out.append("## Summary\n")
-    out += [f"- {esc(line)}" for line in summary_lines(priced)]
-    if comparison is not None:
-        out.append("\n## Against the baseline\n")
-        changed = _changed(comparison)
-        if changed:
-            out.append("| op | label | dtype | backend | baseline | now | ratio | change |")
-            out.append("|---|---|---|---|---:|---:|---:|---|")
-            for r in changed:
-                ratio = f"{r.ratio:.2f}x" if r.ratio else rows.DASH
-                out.append("| " + " | ".join(esc(x) for x in (*r.key, rows.seconds(r.old_time_s),
-                                                               rows.seconds(r.new_time_s), ratio, r.change)) + " |")
-            out.append("")
-        out += [f"- {esc(line)}" for line in _comparison_lines(comparison)]
-    return "\n".join(out) + "\n"
-
-
-def _comparison_index(c: Comparison | None) -> dict:
-    return {} if c is None else {r.key: r for r in c.rows}
+    return render_text(priced, "md", comparison=comparison)
 
 
 def render_csv(priced: Sequence[Priced], *, comparison: Comparison | None = None) -> str:
     """One line per record, base units. With a baseline, three more columns (and the gone rows)."""
-    cols = list(rows.RAW_COLUMNS) + (["baseline_time_s", "time_ratio", "change"] if comparison else [])
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-    w.writeheader()
-    idx = _comparison_index(comparison)
-    for p in priced:
-        row: dict[str, Any] = rows.raw(p)
-        row["breaches"] = "; ".join(b["message"] for b in row["breaches"])
-        row["notes"] = "; ".join(row["notes"])
-        row["data_terms"] = rows.data_terms_text(row["data_terms"])
-        if comparison is not None:
-            rc = idx.get(p.record.key)
-            row.update(baseline_time_s=rc.old_time_s if rc else None, time_ratio=rc.ratio if rc else None,
-                       change=rc.change if rc else None)
-        w.writerow(row)
-    if comparison is not None:
-        for rc in comparison.rows:
-            if rc.change == "gone":
-                op, label, dtype, backend = rc.key
-                w.writerow({"op": op, "label": label, "dtype": dtype, "backend": backend,
-                            "baseline_time_s": rc.old_time_s, "change": "gone"})
-    return buf.getvalue()
-
-
-def as_json(priced: Sequence[Priced], *, comparison: Comparison | None = None,
-            health: Health | None = None) -> dict[str, Any]:
-    h = health or compute_health(priced)
-    doc: dict[str, Any] = {
-        "health": h.as_dict(),
-        "profiles": sorted({p.profile for p in priced if p.profile}),
-        "summary": summary_lines(priced, h),
-        "rows": [rows.raw(p) for p in priced],
-    }
-    if comparison is not None:
-        doc["baseline"] = {
-            "threshold": comparison.threshold,
-            "regressions": len(comparison.regressions),
-            "counts": comparison.counts(),
-            "notes": list(comparison.notes),
-            "rows": [{"op": r.key[0], "label": r.key[1], "dtype": r.key[2], "backend": r.key[3],
-                      "change": r.change, "baseline_time_s": r.old_time_s, "time_s": r.new_time_s,
-                      "time_ratio": r.ratio, "baseline_efficiency": r.old_efficiency,
-                      "efficiency": r.new_efficiency} for r in comparison.rows],
-        }
-    return doc
+    return render_text(priced, "csv", comparison=comparison)
 
 
 def render_json(priced: Sequence[Priced], *, comparison: Comparison | None = None,
                 health: Health | None = None) -> str:
-    return json.dumps(as_json(priced, comparison=comparison, health=health), indent=2) + "\n"
+    return render_text(priced, "json", comparison=comparison, health=health)
+
+
+def as_json(priced: Sequence[Priced], *, comparison: Comparison | None = None,
+            health: Health | None = None) -> dict[str, Any]:
+    """The JSON report as data."""
+    return json.loads(render_json(priced, comparison=comparison, health=health))

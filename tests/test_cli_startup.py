@@ -1,0 +1,63 @@
+"""The CLI starts without loading what its commands use: only the command being run is imported."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tileops import cli
+
+HEAVY = ("rich", "pydantic", "prometheus_client", "torch", "yaml", "matplotlib")
+
+
+def _loaded_after(*argv: str) -> list[str]:
+    """Top-level packages of HEAVY imported by `tileops ARGV` (run in a fresh interpreter)."""
+    code = ("import sys, json\nfrom tileops.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n"
+            "    pass\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(%r))))" % (HEAVY,))
+    res = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_help_imports_no_command_module() -> None:
+    assert _loaded_after("--help") == []
+
+
+def test_a_command_imports_only_what_it_needs() -> None:
+    assert _loaded_after("roofline", "--help") == []  # roofline's parser needs none of them
+    assert "rich" in _loaded_after("ops", "--help")  # ops imports rich at module level: it is loaded only for ops
+
+
+def _registered_help() -> dict[str, str | None]:
+    parser = cli.build_parser()  # every command, imported and registered in full
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {c.dest: c.help for c in sub._choices_actions}
+
+
+def test_the_one_line_help_is_the_one_each_command_registers() -> None:
+    assert _registered_help() == cli.COMMANDS
+
+
+@pytest.mark.parametrize("argv", [["roofline", "x"], ["-h"], ["--version"], ["nope"], []])
+def test_only_the_named_command_is_registered_in_full(argv: list[str]) -> None:
+    parser = cli.build_parser(argv)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    full = {name for name, p in sub.choices.items() if p.get_default("func") is not None}
+    assert full == ({argv[0]} if argv and argv[0] in cli.COMMANDS else set())
+
+
+def test_defaults_written_in_the_light_command_modules_match_their_source() -> None:
+    from tileops.commands import export as export_cmd
+    from tileops.commands import roofline as roofline_cmd
+    from tileops.export.push import DEFAULT_JOB, RetryPolicy
+    from tileops.report import FORMATS
+    from tileops.report.baseline import DEFAULT_THRESHOLD
+
+    assert export_cmd.DEFAULT_JOB == DEFAULT_JOB
+    assert (export_cmd.PUSH_ATTEMPTS, export_cmd.PUSH_BACKOFF_S, export_cmd.PUSH_TIMEOUT_S) == (
+        RetryPolicy.attempts, RetryPolicy.backoff_s, RetryPolicy.timeout_s)
+    assert roofline_cmd.FORMATS == FORMATS and roofline_cmd.DEFAULT_THRESHOLD == DEFAULT_THRESHOLD

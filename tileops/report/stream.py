@@ -1,0 +1,98 @@
+"""Read, price and report a run of any size in one pass, in parallel where the machine allows.
+
+Records stream from the files (``tileops.records.iter_records``) through the
+roofline tool (``price_iter``) into *sinks*: objects that take one priced row
+at a time (``add``) and keep only what their output needs — a report's text,
+the summary's counts (``RunFacts``), a baseline's per-row times
+(``TimeIndex``). No record outlives its row.
+
+Parsing JSON is most of the work, so a large file is cut at line starts into
+one span per CPU (``jsonl_spans``) and each span is read by a forked worker
+with its own sinks; the parent merges them in file order, so the output is
+the one a single pass gives, and a bad line anywhere still stops the command
+with its file:line before anything is written.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from pathlib import Path
+from typing import Callable, Iterable, Protocol, Sequence
+
+from tileops.profiles import ProfileChooser
+from tileops.records import iter_records, jsonl_spans, resolve_records_path
+from tileops.roofline import Priced, price_iter
+
+#: A span smaller than this is not worth a process (start-up and sending the result back).
+MIN_SPAN_BYTES = 4 << 20
+
+
+class Sink(Protocol):
+    def add(self, p: Priced) -> None: ...
+
+    def merge(self, later: "Sink") -> None: ...
+
+
+Chunk = tuple[Path, "tuple[int, int] | None"]
+
+
+def default_jobs() -> int:
+    """The CPUs this process may run on (at most 8)."""
+    try:
+        return max(1, min(8, len(os.sched_getaffinity(0))))
+    except AttributeError:  # not Linux
+        return max(1, min(8, os.cpu_count() or 1))
+
+
+def _fill(chunk: Chunk, chooser: ProfileChooser, sinks: Sequence[Sink]) -> Sequence[Sink]:
+    path, span = chunk
+    adds = [s.add for s in sinks]
+    for p in price_iter(iter_records(path, span=span), chooser):
+        for add in adds:
+            add(p)
+    return sinks
+
+
+# What a forked worker needs, inherited from the parent rather than sent to it.
+_JOB: tuple[ProfileChooser, Callable[[], Sequence[Sink]]] | None = None
+
+
+def _work(chunk: Chunk) -> Sequence[Sink]:
+    assert _JOB is not None
+    chooser, make = _JOB
+    return _fill(chunk, chooser, make())
+
+
+def read_priced(paths: Iterable[Path | str], chooser: ProfileChooser, make: Callable[[], Sequence[Sink]], *,
+                jobs: int = 1, min_span: int = MIN_SPAN_BYTES) -> Sequence[Sink]:
+    """Price every record of ``paths`` (run directories or records files) into the sinks ``make()`` returns.
+
+    With ``jobs`` > 1 and a file of more than ``min_span`` bytes, its spans are
+    read by up to ``jobs`` forked processes, each into its own sinks, merged in
+    order. Raises what reading raises (FileNotFoundError, RecordFileError) for
+    the first bad line in file order.
+    """
+    files = [resolve_records_path(p) for p in paths]
+    parallel = jobs > 1 and "fork" in multiprocessing.get_all_start_methods()
+    chunks: list[Chunk] = []
+    for f in files:
+        spans = jsonl_spans(f, jobs, min_bytes=min_span) if parallel else []
+        chunks += [(f, span) for span in spans] if len(spans) > 1 else [(f, None)]
+    if not parallel or len(chunks) == 1:
+        sinks = make()
+        for chunk in chunks:
+            _fill(chunk, chooser, sinks)
+        return sinks
+    global _JOB
+    _JOB = (chooser, make)
+    try:
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(chunks))) as pool:
+            parts = pool.imap(_work, chunks)  # in order: the first failure raised is the first in the files
+            sinks = next(parts)
+            for later in parts:
+                for mine, theirs in zip(sinks, later):
+                    mine.merge(theirs)
+    finally:
+        _JOB = None
+    return sinks
