@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import json.scanner
 import math
 import operator
 import os
@@ -691,6 +692,23 @@ def to_json(obj: Any) -> str:
 # --------------------------------------------------------------------------- files
 
 
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # the C scanner json.loads calls, without its wrappers
+
+
+def _json_line(text: str) -> Any:
+    """One JSON value filling the line (json.loads's rules; its message on an error)."""
+    try:
+        data, end = _scan(text, 0)
+        if end == len(text) or text[end:].isspace():
+            return data
+    except (StopIteration, ValueError, RecursionError):
+        pass
+    try:  # leading whitespace (valid), or not JSON: json.loads decides and words it
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _Invalid(f"not JSON ({exc})") from None
+
+
 def _parse_line(cls: type[T], raw: bytes | str) -> T:
     """Parse and check one object; NaN/Infinity (and 1e400) parse to floats the field checks then refuse."""
     try:
@@ -718,7 +736,6 @@ def iter_jsonl(path: Path, cls: type[T], *, what: str, fix: str,
     still numbered as lines of the whole file.
     """
     decode = _dataclass_decoder(cls)
-    loads = json.loads
     with open(path, "rb") as f:
         first, pos, end = 1, 0, None
         if span is not None:
@@ -739,11 +756,7 @@ def iter_jsonl(path: Path, cls: type[T], *, what: str, fix: str,
             except UnicodeDecodeError:
                 raise RecordFileError(f"{path}:{i}: not UTF-8 text; {fix}") from None
             try:
-                try:
-                    data = loads(text)
-                except (ValueError, RecursionError) as exc:
-                    raise _Invalid(f"not JSON ({exc})") from None
-                obj = decode(data)
+                obj = decode(_json_line(text))
             except _Invalid as exc:
                 raise _located(path, i, exc, what, fix) from None
             yield obj

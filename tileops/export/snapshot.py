@@ -108,9 +108,15 @@ def build_snapshots(run_dir: Path, info: RunInfo | None, priced: Sequence[Priced
                     audit: Sequence[AuditEntry] = (),
                     calibrations: Mapping[str, DeviceCalibration] | None = None) -> list[RunSnapshot]:
     """Every device's snapshot of one already-priced run (a run normally measures one device)."""
+    rows_of: dict[tuple, list[Priced]] = {}  # a device's rows by its env fields: DeviceLabels once per device
     by_device: dict[DeviceLabels, list[Priced]] = {}
     for p in priced:
-        by_device.setdefault(DeviceLabels.of(p.record), []).append(p)
+        env = p.record.env
+        key = (env.hostname, env.device_uuid, env.device_name, env.device_kind)
+        rows = rows_of.get(key)
+        if rows is None:
+            rows = rows_of[key] = by_device.setdefault(DeviceLabels.of(p.record), [])
+        rows.append(p)
     out: list[RunSnapshot] = []
     for device, rows in by_device.items():
         recs = tuple(p.record for p in rows)
