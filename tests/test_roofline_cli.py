@@ -116,3 +116,17 @@ def test_real_cpu_bench_then_roofline_plot(tmp_path: Path, capsys) -> None:
     assert doc["rows"] and all(r["profile"] == "e2e-cpu" and r["efficiency"] > 0 for r in doc["rows"])
     for name in ("roofline.png", "roofline.svg"):
         assert (plots / name).stat().st_size > 10_000
+
+
+def test_every_flag_is_documented_and_every_documented_flag_exists() -> None:
+    import argparse
+    import re
+
+    from tileops.cli import build_parser
+
+    parser = build_parser(["roofline"])
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {s for a in sub.choices["roofline"]._actions for s in a.option_strings if s.startswith("--")} - {"--help"}
+    doc = (Path(__file__).parents[1] / "docs" / "roofline.md").read_text(encoding="utf-8")
+    running = doc.split("## Running it", 1)[1].split("\n### ", 1)[0]
+    assert flags == set(re.findall(r"`(--[a-z-]+)", running))

@@ -582,7 +582,7 @@ class _FastDecoder:
         if plan is None:
             return self.fallback(v)
         try:
-            return plan.build(v)
+            return plan.build(v, values)
         except (_Decline, _Invalid):
             return self.fallback(v)  # the field decoder accepts it after all, or words the error
 
@@ -590,34 +590,44 @@ class _FastDecoder:
         """The checks and conversions for objects whose values have these types; None: always decline."""
         if not all(map(operator.contains, self.accepts, sig)):
             return None
-        numbers: list[tuple[str, Any, Any]] = []
-        literals: list[tuple[str, frozenset]] = []
+        numbers: list[tuple[int, Any, Any]] = []  # (index in the values, lowest, highest)
+        literals: list[tuple[int, frozenset]] = []
         convert: list[tuple[str, _Decoder]] = []
-        containers: list[tuple[str, _Decoder]] = []  # lists and mappings: usually empty, so checked as a group
-        for (name, tp, meta), t in zip(self.fields, sig):
+        containers: list[tuple[int, str, _Decoder]] = []  # lists and mappings: usually empty, so checked together
+        for at, ((name, tp, meta), t) in enumerate(zip(self.fields, sig)):
             if t is _NONE:
                 continue
             kind = _unwrap(tp)
             if kind is int or kind is float:
                 span = _number_range(kind, t, meta)
                 if span is not None:
-                    numbers.append((name, *span))
+                    numbers.append((at, *span))
                 if kind is float and t is int:
                     convert.append((name, float))  # in range (checked above), so exact enough and finite
             elif typing.get_origin(kind) is Literal:
-                literals.append((name, frozenset(typing.get_args(kind))))
+                literals.append((at, frozenset(typing.get_args(kind))))
             elif kind is datetime:
                 convert.append((name, _datetime))
             elif kind is Any:
                 if t is float:
-                    numbers.append((name, -_MAX_FLOAT, _MAX_FLOAT))
+                    numbers.append((at, -_MAX_FLOAT, _MAX_FLOAT))
                 elif t is dict or t is list:
-                    containers.append((name, _json_value))
+                    containers.append((at, name, _json_value))
             elif dataclasses.is_dataclass(kind):
                 convert.append((name, _dataclass_decoder(kind)))
             elif kind is not str and kind is not bool:  # list[...] / dict[str, ...]
-                containers.append((name, _decoder(kind, meta)))
+                containers.append((at, name, _decoder(kind, meta)))
         return _Plan(self, numbers, literals, convert, containers)
+
+
+def _picker(indices: list[int]) -> Callable[[tuple], tuple]:
+    """A getter returning a tuple of these positions of a tuple, even for one position (or none)."""
+    if not indices:
+        return lambda t: ()
+    if len(indices) == 1:
+        one = indices[0]
+        return lambda t: (t[one],)
+    return operator.itemgetter(*indices)
 
 
 class _Plan:
@@ -626,27 +636,28 @@ class _Plan:
     __slots__ = ("cls", "get_numbers", "lows", "highs", "get_literals", "allowed", "convert", "containers",
                  "get_containers", "bypass_init")
 
-    def __init__(self, dec: _FastDecoder, numbers: list[tuple[str, Any, Any]],
-                 literals: list[tuple[str, frozenset]], convert: list[tuple[str, _Decoder]],
-                 containers: list[tuple[str, _Decoder]]) -> None:
+    def __init__(self, dec: _FastDecoder, numbers: list[tuple[int, Any, Any]],
+                 literals: list[tuple[int, frozenset]], convert: list[tuple[str, _Decoder]],
+                 containers: list[tuple[int, str, _Decoder]]) -> None:
         self.cls = dec.cls
         self.bypass_init = dec.bypass_init
-        self.get_numbers = _values([n for n, _, _ in numbers])
+        self.get_numbers = _picker([at for at, _, _ in numbers])
         self.lows = tuple(lo for _, lo, _ in numbers)
         self.highs = tuple(hi for _, _, hi in numbers)
-        self.get_literals = _values([n for n, _ in literals])
+        self.get_literals = _picker([at for at, _ in literals])
         self.allowed = tuple(a for _, a in literals)
         self.convert = convert
-        self.containers = containers
-        self.get_containers = _values([n for n, _ in containers]) if containers else None
+        self.containers = [(name, dec) for _, name, dec in containers]
+        self.get_containers = _picker([at for at, _, _ in containers]) if containers else None
 
-    def build(self, v: dict) -> Any:
-        nums = self.get_numbers(v)
+    def build(self, v: dict, values: tuple) -> Any:
+        """The object from ``v`` (whose values, in field order, are ``values``); _Decline when a check fails."""
+        nums = self.get_numbers(values)
         if not (all(map(operator.le, self.lows, nums)) and all(map(operator.le, nums, self.highs))
-                and all(map(operator.contains, self.allowed, self.get_literals(v)))):
+                and all(map(operator.contains, self.allowed, self.get_literals(values)))):
             raise _Decline
         convert = self.convert
-        if self.get_containers is not None and any(self.get_containers(v)):
+        if self.get_containers is not None and any(self.get_containers(values)):
             convert = convert + [(n, dec) for n, dec in self.containers if v[n]]  # an empty one holds nothing
         if self.bypass_init:
             obj = object.__new__(self.cls)

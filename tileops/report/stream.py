@@ -69,9 +69,9 @@ def read_priced(paths: Iterable[Path | str], chooser: ProfileChooser, make: Call
     """Price every record of ``paths`` (run directories or records files) into the sinks ``make()`` returns.
 
     With ``jobs`` > 1 and a file of more than ``min_span`` bytes, its spans are
-    read by up to ``jobs`` forked processes, each into its own sinks, merged in
-    order. Raises what reading raises (FileNotFoundError, RecordFileError) for
-    the first bad line in file order.
+    read by this process and up to ``jobs - 1`` forked ones, each into its own
+    sinks, merged in order. Raises what reading raises (FileNotFoundError,
+    RecordFileError) for the first bad line in file order.
     """
     files = [resolve_records_path(p) for p in paths]
     parallel = jobs > 1 and "fork" in multiprocessing.get_all_start_methods()
@@ -87,11 +87,11 @@ def read_priced(paths: Iterable[Path | str], chooser: ProfileChooser, make: Call
     global _JOB
     _JOB = (chooser, make)
     try:
-        with multiprocessing.get_context("fork").Pool(min(jobs, len(chunks))) as pool:
-            parts = pool.imap(_work, chunks)  # in order: the first failure raised is the first in the files
-            sinks = next(parts)
-            for later in parts:
-                for mine, theirs in zip(sinks, later):
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(chunks)) - 1 or 1) as pool:
+            later = pool.imap(_work, chunks[1:])  # forked now, with the job; results come back in order
+            sinks = _fill(chunks[0], chooser, make())  # this process reads the first span meanwhile
+            for part in later:  # the first failure raised is the first in the files
+                for mine, theirs in zip(sinks, part):
                     mine.merge(theirs)
     finally:
         _JOB = None

@@ -1,0 +1,191 @@
+"""Reports built row by row: streamed, in parallel, or from a list, the output is the same; a large
+table becomes a digest that hides nothing that needs attention."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from roofline_fixtures import make_profile, make_record, write_profile, write_records
+
+from tileops.cli import main
+from tileops.profiles import ProfileChooser
+from tileops.records import RecordFileError, iter_records, jsonl_spans, load_records, to_json
+from tileops.report import compare, render
+from tileops.report import tables as T
+from tileops.report.baseline import TimeIndex
+from tileops.report.stream import read_priced
+from tileops.roofline import health, price_all
+
+PROFILE = make_profile(name="stream-cpu", match=("Stream CPU",), bw_theoretical=40e9, bw_calibration=0.5,
+                       roofs={"cpu.fp32": (200e9, 0.5)}, latency_floor_s=5e-6)
+CHOOSER = ProfileChooser.only(PROFILE)
+
+
+def _run(n: int, *, slow: float = 1.0, tag: str = "") -> list:
+    """n rows over three ops: mostly ordinary, with a breach, an anomaly, an error and a skipped row."""
+    out = []
+    for i in range(n):
+        op = ("relu", "gelu", "linear")[i % 3]
+        nbytes = 8 << (10 + i % 8)
+        eff = 0.2 + 0.7 * ((i * 37) % 100) / 100  # 20 % to 90 %
+        out.append(make_record(op=op, label=f"{tag}row{i}", bytes=nbytes, flops=nbytes // 8,
+                               median_s=nbytes / (20e9 * eff) * slow, device_name="Stream CPU",
+                               data_terms={"k": i % 4} if op == "linear" and i % 5 == 0 else {}))
+    out[n // 2] = make_record(op="gelu", label="inflated", bytes=800 << 20, flops=1, median_s=1e-3,
+                              device_name="Stream CPU")  # 839 GB/s > 40 GB/s theoretical: breach
+    out[n // 3] = make_record(op="relu", label="too-fast", bytes=8 << 20, median_s=(8 << 20) / 30e9,
+                              device_name="Stream CPU")  # 150 %: anomaly
+    out[n // 4] = make_record(op="linear", label="broken", status="error", device_name="Stream CPU")
+    out[n // 5] = make_record(op="linear", label="unsupported", status="skipped", device_name="Stream CPU")
+    return out
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> tuple[Path, Path, Path]:
+    new = write_jsonl(tmp_path / "new" / "records.jsonl", _run(60))
+    old = write_jsonl(tmp_path / "old" / "records.jsonl", _run(50, slow=0.8) + _run(3, tag="gone-"))
+    return new, old, write_profile(tmp_path / "stream-cpu.yaml", PROFILE)
+
+
+def write_jsonl(path: Path, records: list) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(to_json(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["table", "md", "csv", "json"])
+@pytest.mark.parametrize("baseline", [False, True])
+def test_the_streamed_command_prints_what_the_in_memory_report_renders(files, fmt: str, baseline: bool,
+                                                                       capsys) -> None:
+    new, old, prof = files
+    argv = ["roofline", str(new), "--profile", str(prof), "--format", fmt] + (["--baseline", str(old)] * baseline)
+    main(argv)
+    streamed = capsys.readouterr().out
+    priced = price_all(load_records([new]), CHOOSER)
+    comparison = compare(priced, price_all(load_records([old]), CHOOSER)) if baseline else None
+    assert streamed == render(priced, fmt, comparison=comparison, health=health(priced))
+    if fmt == "json":  # the document parses, with one object per row
+        doc = json.loads(streamed)
+        assert len(doc["rows"]) == 60 and doc["health"]["breaches"] == 1
+        assert ("baseline" in doc) == baseline
+    if fmt == "csv":
+        rows = list(csv.DictReader(io.StringIO(streamed)))
+        gone = sum(r.change == "gone" for r in comparison.rows) if comparison else 0
+        assert len(rows) == 60 + gone and (gone > 0) == baseline  # with a baseline, the gone rows too
+
+
+def _sinks(fmt: str, baseline: bool):
+    return lambda: [T.RunFacts(), T.new_report(fmt, baseline=baseline), TimeIndex()]
+
+
+def _text(sinks: list, comparison=None) -> str:
+    facts, report, _ = sinks
+    buf = io.StringIO()
+    report.write(buf, facts, comparison)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["table", "md", "csv", "json"])
+def test_reading_in_parallel_gives_the_output_of_one_pass(files, fmt: str) -> None:
+    new, old, _ = files
+    two = [new, old]  # two files, each cut into spans
+    assert len(jsonl_spans(new, 4, min_bytes=1)) == 4
+    one_pass = read_priced(two, CHOOSER, _sinks(fmt, True), jobs=1)
+    parallel = read_priced(two, CHOOSER, _sinks(fmt, True), jobs=4, min_span=1)
+    assert len(one_pass[2]) == len(parallel[2]) and one_pass[2].rows == parallel[2].rows
+    c = compare(price_all(load_records(two), CHOOSER), price_all(load_records([old]), CHOOSER))
+    assert _text(parallel, c) == _text(one_pass, c) == render(price_all(load_records(two), CHOOSER), fmt,
+                                                                comparison=c)
+
+
+def test_a_bad_line_in_a_later_span_is_named_by_its_line_in_the_file(tmp_path: Path) -> None:
+    recs = _run(40)
+    path = write_jsonl(tmp_path / "records.jsonl", recs)
+    lines = path.read_text().splitlines(keepends=True)
+    lines[33] = lines[33].replace('"status":"ok"', '"status":"great"')
+    path.write_text("".join(lines))
+    spans = jsonl_spans(path, 3, min_bytes=1)
+    assert spans[0][0] == 0 and spans[-1][1] == path.stat().st_size
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))  # contiguous, each at a line start
+    with pytest.raises(RecordFileError, match=rf"{path}:34: not a valid record \(status"):
+        read_priced([path], CHOOSER, _sinks("csv", False), jobs=3, min_span=1)
+    # and every span but the bad one reads as the same records a whole read gives
+    first = list(iter_records(path, span=spans[0]))
+    assert [r.label for r in first] == [r.label for r in recs[:len(first)]]
+
+
+# --------------------------------------------------------------------------- the digest
+
+
+def _table(records: list, **kw) -> str:
+    report = T.TableReport(**kw)
+    facts = T.RunFacts()
+    for p in price_all(records, CHOOSER):
+        report.add(p)
+        facts.add(p)
+    buf = io.StringIO()
+    report.write(buf, facts)
+    return buf.getvalue()
+
+
+def test_a_table_above_the_limit_is_a_digest_that_lists_every_row_needing_attention() -> None:
+    records = _run(300)
+    text = _table(records, limit=100)
+    # every breach, anomaly and error is listed by name, with its verdict
+    for needle in ("inflated", "anomaly · FORMULA ERROR", "too-fast", "broken", "error: exception"):
+        assert needle in text, needle
+    assert "Rows that need attention: 1 physics breach(es) (FORMULA ERROR), 2 anomaly(ies), 1 error record(s)" \
+        in text
+    # per op: the counts by verdict, which add up to the run
+    per_op = text.split("rows, per op")[1].split("Rows that need attention")[0]
+    for op in ("relu", "gelu", "linear"):
+        assert f"│ {op}" in per_op
+    assert "300 row(s):" in text and "health: FAILED" in text
+    # the lowest-efficiency rows of each op, and how to get everything
+    assert "Lowest efficiency, up to 3 per op" in text
+    assert "--full-table" in text and "--format csv|json|md" in text
+    # ordinary rows are not printed one by one: far fewer lines than rows
+    assert text.count("\n") < 80 and sum(f"row{i} " in text for i in range(300)) <= 9
+
+
+def test_the_digest_counts_what_it_does_not_list() -> None:
+    records = _run(200)
+    for i in range(1, 200, 2):  # a hundred more error rows than the digest lists
+        records[i] = make_record(op="relu", label=f"failed{i}", status="error", device_name="Stream CPU")
+    text = _table(records, limit=50)
+    assert f"… {101 + 2 - T.ATTENTION_SHOWN:,} more not listed here" in text  # 101 errors + a breach + an anomaly
+    assert "101 error record(s)" in text and "failed rows: 101 error(s)" in text
+
+
+def test_full_table_prints_every_row_and_a_small_run_is_printed_whole() -> None:
+    records = _run(120)
+    full = _table(records, limit=100, full=True)
+    assert all(f"row{i} " in full for i in range(120) if records[i].label == f"row{i}")
+    assert "summarised" not in full
+    assert _table(records[:90], limit=100) == _table(records[:90], limit=100, full=True)
+
+
+def test_the_digest_caps_formula_error_sentences_but_counts_every_breach() -> None:
+    records = [make_record(op="add", label=f"inflated{i}", bytes=800 << 20, median_s=1e-3, device_name="Stream CPU")
+               for i in range(30)]
+    text = _table(records, limit=10)
+    assert text.count("FORMULA ERROR: add [") == T.BREACH_LINES_SHOWN
+    assert f"FORMULA ERROR: {30 - T.BREACH_LINES_SHOWN:,} more breach(es) not listed here" in text
+    assert "health: FAILED — physics check: 30 row(s)" in text
+    assert "30 physics breach(es)" in text
+
+
+def test_the_command_summarises_a_large_run_and_full_table_prints_it(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(T, "SUMMARISE_ABOVE", 40)
+    run = write_records(tmp_path / "run" / "records.jsonl", _run(60))
+    prof = write_profile(tmp_path / "p.yaml", PROFILE)
+    assert main(["roofline", str(run.parent), "--profile", str(prof)]) == 3
+    digest = capsys.readouterr().out
+    assert "60 rows, more than 40: summarised above" in digest
+    assert main(["roofline", str(run.parent), "--profile", str(prof), "--full-table"]) == 3
+    full = capsys.readouterr().out
+    assert "summarised" not in full and full.count("│ ") > 60
