@@ -10,6 +10,12 @@ or an ``inf`` that crashes a consumer later.
 
 ``Machine`` is the one description of where a measurement ran; a record's
 ``Environment`` and a calibration result both carry it.
+
+Reading is built for files of 100,000 records: a line is parsed by the ``json``
+module's C scanner and checked as a whole object at once (see "The fast
+check" below), and only an unusual object goes field by field; both accept
+exactly the same objects. ``iter_jsonl(span=...)`` reads one part of a file
+(``jsonl_spans``) so a large file can be read by several processes.
 """
 
 from __future__ import annotations
