@@ -639,13 +639,14 @@ def _picker(indices: list[int]) -> Callable[[tuple], tuple]:
 class _Plan:
     """One signature's checks (numbers in range, Literal members) and conversions."""
 
-    __slots__ = ("cls", "get_numbers", "lows", "highs", "get_literals", "allowed", "convert", "containers",
-                 "get_containers", "bypass_init")
+    __slots__ = ("cls", "names", "get_numbers", "lows", "highs", "get_literals", "allowed", "convert",
+                 "containers", "get_containers", "bypass_init")
 
     def __init__(self, dec: _FastDecoder, numbers: list[tuple[int, Any, Any]],
                  literals: list[tuple[int, frozenset]], convert: list[tuple[str, _Decoder]],
                  containers: list[tuple[int, str, _Decoder]]) -> None:
         self.cls = dec.cls
+        self.names = tuple(f[0] for f in dec.fields)
         self.bypass_init = dec.bypass_init
         self.get_numbers = _picker([at for at, _, _ in numbers])
         self.lows = tuple(lo for _, lo, _ in numbers)
@@ -665,12 +666,13 @@ class _Plan:
         convert = self.convert
         if self.get_containers is not None and any(self.get_containers(values)):
             convert = convert + [(n, dec) for n, dec in self.containers if v[n]]  # an empty one holds nothing
+        # Keyed by the class's own field names, not the line's copies of them (a record would
+        # otherwise carry fifty key strings of its own).
+        d = dict(zip(self.names, values))
         if self.bypass_init:
             obj = object.__new__(self.cls)
+            obj.__dict__.update(d)
             d = obj.__dict__
-            d.update(v)
-        else:
-            d = dict(v)
         for name, conv in convert:
             d[name] = conv(v[name])
         return obj if self.bypass_init else self.cls(**d)
