@@ -209,3 +209,14 @@ def test_the_fast_check_accepts_exactly_what_the_field_decoder_accepts(record: R
         assert got == want, data
         accepted += got[0] == "ok"
     assert accepted > 50  # the mutations include many a record may legitimately hold
+
+
+def test_collecting_rarely_restores_the_collector() -> None:
+    import gc
+
+    from tileops.records import collecting_rarely
+
+    before = gc.get_threshold()
+    with collecting_rarely():
+        assert gc.get_threshold()[0] == 100_000 and gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

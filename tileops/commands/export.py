@@ -67,6 +67,13 @@ def retry_policy(args: argparse.Namespace) -> "RetryPolicy":
 
 
 def run(args: argparse.Namespace) -> int:
+    from tileops.records import collecting_rarely
+
+    with collecting_rarely():
+        return _export(args)
+
+
+def _export(args: argparse.Namespace) -> int:
     from tileops import exitcodes
     from tileops.export.calibration import device_calibrations
     from tileops.export.metrics import render

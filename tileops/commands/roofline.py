@@ -88,6 +88,13 @@ def _plot(priced: list, chooser, out_dir: Path) -> None:  # noqa: ANN001
 
 
 def run(args: argparse.Namespace) -> int:
+    from tileops.records import collecting_rarely
+
+    with collecting_rarely():
+        return _roofline(args)
+
+
+def _roofline(args: argparse.Namespace) -> int:
     from tileops import exitcodes
     from tileops.profiles import ProfileChooser, ProfileError
     from tileops.records import RecordFileError
