@@ -83,6 +83,27 @@ def display(p: Priced) -> dict[str, str]:
     return {"op": p.record.op, **dict(zip(DISPLAY_COLUMNS, display_cells(p)))}
 
 
+_last: tuple[Priced | None, tuple[str, ...]] = (None, ())  # the last row's breach sentences
+
+
+def breach_sentences(p: Priced) -> tuple[str, ...]:
+    """The FORMULA ERROR sentence of each of the row's breaches.
+
+    The summary and the report both ask for them one after the other, so the
+    last row's are kept (formatting them is most of the cost of a breach row);
+    the pair is replaced whole, so a reader in another thread sees one row's.
+    """
+    global _last
+    if not p.breaches:
+        return ()
+    last = _last
+    if last[0] is p:
+        return last[1]
+    out = tuple(b.describe(p.record) for b in p.breaches)
+    _last = (p, out)
+    return out
+
+
 def raw_values(p: Priced) -> tuple[Any, ...]:
     """The machine columns (:data:`RAW_COLUMNS`) of a row, in order, base units."""
     r = p.record
@@ -96,7 +117,7 @@ def raw_values(p: Priced) -> tuple[Any, ...]:
         p.achieved_bytes_per_s, p.achieved_flops_per_s, p.effective_bandwidth, p.effective_peak,
         p.verdict, p.blank_reason, p.blank_detail, bool(breaches),
         [{"ceiling": b.ceiling, "implied_per_s": b.implied_per_s, "theoretical_per_s": b.theoretical_per_s,
-          "ratio": b.ratio, "message": b.describe(r)} for b in breaches] if breaches else [],
+          "ratio": b.ratio, "message": m} for b, m in zip(breaches, breach_sentences(p))] if breaches else [],
         list(p.notes), dict(r.data_terms),
     )
 

@@ -74,7 +74,7 @@ class RunFacts:
         if p.verdict == "error" and p.blank_reason == BLANK_SKIPPED:
             self.skipped += 1
         if p.breaches:
-            self.breach_lines.extend(b.describe(p.record) for b in p.breaches)
+            self.breach_lines += rows.breach_sentences(p)
         for note in p.notes:
             self.notes.setdefault(note)
         if p.profile:
