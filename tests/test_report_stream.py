@@ -189,3 +189,37 @@ def test_the_command_summarises_a_large_run_and_full_table_prints_it(tmp_path: P
     assert main(["roofline", str(run.parent), "--profile", str(prof), "--full-table"]) == 3
     full = capsys.readouterr().out
     assert "summarised" not in full and full.count("│ ") > 60
+
+
+def test_a_digest_keeps_the_same_rows_however_the_run_is_split() -> None:
+    """Equal efficiencies everywhere: the lowest rows kept are the first by row number, split or not."""
+    records = [make_record(op="relu", label=f"same{i}", bytes=8 << 20, median_s=(8 << 20) / 5e9,
+                           device_name="Stream CPU") for i in range(40)]
+    priced = price_all(records, CHOOSER)
+    whole = T.TableReport(limit=10)
+    for p in priced:
+        whole.add(p)
+    parts = [T.TableReport(limit=10) for _ in range(3)]
+    for i, p in enumerate(priced):
+        parts[min(i // 14, 2)].add(p)
+    for later in parts[1:]:
+        parts[0].merge(later)
+    facts = T.RunFacts.of(priced)
+    texts = []
+    for report in (whole, parts[0]):
+        buf = io.StringIO()
+        report.write(buf, facts)
+        texts.append(buf.getvalue())
+    assert texts[0] == texts[1]
+    worst = texts[0].split("Lowest efficiency")[1]
+    assert [f"same{i} " in worst for i in range(4)] == [True, True, True, False]
+
+
+def test_the_lowest_rows_are_the_lowest_by_efficiency_then_by_row_order() -> None:
+    effs = [0.5, 0.5, 0.3, 0.1] + [0.7] * 20  # 20 GB/s memory roof at 100 %
+    records = [make_record(op="relu", label=f"r{i}", bytes=8 << 20, median_s=(8 << 20) / (20e9 * e),
+                           device_name="Stream CPU") for i, e in enumerate(effs)]
+    text = _table(records, limit=10)
+    worst = text.split("Lowest efficiency")[1].split("row(s):")[0]
+    assert [label for label in ("r3 ", "r2 ", "r0 ", "r1 ") if label in worst] == ["r3 ", "r2 ", "r0 "]
+    assert worst.index("r3 ") < worst.index("r2 ") < worst.index("r0 ")

@@ -353,27 +353,29 @@ class _OpDigest:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self.efficiencies: list[float] = []  # rows judged against a roof (at-ceiling, below)
-        self.worst: list[tuple[float, int, tuple[str, ...], str]] = []  # a heap: (-efficiency, row number, ...)
+        # The WORST_PER_OP rows lowest by (efficiency, row number): a heap keyed (-efficiency, -row number),
+        # so the same rows are kept whichever order the parts of a run are merged in.
+        self.worst: list[tuple[float, int, tuple[str, ...], str]] = []
 
     def add(self, p: Priced, seq: int) -> None:
         self.counts[p.verdict] = self.counts.get(p.verdict, 0) + 1
         eff = p.efficiency
         if eff is not None and (p.verdict == "below" or p.verdict == "at-ceiling"):
             self.efficiencies.append(eff)
-            self._keep(-eff, seq, p)
+            self._keep(-eff, -seq, p)
 
-    def _keep(self, key: float, seq: int, p: Priced | tuple[tuple[str, ...], str]) -> None:
+    def _keep(self, key: float, nseq: int, p: Priced | tuple[tuple[str, ...], str]) -> None:
         heap = self.worst
-        if len(heap) < WORST_PER_OP or key > heap[0][0]:
-            cells, style = (rows.display_cells(p), _style(p)) if not isinstance(p, tuple) else p
-            (heapq.heappush if len(heap) < WORST_PER_OP else heapq.heapreplace)(heap, (key, seq, cells, style))
+        if len(heap) < WORST_PER_OP or (key, nseq) > heap[0][:2]:
+            cells, style = p if isinstance(p, tuple) else (rows.display_cells(p), _style(p))
+            (heapq.heappush if len(heap) < WORST_PER_OP else heapq.heapreplace)(heap, (key, nseq, cells, style))
 
     def merge(self, later: "_OpDigest", offset: int) -> None:
         for v, n in later.counts.items():
             self.counts[v] = self.counts.get(v, 0) + n
         self.efficiencies += later.efficiencies
-        for key, seq, cells, style in later.worst:
-            self._keep(key, seq + offset, (cells, style))
+        for key, nseq, cells, style in later.worst:
+            self._keep(key, nseq - offset, (cells, style))
 
     def median(self) -> float | None:
         effs = sorted(self.efficiencies)
@@ -383,7 +385,8 @@ class _OpDigest:
         return effs[mid] if len(effs) % 2 else (effs[mid - 1] + effs[mid]) / 2
 
     def lowest(self) -> list[tuple[tuple[str, ...], str]]:
-        return [(cells, style) for _, _, cells, style in sorted(self.worst, key=lambda t: (-t[0], t[1]))]
+        """The kept rows, lowest efficiency first."""
+        return [(cells, style) for _, _, cells, style in sorted(self.worst, reverse=True)]
 
 
 def _needs_attention(p: Priced) -> bool:
@@ -520,8 +523,9 @@ class TableReport(Report):
                                 f"{c['anomaly']:,} anomaly(ies), {c['error']:,} error record(s)")
             self._add_rows(t, self.attention)
             out += [""] + t.lines(colour)
-            if len(self.attention) < self.attention_total:
-                out.append(f"… {self.attention_total - len(self.attention):,} more not listed here; {EVERYTHING_HINT}")
+            unlisted = self.attention_total - len(self.attention)
+            if unlisted:
+                out.append(f"… {unlisted:,} more not listed here; {EVERYTHING_HINT}")
         worst = self._row_table(f"Lowest efficiency, up to {WORST_PER_OP} per op (at-ceiling and below rows)")
         self._add_rows(worst, ((op, cells, style) for op, d in self.ops.items() for cells, style in d.lowest()))
         if worst.rows:
