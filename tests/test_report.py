@@ -120,3 +120,10 @@ def test_plot_with_nominal_bandwidth_unknown_and_no_rows_placed(tmp_path: Path) 
     assert [p.name for p in paths] == ["x.png", "x.svg"]
     svg = paths[1].read_text(encoding="utf-8")
     assert "nominal unknown" in svg and "0 of 1 row(s) placed" in svg
+
+
+def test_a_row_has_every_machine_column_in_order() -> None:
+    from tileops.report import rows
+
+    for p in price_all(_rows(), ProfileChooser.only(PROFILE)):
+        assert tuple(rows.raw(p)) == rows.RAW_COLUMNS

@@ -566,7 +566,8 @@ class _FastDecoder:
         hints = typing.get_type_hints(cls)
         self.fields = [(f.name, hints[f.name], dict(f.metadata)) for f in dataclasses.fields(cls)]
         self.size = len(self.fields)
-        self.getter = _values([f[0] for f in self.fields])
+        self.names = tuple(f[0] for f in self.fields)
+        self.getter = _values(list(self.names))
         self.accepts = [_json_types(tp) for _, tp, _ in self.fields]
         self.plans: dict[tuple[type, ...], _Plan | None] = {}
         # Building the instance without __init__ is the same object only for a plain dataclass.
@@ -575,12 +576,15 @@ class _FastDecoder:
     def decode(self, v: Any) -> Any:
         if type(v) is not dict:
             return self.fallback(v)
-        try:
-            values = self.getter(v)
-        except KeyError:  # a field is missing: the field decoder fills defaults or names it
-            return self.fallback(v)
-        if len(v) != self.size:  # every field is there, so something else is too
-            return self.fallback(v)
+        if tuple(v) == self.names:  # every field, in the order the writer writes them
+            values = tuple(v.values())
+        else:
+            try:
+                values = self.getter(v)
+            except KeyError:  # a field is missing: the field decoder fills defaults or names it
+                return self.fallback(v)
+            if len(v) != self.size:  # every field is there, so something else is too
+                return self.fallback(v)
         sig = tuple(map(type, values))
         plan = self.plans.get(sig, False)
         if plan is False:
@@ -641,14 +645,14 @@ def _picker(indices: list[int]) -> Callable[[tuple], tuple]:
 class _Plan:
     """One signature's checks (numbers in range, Literal members) and conversions."""
 
-    __slots__ = ("cls", "names", "get_numbers", "lows", "highs", "get_literals", "allowed", "convert",
+    __slots__ = ("cls", "template", "get_numbers", "lows", "highs", "get_literals", "allowed", "convert",
                  "containers", "get_containers", "bypass_init")
 
     def __init__(self, dec: _FastDecoder, numbers: list[tuple[int, Any, Any]],
                  literals: list[tuple[int, frozenset]], convert: list[tuple[str, _Decoder]],
                  containers: list[tuple[int, str, _Decoder]]) -> None:
         self.cls = dec.cls
-        self.names = tuple(f[0] for f in dec.fields)
+        self.template = dict.fromkeys(f[0] for f in dec.fields)
         self.bypass_init = dec.bypass_init
         self.get_numbers = _picker([at for at, _, _ in numbers])
         self.lows = tuple(lo for _, lo, _ in numbers)
@@ -668,16 +672,17 @@ class _Plan:
         convert = self.convert
         if self.get_containers is not None and any(self.get_containers(values)):
             convert = convert + [(n, dec) for n, dec in self.containers if v[n]]  # an empty one holds nothing
-        # Keyed by the class's own field names, not the line's copies of them (a record would
-        # otherwise carry fifty key strings of its own).
-        d = dict(zip(self.names, values))
-        if self.bypass_init:
-            obj = object.__new__(self.cls)
-            obj.__dict__.update(d)
-            d = obj.__dict__
+        # Keyed by the class's own field names (an update keeps a dict's keys), not the line's copies
+        # of them: a record would otherwise carry fifty key strings of its own, and reads are slower.
+        d = self.template.copy()
+        d.update(v)
         for name, conv in convert:
             d[name] = conv(v[name])
-        return obj if self.bypass_init else self.cls(**d)
+        if not self.bypass_init:
+            return self.cls(**d)
+        obj = object.__new__(self.cls)
+        object.__setattr__(obj, "__dict__", d)  # what the frozen __init__ would set, field by field
+        return obj
 
 
 def from_data(cls: type[T], data: Any) -> T:

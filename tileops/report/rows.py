@@ -104,31 +104,34 @@ def breach_sentences(p: Priced) -> tuple[str, ...]:
     return out
 
 
-def raw_values(p: Priced) -> tuple[Any, ...]:
-    """The machine columns (:data:`RAW_COLUMNS`) of a row, in order, base units."""
+def raw(p: Priced) -> dict[str, Any]:
+    """The machine columns (:data:`RAW_COLUMNS`, in that order), base units."""
     r = p.record
     env = r.env
     timing = r.timing
     breaches = p.breaches
-    return (
-        r.run_id, r.op, r.family, r.label, r.dtype, r.backend, env.device_name, env.device_kind,
-        timing.timer if timing is not None else None, p.profile, r.status, p.actual_time_s, r.flops, r.bytes,
-        p.intensity, r.roof_key, p.roof, p.memory_time_s, p.compute_time_s, p.sol_time_s, p.efficiency, p.bound,
-        p.achieved_bytes_per_s, p.achieved_flops_per_s, p.effective_bandwidth, p.effective_peak,
-        p.verdict, p.blank_reason, p.blank_detail, bool(breaches),
-        [{"ceiling": b.ceiling, "implied_per_s": b.implied_per_s, "theoretical_per_s": b.theoretical_per_s,
-          "ratio": b.ratio, "message": m} for b, m in zip(breaches, breach_sentences(p))] if breaches else [],
-        list(p.notes), dict(r.data_terms),
-    )
+    return {
+        "run_id": r.run_id, "op": r.op, "family": r.family, "label": r.label, "dtype": r.dtype,
+        "backend": r.backend, "device_name": env.device_name, "device_kind": env.device_kind,
+        "timer": timing.timer if timing is not None else None, "profile": p.profile, "status": r.status,
+        "actual_time_s": p.actual_time_s, "flops": r.flops, "bytes": r.bytes,
+        "intensity_flop_per_byte": p.intensity, "roof_key": r.roof_key, "roof": p.roof,
+        "memory_time_s": p.memory_time_s, "compute_time_s": p.compute_time_s, "sol_time_s": p.sol_time_s,
+        "efficiency": p.efficiency, "bound": p.bound,
+        "achieved_bytes_per_s": p.achieved_bytes_per_s, "achieved_flops_per_s": p.achieved_flops_per_s,
+        "effective_bandwidth": p.effective_bandwidth, "effective_peak": p.effective_peak,
+        "verdict": p.verdict, "blank_reason": p.blank_reason, "blank_detail": p.blank_detail,
+        "formula_error": bool(breaches),
+        "breaches": [{"ceiling": b.ceiling, "implied_per_s": b.implied_per_s, "theoretical_per_s": b.theoretical_per_s,
+                      "ratio": b.ratio, "message": m} for b, m in zip(breaches, breach_sentences(p))]
+        if breaches else [],
+        "notes": list(p.notes),
+        "data_terms": dict(r.data_terms),
+    }
 
 
-#: Where the list-valued columns sit in :func:`raw_values` (CSV flattens them to text).
+#: Where the list-valued columns sit in a row's values (CSV flattens them to text).
 BREACHES_AT, NOTES_AT, DATA_TERMS_AT = (RAW_COLUMNS.index(c) for c in ("breaches", "notes", "data_terms"))
-
-
-def raw(p: Priced) -> dict[str, Any]:
-    """The machine columns by name."""
-    return dict(zip(RAW_COLUMNS, raw_values(p)))
 
 
 def data_terms_text(terms: dict[str, Any]) -> str:

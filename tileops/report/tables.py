@@ -205,7 +205,7 @@ class CsvReport(Report):
         return self._sink.items
 
     def add(self, p: Priced) -> None:
-        values = list(rows.raw_values(p))
+        values = list(rows.raw(p).values())
         breaches, notes, terms = values[rows.BREACHES_AT], values[rows.NOTES_AT], values[rows.DATA_TERMS_AT]
         values[rows.BREACHES_AT] = "; ".join(b["message"] for b in breaches) if breaches else ""
         values[rows.NOTES_AT] = "; ".join(notes) if notes else ""
@@ -257,7 +257,7 @@ class JsonReport(Report):
         self.rows: list[str] = []
 
     def add(self, p: Priced) -> None:
-        self.rows.append(json.dumps(dict(zip(rows.RAW_COLUMNS, rows.raw_values(p)))))
+        self.rows.append(json.dumps(rows.raw(p)))
 
     def merge(self, later: Report) -> None:
         assert isinstance(later, JsonReport)
