@@ -241,3 +241,20 @@ def test_importing_the_roofline_tool_and_reports_imports_no_op_code() -> None:
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, f"imported op code or torch: {res.stdout} {res.stderr}"
+
+
+def test_pricing_builds_the_same_objects_the_dataclass_would() -> None:
+    """Pricing builds each Priced without the frozen dataclass's __init__: the objects are equal to
+    (and carry every field of) what Priced(...) builds from the same values."""
+    import dataclasses
+
+    from tileops.roofline import Priced
+
+    prof = make_profile(latency_floor_s=5e-6)
+    recs = [make_record(), make_record(status="error"), make_record(status="skipped"), make_record(bytes=0),
+            make_record(median_s=1e-9), make_record(bytes=80 << 30, median_s=1e-3), make_record(roof_key=None)]
+    for p in price_all(recs, ProfileChooser.only(prof)) + price_all(recs, ProfileChooser.only(None)):
+        values = {f.name: getattr(p, f.name) for f in dataclasses.fields(Priced)}
+        assert p == Priced(**values) and vars(p) == values
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            p.verdict = "below"  # type: ignore[misc]
