@@ -93,6 +93,21 @@ def device_key(uuid: str | None, hostname: str) -> str:
     return uuid or f"cpu-{hostname}"
 
 
+#: The real forms of a device key: an NVML GPU or MIG uuid, or ``cpu-`` and a host name (at most 64
+#: letters, digits, '-', '.' and '_'), so a key is always a plain file name inside the store.
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+DEVICE_KEY = re.compile(rf"(?:GPU|MIG)-{_UUID}|cpu-[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.)){{0,63}}")
+
+
+def check_device_key(key: str, where: str) -> str:
+    """``key`` when it has a device key's real form; else a ProfileError naming ``where`` it came from."""
+    if not isinstance(key, str) or not DEVICE_KEY.fullmatch(key) or key.endswith("."):
+        raise ProfileError(f"{where}: {key!r} is not a device id (GPU-<uuid>, MIG-<uuid> or cpu-<hostname>)",
+                           file=where, field="uuid",
+                           fix="use the uuid NVML reports, or a host name of letters, digits, '.', '-' and '_'")
+    return key
+
+
 def new_run_id() -> str:
     return "cal-" + dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
@@ -106,7 +121,7 @@ def devices_dir(store: Path | None = None) -> Path:
 
 def write_device_result(run: DeviceCalibration, store: Path | None = None, *, path: Path | None = None) -> Path:
     """Write one device's raw result as YAML (atomically) to ``<store>/devices/<uuid>.yaml``."""
-    target = path or devices_dir(store) / f"{run.device_key}.yaml"
+    target = path or devices_dir(store) / f"{check_device_key(run.device_key, 'device calibration result')}.yaml"
     write_atomic(target, yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False))
     return target
 
