@@ -23,6 +23,7 @@ device time and sol time) so fleet aggregation divides sums
 from __future__ import annotations
 
 import json
+import os
 import platform
 from dataclasses import dataclass
 from functools import lru_cache
@@ -262,8 +263,8 @@ def _audit(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
 def _build_labels() -> tuple[str, str, str]:
     from tileops.paths import repo_root
 
-    revision = ""
-    root = repo_root()
+    revision = os.environ.get("TILEOPS_GIT_REVISION", "")[:12]  # set in the image, which has no .git
+    root = None if revision else repo_root()
     if root is not None:
         head = root / ".git" / "HEAD"
         try:  # read the ref file rather than run git: a scrape must not fork
