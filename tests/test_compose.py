@@ -75,7 +75,7 @@ def test_compose_rejects_an_invalid_file(tmp_path: Path) -> None:
 
 def test_services(config: dict[str, Any]) -> None:
     assert set(config["services"]) == {"calibrate", "bench", "serve", "audit", "pushgateway", "prometheus",
-                                       "grafana"}
+                                       "alertmanager", "grafana"}
     # audit is opt-in: without its profile it is not part of the stack.
     assert "audit" not in load("compose.yaml")["services"]
 
@@ -142,7 +142,7 @@ def test_prometheus_gets_our_config_and_rules(config: dict[str, Any]) -> None:
 
 def test_published_ports_listen_on_localhost_by_default(config: dict[str, Any]) -> None:
     published = {name: svc["ports"] for name, svc in config["services"].items() if svc.get("ports")}
-    assert set(published) == {"serve", "pushgateway", "prometheus", "grafana"}
+    assert set(published) == {"serve", "pushgateway", "prometheus", "alertmanager", "grafana"}
     for name, ports in published.items():
         assert [p["host_ip"] for p in ports] == ["127.0.0.1"], name
     opened = load("compose.yaml", env={**PASSWORD, "TILEOPS_PUBLISH_ADDRESS": "0.0.0.0"})
@@ -161,6 +161,18 @@ def test_grafana_needs_a_password_and_has_no_default(config: dict[str, Any]) -> 
     assert refused.returncode != 0
     assert "GF_ADMIN_PASSWORD" in refused.stderr and "no default" in refused.stderr
     assert compose_config("compose.yaml", env={"GF_ADMIN_PASSWORD": ""}).returncode != 0  # empty is not a password
+
+
+def test_prometheus_sends_alerts_to_our_alertmanager(config: dict[str, Any]) -> None:
+    am = config["services"]["alertmanager"]
+    binds = {v["target"]: Path(v["source"]) for v in am["volumes"] if v["type"] == "bind"}
+    assert binds["/etc/alertmanager"] == REPO / "exporters" / "alertmanager"
+    assert "--config.file=/etc/alertmanager/alertmanager.yml" in am["command"]
+    assert (binds["/etc/alertmanager"] / "alertmanager.yml").is_file()
+    assert "--cluster.listen-address=" in am["command"]  # one instance: no gossip port open
+    scrape = yaml.safe_load((REPO / "exporters" / "prometheus" / "prometheus.yml").read_text())
+    targets = [t for am_ in scrape["alerting"]["alertmanagers"] for sc in am_["static_configs"] for t in sc["targets"]]
+    assert targets == [f"alertmanager:{p['target']}" for p in am["ports"]]
 
 
 def test_grafana_provisions_the_dashboard(config: dict[str, Any]) -> None:
