@@ -276,7 +276,7 @@ def k8s():
 def supported_versions(k8s) -> list[str]:
     """The chart's floor (Chart.yaml kubeVersion) and the newest Kubernetes the validator has schemas for."""
     floor = re.search(r">=\s*(\d+\.\d+)", yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"])[1]
-    newest = k8s.utils.latest_version()
+    newest = k8s.latest_version()
     assert tuple(map(int, newest.split(".")[:2])) >= tuple(map(int, floor.split("."))), (floor, newest)
     return [floor, ".".join(newest.split(".")[:2])]
 
