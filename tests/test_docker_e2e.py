@@ -26,7 +26,8 @@ from appliance_support import REPO, docker_client, unavailable
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 BASE = "tileops-base:bookworm"
-IMAGE = "tileops:e2e"
+#: Another checkout sharing this Docker engine may build the same tag at the same time: give yours its own.
+IMAGE = os.environ.get("TILEOPS_E2E_IMAGE", "tileops:e2e")
 
 
 def run(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess[str]:
