@@ -198,10 +198,10 @@ def test_a_physics_breach_reaches_the_pager_webhook(tmp_path: Path) -> None:
 
         prom_port = free_port()
         prom_log = open(tmp_path / "prometheus.log", "wb")
+        config = prometheus_config(tmp_path, pgw.removeprefix("http://"), f"127.0.0.1:{am_port}")
         procs.append(subprocess.Popen(
-            [prometheus, f"--config.file={prometheus_config(tmp_path, pgw.removeprefix('http://'), f'127.0.0.1:{am_port}')}",
-             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-            stdout=prom_log, stderr=subprocess.STDOUT))
+            [prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=prom_log, stderr=subprocess.STDOUT))
         wait_http(f"http://127.0.0.1:{prom_port}/-/ready", 30, procs[-1])
 
         try:

@@ -182,17 +182,17 @@ def test_serve_healthcheck(client, image: str) -> None:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as resp:
             assert resp.status == 200
 
-        # PID 1 is tini, with tileops as its child; the revision is in the running container's environment.
-        probe = ("import os; c = lambda p: open(f'/proc/{p}/cmdline', 'rb').read().split(bytes(1))[:-1]; "
+        # PID 1 is tini, its child is tileops, and that process's environment carries the revision.
+        probe = ("import json, os; z = bytes(1); c = lambda p: open(f'/proc/{p}/cmdline', 'rb').read().split(z)[:-1]; "
                  "kids = [p for p in os.listdir('/proc') if p.isdigit() and p != '1' and "
                  "open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1] == '1']; "
-                 "print(c(1)[0].decode(), *[b' '.join(c(p)[1:]).decode() for p in kids], sep='|'); "
-                 "print(os.environ['TILEOPS_GIT_REVISION'])")
-        pid1, env_revision = ok(run(["docker", "exec", good, "python3", "-c", probe], timeout=60)).stdout.split("\n")[:2]
-        init, *children = pid1.split("|")
-        assert init == "/usr/bin/tini", pid1
-        assert any(c.startswith("/opt/tileops/bin/tileops serve /data/results") for c in children), pid1
-        assert env_revision == revision_of(client, image)
+                 "env = lambda p: dict(e.decode().split('=', 1) for e in open(f'/proc/{p}/environ', 'rb').read()"
+                 ".split(z) if e); print(json.dumps({'init': c(1)[0].decode(), 'children': "
+                 "[[b' '.join(c(p)[1:]).decode(), env(p).get('TILEOPS_GIT_REVISION')] for p in kids]}))")
+        seen = json.loads(ok(run(["docker", "exec", good, "python3", "-c", probe], timeout=60)).stdout)
+        assert seen["init"] == "/usr/bin/tini", seen
+        (serving,) = [c for c in seen["children"] if c[0].startswith("/opt/tileops/bin/tileops serve /data/results")]
+        assert serving[1] == revision_of(client, image), seen
 
         # docker stop's SIGTERM reaches tileops through tini: it ends at once (143), not after the
         # 10 s grace period with SIGKILL (137), which is what a PID 1 without an init gets.

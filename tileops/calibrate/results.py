@@ -205,11 +205,10 @@ def stored_freshness(key: str, max_age: dt.timedelta, *, store: Path | None = No
     if age < -CLOCK_SLACK:
         return Freshness(key, False, f"the stored calibration finished in the future ({when}): the clock moved",
                          stored)
+    ago = f"calibrated {format_age(age)} ago"
     if age > max_age:
-        return Freshness(key, False, f"calibrated {format_age(age)} ago ({when}), over the maximum age {format_age(max_age)}",
-                         stored)
-    return Freshness(key, True, f"calibrated {format_age(age)} ago ({when}, {how}), under the maximum age {format_age(max_age)}",
-                     stored)
+        return Freshness(key, False, f"{ago} ({when}), over the maximum age {format_age(max_age)}", stored)
+    return Freshness(key, True, f"{ago} ({when}, {how}), under the maximum age {format_age(max_age)}", stored)
 
 
 # --------------------------------------------------------------------------- building the profile
