@@ -330,7 +330,7 @@ def test_a_broken_manifest_fails_validation(helm, k8s, path: tuple, value: Any, 
         node = node[key]
     node[path[-1]] = value
     error = schema_errors(k8s, broken, version)
-    assert error is not None and (field in error or field in str(path)), error
+    assert error is not None and field in error, error
 
 
 def test_a_broken_template_fails_validation(helm, k8s, tmp_path: Path) -> None:
