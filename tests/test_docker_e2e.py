@@ -26,7 +26,8 @@ from appliance_support import REPO, docker_client, unavailable
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 BASE = "tileops-base:bookworm"
-IMAGE = "tileops:e2e"
+#: Another checkout sharing this Docker engine may build the same tag at the same time: give yours its own.
+IMAGE = os.environ.get("TILEOPS_E2E_IMAGE", "tileops:e2e")
 
 
 def run(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess[str]:
@@ -68,20 +69,26 @@ def image(client) -> str:
     return IMAGE
 
 
+def revision_of(client, image: str) -> str:
+    return client.images.get(image).attrs["Config"]["Labels"]["org.opencontainers.image.revision"]
+
+
 def test_image_config(client, image: str) -> None:
     config = client.images.get(image).attrs["Config"]
     assert config["User"] == "10001:10001"
-    assert config["Entrypoint"] == ["tileops"] and config["Cmd"] == ["bench"]
+    assert config["Entrypoint"] == ["/usr/bin/tini", "--", "tileops"] and config["Cmd"] == ["bench"]
     assert set(config["Volumes"]) == {"/data/results", "/data/profiles"}
     assert "TILEOPS_PROFILE_DIR=/data/profiles" in config["Env"]
+    assert "TILEOPS_SERVE_HOST=0.0.0.0" in config["Env"]
     labels = config["Labels"]
     # The commit it was built from (HEAD then; others may have committed since).
     revision = labels["org.opencontainers.image.revision"]
     assert run(["git", "merge-base", "--is-ancestor", revision, "HEAD"], timeout=30, cwd=REPO).returncode == 0
+    assert f"TILEOPS_GIT_REVISION={revision}" in config["Env"]  # what records and tileops_build_info read
     assert labels["org.opencontainers.image.base.name"] == BASE
 
 
-def test_docker_run_bench_prints_the_sol_table(image: str, tmp_path: Path) -> None:
+def test_docker_run_bench_prints_the_sol_table(client, image: str, tmp_path: Path) -> None:
     """The user's command on a machine with no GPU: the CPU set, priced, with its table."""
     results = tmp_path / "results"
     results.mkdir()
@@ -96,6 +103,13 @@ def test_docker_run_bench_prints_the_sol_table(image: str, tmp_path: Path) -> No
     records = load_records([results / "run" / "records.jsonl"])
     assert len(records) == rows > 10  # the CPU set, not a single op
     assert json.loads((results / "run" / "run.json").read_text())
+    # The image's revision, from its environment (no git checkout inside), in every record and the build info.
+    revision = revision_of(client, image)
+    assert {r.env.git_revision for r in records} == {revision}
+    exposition = ok(run(["docker", "run", "--rm", "-v", f"{results}:/data/results", image,
+                         "export", "/data/results/run"], timeout=300)).stdout
+    (build,) = [line for line in exposition.splitlines() if line.startswith("tileops_build_info{")]
+    assert f'revision="{revision}"' in build
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +161,8 @@ def test_fleet_names_the_failed_device(image: str, tmp_path: Path) -> None:
 def test_serve_healthcheck(client, image: str) -> None:
     """The image's HEALTHCHECK: healthy while serve answers /healthz, unhealthy when it answers 503."""
     fast = ["--health-interval", "2s", "--health-retries", "3"]
-    good = ok(run(["docker", "run", "-d", *fast, "--health-start-period", "90s", image, "serve", "/data/results"],
-                  timeout=60)).stdout.strip()
+    good = ok(run(["docker", "run", "-d", *fast, "--health-start-period", "90s", "-p", "127.0.0.1::9469", image,
+                   "serve", "/data/results"], timeout=60)).stdout.strip()
     bad = ok(run(["docker", "run", "-d", *fast, "--health-start-period", "15s", image, "serve", "/data/missing"],
                  timeout=60)).stdout.strip()
     try:
@@ -160,6 +174,32 @@ def test_serve_healthcheck(client, image: str) -> None:
                 break
             time.sleep(2)
         assert status == {good: "healthy", bad: "unhealthy"}, client.containers.get(good).logs()[-2000:]
+
+        # serve listens on every interface in the image (TILEOPS_SERVE_HOST): the published port answers.
+        import urllib.request
+
+        port = client.containers.get(good).ports["9469/tcp"][0]["HostPort"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as resp:
+            assert resp.status == 200
+
+        # PID 1 is tini, its child is tileops, and that process's environment carries the revision.
+        probe = ("import json, os; z = bytes(1); c = lambda p: open(f'/proc/{p}/cmdline', 'rb').read().split(z)[:-1]; "
+                 "kids = [p for p in os.listdir('/proc') if p.isdigit() and p != '1' and "
+                 "open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1] == '1']; "
+                 "env = lambda p: dict(e.decode().split('=', 1) for e in open(f'/proc/{p}/environ', 'rb').read()"
+                 ".split(z) if e); print(json.dumps({'init': c(1)[0].decode(), 'children': "
+                 "[[b' '.join(c(p)[1:]).decode(), env(p).get('TILEOPS_GIT_REVISION')] for p in kids]}))")
+        seen = json.loads(ok(run(["docker", "exec", good, "python3", "-c", probe], timeout=60)).stdout)
+        assert seen["init"] == "/usr/bin/tini", seen
+        (serving,) = [c for c in seen["children"] if c[0].startswith("/opt/tileops/bin/tileops serve /data/results")]
+        assert serving[1] == revision_of(client, image), seen
+
+        # docker stop's SIGTERM reaches tileops through tini: it ends at once (143), not after the
+        # 10 s grace period with SIGKILL (137), which is what a PID 1 without an init gets.
+        started = time.monotonic()
+        ok(run(["docker", "stop", "-t", "30", good], timeout=60))
+        assert time.monotonic() - started < 10
+        assert client.containers.get(good).attrs["State"]["ExitCode"] in (0, 143)  # a clean stop or SIGTERM
     finally:
         for cid in (good, bad):
             client.containers.get(cid).remove(force=True, v=True)

@@ -294,7 +294,7 @@ def install_profiles(outcomes: Iterable[Outcome], store: Path, echo: Printer = p
     measurement, as ``tileops calibrate --all-devices`` does), so a single weak
     GPU neither sets nor drags its model's ceiling.
     """
-    from tileops.calibrate.results import build_profile, read_device_result, write_device_result
+    from tileops.calibrate.results import build_profile, write_device_result
     from tileops.profiles import load_profile, write_profile
 
     written: list[Path] = []
@@ -303,7 +303,12 @@ def install_profiles(outcomes: Iterable[Outcome], store: Path, echo: Printer = p
         if not o.ok or o.collected is None:
             continue
         prof_dir = o.collected / "profiles"
-        runs = [read_device_result(f) for f in sorted((prof_dir / "devices").glob("*.yaml"))]
+        try:
+            runs = _checked_results(o, prof_dir / "devices")
+        except TileOpsError as exc:  # nothing of this container's is installed
+            o.error = f"its calibration was refused: {exc}"
+            echo(f"{o.device.describe()}: {o.error}")
+            continue
         written += [write_device_result(r, store) for r in runs]
         for f in sorted(prof_dir.glob("*.yaml")):
             profile = load_profile(f)
@@ -319,3 +324,22 @@ def install_profiles(outcomes: Iterable[Outcome], store: Path, echo: Printer = p
         written.append(write_profile(profile, store))
         echo(f"{model}: one profile from {len(runs)} devices (the median of each measurement)")
     return written
+
+
+def _checked_results(outcome: Outcome, folder: Path) -> list[Any]:
+    """The container's per-device results, each a real device id (GPU-/MIG- uuid, ``cpu-<hostname>``).
+
+    The ids come from the container's own output and become file names in the
+    host's store, so an id such as ``../../x`` is refused, not followed; and a
+    GPU's container may only report the GPU it was given.
+    """
+    from tileops.calibrate.results import check_device_key, read_device_result
+
+    runs = []
+    for f in sorted(folder.glob("*.yaml")):
+        run = read_device_result(f)
+        key = check_device_key(run.device_key, str(f))
+        if outcome.device.is_gpu and key != outcome.device.uuid:
+            raise FleetError(f"{f}: a result for {key}, but this container was given {outcome.device.uuid} only")
+        runs.append(run)
+    return runs

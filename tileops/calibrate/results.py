@@ -9,8 +9,10 @@ model's profile be rebuilt (median over its devices) without re-measuring.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import secrets
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -83,7 +85,27 @@ class DeviceCalibration(BaseModel):
     @property
     def device_key(self) -> str:
         """The per-device file stem: the GPU uuid, or ``cpu-<hostname>``."""
-        return self.uuid or f"cpu-{self.hostname}"
+        return device_key(self.uuid, self.hostname)
+
+
+def device_key(uuid: str | None, hostname: str) -> str:
+    """A device's name in the store: its GPU (or MIG) uuid, or ``cpu-<hostname>`` for a host's CPU."""
+    return uuid or f"cpu-{hostname}"
+
+
+#: The real forms of a device key: an NVML GPU or MIG uuid, or ``cpu-`` and a host name (at most 64
+#: letters, digits, '-', '.' and '_'), so a key is always a plain file name inside the store.
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+DEVICE_KEY = re.compile(rf"(?:GPU|MIG)-{_UUID}|cpu-[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.)){{0,63}}")
+
+
+def check_device_key(key: str, where: str) -> str:
+    """``key`` when it has a device key's real form; else a ProfileError naming ``where`` it came from."""
+    if not isinstance(key, str) or not DEVICE_KEY.fullmatch(key) or key.endswith("."):
+        raise ProfileError(f"{where}: {key!r} is not a device id (GPU-<uuid>, MIG-<uuid> or cpu-<hostname>)",
+                           file=where, field="uuid",
+                           fix="use the uuid NVML reports, or a host name of letters, digits, '.', '-' and '_'")
+    return key
 
 
 def new_run_id() -> str:
@@ -99,7 +121,7 @@ def devices_dir(store: Path | None = None) -> Path:
 
 def write_device_result(run: DeviceCalibration, store: Path | None = None, *, path: Path | None = None) -> Path:
     """Write one device's raw result as YAML (atomically) to ``<store>/devices/<uuid>.yaml``."""
-    target = path or devices_dir(store) / f"{run.device_key}.yaml"
+    target = path or devices_dir(store) / f"{check_device_key(run.device_key, 'device calibration result')}.yaml"
     write_atomic(target, yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False))
     return target
 
@@ -116,6 +138,77 @@ def load_device_results(store: Path | None = None) -> list[DeviceCalibration]:
     """Every per-device result in the store (the fleet's per-device calibration view)."""
     d = devices_dir(store)
     return [read_device_result(p) for p in sorted(d.glob("*.yaml"))] if d.is_dir() else []
+
+
+# --------------------------------------------------------------------------- staleness (--max-age)
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)([smhdw]))+")
+
+#: A stored result may finish this far in the future (clocks of a host drift) and still count.
+CLOCK_SLACK = dt.timedelta(minutes=5)
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """``90m``, ``12h``, ``7d``, ``2w`` or a sum such as ``1d12h``, as a positive timedelta."""
+    s = text.strip().lower()
+    if not _DURATION.fullmatch(s):
+        raise ValueError(f"{text!r} is not a duration: give a number and a unit (s, m, h, d, w), e.g. 12h, 7d, 1d12h")
+    seconds = sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([smhdw])", s))
+    if seconds <= 0:
+        raise ValueError(f"{text!r} is not a positive duration (to recalibrate every time, leave --max-age out)")
+    return dt.timedelta(seconds=seconds)
+
+
+def format_age(age: dt.timedelta) -> str:
+    """``3d 4h``, ``2h 5m``, ``40s``: the two largest units, for a person."""
+    s = max(int(age.total_seconds()), 0)
+    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
+    shown = [f"{n}{u}" for n, u in parts if n][:2]
+    return " ".join(shown) or "0s"
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """Whether a device's stored calibration can stand in for a new one, and why (said to the user)."""
+
+    key: str
+    fresh: bool
+    reason: str
+    result: DeviceCalibration | None = None
+
+
+def stored_freshness(key: str, max_age: dt.timedelta, *, store: Path | None = None, quick: bool = False,
+                     now: dt.datetime | None = None) -> Freshness:
+    """Is ``<store>/devices/<key>.yaml`` newer than ``max_age``?
+
+    Fresh means: the file reads as a calibration result, it finished less than
+    ``max_age`` ago, and it is no rougher than what is asked for (a quick result
+    never stands in for a full calibration; a full one does for a quick). Anything
+    else is stale, with the reason, and the device is measured again.
+    """
+    path = devices_dir(store) / f"{key}.yaml"
+    if not path.is_file():
+        return Freshness(key, False, f"no stored calibration ({path})")
+    try:
+        stored = read_device_result(path)
+    except ProfileError as exc:
+        return Freshness(key, False, f"the stored calibration is unreadable: {exc}")
+    now = now or dt.datetime.now(dt.timezone.utc)
+    finished = stored.finished_at if stored.finished_at.tzinfo else stored.finished_at.replace(tzinfo=dt.timezone.utc)
+    age = now - finished
+    when = finished.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    how = "quick" if stored.quick else "full"
+    if stored.quick and not quick:
+        return Freshness(key, False, f"the stored calibration ({when}) is a quick one and a full one is asked for",
+                         stored)
+    if age < -CLOCK_SLACK:
+        return Freshness(key, False, f"the stored calibration finished in the future ({when}): the clock moved",
+                         stored)
+    ago = f"calibrated {format_age(age)} ago"
+    if age > max_age:
+        return Freshness(key, False, f"{ago} ({when}), over the maximum age {format_age(max_age)}", stored)
+    return Freshness(key, True, f"{ago} ({when}, {how}), under the maximum age {format_age(max_age)}", stored)
 
 
 # --------------------------------------------------------------------------- building the profile

@@ -160,8 +160,11 @@ class ChildResult:
     error: str | None = None
 
 
-def run_children(devices: list[str], *, quick: bool, echo: Callable[[str], None] = print) -> list[ChildResult]:
-    """Calibrate each device in turn, each in its own ``tileops calibrate --results-out`` process."""
+def run_children(devices: list[str], *, quick: bool, echo: Callable[[str], None] = print,
+                 max_age: str | None = None) -> list[ChildResult]:
+    """Calibrate each device in turn, each in its own ``tileops calibrate --results-out`` process.
+
+    With ``max_age``, a child whose device has a fresh stored result hands that back unmeasured."""
     from tileops.calibrate.results import read_device_result
 
     out: list[ChildResult] = []
@@ -171,6 +174,8 @@ def run_children(devices: list[str], *, quick: bool, echo: Callable[[str], None]
             cmd = [sys.executable, "-m", "tileops.cli", "calibrate", "--device", dev, "--results-out", str(path)]
             if quick:
                 cmd.append("--quick")
+            if max_age is not None:
+                cmd += ["--max-age", max_age]
             echo(f"[{i}/{len(devices)}] calibrating {dev} in its own process")
             proc = subprocess.run(cmd, env=os.environ.copy())
             if proc.returncode != 0 or not path.exists():

@@ -1,18 +1,23 @@
 """`tileops serve DIR`: an HTTP Prometheus exporter of the newest run per device under DIR.
 
 ``/metrics`` for Prometheus, ``/healthz`` for a liveness probe (200 when DIR is
-readable, else 503). Runs until interrupted; exit 0.
+readable, else 503). Runs until interrupted; exit 0. Binds 127.0.0.1 unless told
+otherwise: on a host, results are not published to the network by accident.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from tileops import exitcodes
 from tileops.errors import TileOpsError
 from tileops.export.server import DEFAULT_PORT, CachedProfiles, DirectorySource, make_http_server
+
+#: The bind address when --host is not given: the image sets it to 0.0.0.0 (Dockerfile).
+HOST_ENV = "TILEOPS_SERVE_HOST"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "(DIR/records.jsonl, DIR/<run>/, DIR/<host>/<run>/), priced at scrape time.")
     p.add_argument("directory", type=Path, metavar="DIR", nargs="?", default=Path("results"),
                    help="the results directory (default: %(default)s)")
-    p.add_argument("--host", default="0.0.0.0", help="address to bind (default %(default)s)")
+    p.add_argument("--host", default=os.environ.get(HOST_ENV) or "127.0.0.1",
+                   help=f"address to bind (default: ${HOST_ENV} or 127.0.0.1, this machine only; the image "
+                        "sets 0.0.0.0, since a container's port is reached from outside it)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to bind; 0 picks a free one "
                    "(default %(default)s)")
     p.add_argument("--profile", metavar="NAME|FILE",
