@@ -194,7 +194,7 @@ class DeviceInfo:
     sm_count: int | None = None
     capability: tuple[int, int] | None = None
     clocks: dict[str, Any] | None = None
-    hostname: str = field(default_factory=socket.gethostname)
+    hostname: str = field(default_factory=lambda: host_name())
 
     @property
     def device(self) -> str:
@@ -207,6 +207,21 @@ class DeviceInfo:
                 "device_index": self.index, "driver": self.driver, "cuda": self.cuda,
                 "cpu_model": self.cpu_model, "threads": self.threads, "l2_bytes": self.l2_bytes,
                 "hostname": self.hostname}
+
+
+#: Environment variables naming the host a measurement ran on, before the kernel's hostname:
+#: inside a Kubernetes pod the hostname is the pod's (new every run), while the chart passes the
+#: node's name as NODE_NAME, which is also what dcgm-exporter labels its series with.
+HOSTNAME_ENV = ("TILEOPS_HOSTNAME", "NODE_NAME")
+
+
+def host_name() -> str:
+    """The host's stable name: ``$TILEOPS_HOSTNAME``, ``$NODE_NAME`` (a Kubernetes node), else the hostname."""
+    for var in HOSTNAME_ENV:
+        value = os.environ.get(var, "").strip()
+        if value:
+            return value
+    return socket.gethostname()
 
 
 def cuda_available() -> bool:

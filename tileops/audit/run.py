@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from tileops.audit.reports import Measurement, ReportError, import_ncu_report, r
 from tileops.audit.rows import audit_plan, case_arg, manifest_entries, op_classes
 from tileops.audit.verdict import judge
 from tileops.bench.select import Planned, Selection
-from tileops.device import DeviceInfo, cuda_available, describe_device
+from tileops.device import DeviceInfo, cuda_available, describe_device, host_name
 from tileops.errors import TileOpsError
 
 REPORTS_DIR = "ncu"
@@ -109,7 +108,7 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
     ncu = N.find_ncu(opts.ncu)
     version = N.ncu_version(ncu) if ncu else None
     domain = N.nvtx_domain_available()
-    common = {"run_id": run_id, "hostname": socket.gethostname(), "ncu_version": version,
+    common = {"run_id": run_id, "hostname": host_name(), "ncu_version": version,
               "device_name": device.name if device else None, "device_uuid": device.uuid if device else None}
     done: list[AuditEntry] = []
     i = 0
