@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from tileops.dtypes import name_of
-from tileops.manifest.load import load_entries
-from tileops.manifest.spec import OpEntry
+from tileops.ops.catalog import load_entries
+from tileops.ops.spec import OpEntry
 from tileops.ops.workload import BoundRow, bind_row, build_inputs, instantiate
 
 ENTRIES = load_entries()

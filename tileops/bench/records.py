@@ -88,7 +88,7 @@ class Record(BaseModel):
     op: str
     family: str
     label: str
-    dtype: str  # the dtype case's name (see tileops.manifest.spec.dtype_case_name)
+    dtype: str  # the dtype case's name (see tileops.ops.spec.dtype_case_name)
     backend: str
     params: dict[str, Any] = Field(default_factory=dict)
     shapes: dict[str, list[int]] = Field(default_factory=dict)

@@ -83,7 +83,7 @@ def _skipped(p: Planned, entry_family: str, env: dict[str, Any]) -> Record:
 
 def run_bench(opts: BenchOptions, console: Console | None = None) -> int:
     console = console or Console()
-    from tileops.manifest.load import load_entries
+    from tileops.ops.catalog import load_entries
     from tileops.ops.registry import load_all
 
     try:

@@ -93,7 +93,7 @@ class Worker:
         return self._error(task, started, "crash", f"the worker process died ({how}) while running this row")
 
     def _error(self, task: Task, started, kind: str, message: str) -> Record:
-        from tileops.manifest.load import load_entries
+        from tileops.ops.catalog import load_entries
 
         entry = load_entries().get(task.op)
         return Record(run_id=task.env["run_id"], op=task.op, family=entry.family if entry else "?",
