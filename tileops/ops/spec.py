@@ -9,6 +9,7 @@ read them without ever seeing YAML (§4.4.5).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -102,6 +103,19 @@ def dtype_case_name(case: Any) -> str:
     if isinstance(case, str):
         return case
     return ",".join(f"{k}={v}" for k, v in sorted(dict(case).items()))
+
+
+def row_seed(op: str, row: Workload, case: Any) -> int:
+    """The generator seed of one (row, dtype case) (§4.7): a stable hash of (op, row label), or of the row's
+    explicit ``seed:``, and of the dtype case.
+
+    Never the row's position: a row inserted or removed upstream must not move
+    another row's routing, its bytes or its data terms. SHA-256, not Python's
+    ``hash()``, which is salted per process.
+    """
+    who = f"op={op}\x1flabel={row.label}" if row.seed is None else f"seed={row.seed}"
+    digest = hashlib.sha256(f"{who}\x1fcase={dtype_case_name(case)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,12 @@ build calls here; none of them reads the roofline block.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from tileops.ops.spec import OpEntry, Signature, TensorSpec, Workload, dtype_case_name
+from tileops.ops.spec import OpEntry, Signature, TensorSpec, Workload, dtype_case_name, row_seed
 from tileops.ops.base import Op
 from tileops.ops.registry import op_class
 
@@ -78,19 +77,6 @@ def bind_row(entry: OpEntry, row: Workload, case: Any) -> BoundRow:
 
 def instantiate(entry: OpEntry, row: Workload, backend: str = "torch") -> Op:
     return op_class(entry.name)(backend=backend, **row.params)
-
-
-def row_seed(op: str, row: Workload, case: Any) -> int:
-    """The seed of one (row, dtype case) (§4.7): a stable hash of (op, row label), or of the row's
-    explicit ``seed:``, and of the dtype case.
-
-    Never the row's position: a row inserted or removed upstream must not move
-    another row's routing, its bytes or its data terms. SHA-256, not Python's
-    ``hash()``, which is salted per process.
-    """
-    who = f"op={op}\x1flabel={row.label}" if row.seed is None else f"seed={row.seed}"
-    digest = hashlib.sha256(f"{who}\x1fcase={dtype_case_name(case)}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
 
 
 def row_generator(op: str, row: Workload, case: Any) -> torch.Generator:
