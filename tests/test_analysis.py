@@ -92,6 +92,7 @@ MUTATION_POINTS = [
 def test_analysis_never_raises_on_any_yaml_value(entry: Any, name: Any) -> None:
     a = analyze(entry, name, "fuzz.yaml")
     assert (a.entry is None) or a.ok  # an entry is emitted only from a clean analysis
+    assert "internal" not in {d.code for d in a.defects}, [d.render() for d in a.defects]
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -100,6 +101,7 @@ def test_analysis_never_raises_on_a_mutated_real_entry(point: list, value: Any) 
     """Near-valid entries reach deep checks that random values rarely get to."""
     a = analyze(mutate(good_entry(), point, value), "op", "fuzz.yaml")
     assert (a.entry is None) or a.ok
+    assert "internal" not in {d.code for d in a.defects}, [d.render() for d in a.defects]
 
 
 # -- lossless -------------------------------------------------------------------------------

@@ -122,6 +122,14 @@ def test_fractional_count_is_a_formula_error_not_rounded(tmp_path: Path) -> None
         mod.ENTRIES["op"].roofline(call)
 
 
+def test_a_count_beyond_int64_is_a_formula_error(tmp_path: Path) -> None:
+    """Each factor is a fine constant; the product at these sizes is not a count a record holds."""
+    mod = emit_module(tmp_path, {"op": entry([t("x")], [t("y")], flops="N ** 64")})
+    call = call_of("op", {"x": ((100,), "float32"), "y": ((100,), "float32")}, {"N": 100})
+    with pytest.raises(ValueError, match="op flops is a 426-bit integer, above the largest count"):
+        mod.ENTRIES["op"].roofline(call)
+
+
 # -- the shipped module ---------------------------------------------------------------------------
 
 

@@ -186,5 +186,6 @@ def count(value: Any, what: str) -> int:
     if value < 0:
         raise ValueError(f"{what} = {value} is negative")
     if value > COUNT_LIMIT:
-        raise ValueError(f"{what} = {value:.3e} exceeds the largest count a record holds (2**63 - 1)")
+        raise ValueError(f"{what} is a {value.bit_length()}-bit integer, above the largest count a record "
+                         "holds (2**63 - 1)")
     return value
