@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
