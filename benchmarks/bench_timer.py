@@ -24,7 +24,7 @@ from tileops.bench.execute import make_timer, measure
 from tileops.bench.timers import CpuWallTimer
 from tileops.bench.stopping import CPU_RULE, GPU_RULE
 from tileops.bench.execute import Task
-from tileops.manifest.load import load_entries
+from tileops.ops.catalog import load_entries
 from tileops.ops.workload import bind_row, build_inputs, instantiate
 
 ROWS = {  # (op, row label, dtype case) on each device

@@ -65,7 +65,7 @@ def test_cpu_set_end_to_end(tmp_path: Path, profile_store: dict[str, str]) -> No
         assert rec.flops is not None and rec.bytes is not None and rec.roof_key
         assert rec.env.device_kind == "cpu" and rec.env.threads and rec.env.run_id == out.name or rec.env.run_id
         assert parse_record(to_json(rec)) == rec  # round trip
-    from tileops.manifest.load import load_entries
+    from tileops.ops.catalog import load_entries
 
     cpu_rows = {(e.name, w.label) for e in load_entries().values() if e.status == "implemented"
                 for w in e.workloads if "cpu" in w.tags}

@@ -132,6 +132,7 @@ def test_bandwidth_file(tmp_path: Path) -> None:
 
 def _run(key: str, scale: float = 1.0, *, quick: bool = False) -> DeviceCalibration:
     now = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    # formula-guard: allow a synthetic calibration run: STREAM's byte count for a 1 KiB array, no op priced
     mixes = {m: MixMeasurement(bytes_per_s=bw * scale, bytes=STREAM_WORDS[m] * 1024, array_bytes=1024, best_s=1e-3,
                                reps=3, kernel=m)
              for m, bw in {"copy": 4.3e12, "triad": 4.2e12, "read": 4.4e12, "write": 4.1e12}.items()}

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tileops.errors import OpNotAvailableError
-from tileops.manifest.load import load_entries
+from tileops.ops.catalog import load_entries
 from tileops.ops.attention import causal_mask
 from tileops.ops.registry import op_class
 from tileops.ops.workload import bind_row, build_inputs, instantiate, row_generator
@@ -198,7 +198,7 @@ def test_routing_comes_from_the_rows_own_generator_not_the_global_stream() -> No
 
 def test_distinct_rows_and_cases_have_distinct_generators() -> None:
     e = ENTRIES["moe_ffn"]
-    seeds = {row_generator(w, c).initial_seed() for w in e.workloads for c in w.dtypes}
+    seeds = {row_generator("moe_ffn", w, c).initial_seed() for w in e.workloads for c in w.dtypes}
     assert len(seeds) == sum(len(w.dtypes) for w in e.workloads)
 
 

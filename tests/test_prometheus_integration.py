@@ -77,10 +77,12 @@ def _inflate(run_dir: Path, out: Path) -> tuple[str, str]:
     for r in records:
         update: dict[str, Any] = {"run_id": "inflated", "env": dataclasses.replace(r.env, run_id="inflated")}
         if r is victim:
+            # formula-guard: allow inflating a priced record to provoke the physics breach; no op is priced here
             update |= {"bytes": r.bytes * INFLATE, "flops": (r.flops or 0) * INFLATE}
         append_record(out / "records.jsonl", dataclasses.replace(r, **update))
     write_run_info(out, RunInfo(run_id="inflated", started_at=now, finished_at=now, status="completed",
                                 exit_code=3, rows_total=len(records)))
+    # formula-guard: allow a synthetic audit measurement (three times the declared read half), not a formula
     audit = [{"op": r.op, "label": r.label, "dtype": r.dtype, "backend": r.backend,
               "verdict": "FAIL" if r is victim else "WARN", "measured_read_bytes": 3 * (r.read_bytes or 1),
               "expected_read_bytes": r.read_bytes or 1} for r in records if r.status == "ok"]

@@ -194,6 +194,7 @@ def test_nominal_unknown_prices_on_measured_envelope_with_a_note_and_no_bandwidt
 
 
 def test_repricing_old_records_under_an_updated_profile_gives_new_numbers() -> None:
+    # formula-guard: allow synthetic records with made-up byte counts to test re-pricing; no op is priced
     records = [make_record(label=f"r{i}", bytes=(i + 1) * 100_000_000, median_s=1.0) for i in range(5)]
     before = [to_data(r) for r in records]
     old = price_all(records, ProfileChooser.only(make_profile(bw_theoretical=2e9, bw_calibration=0.5)))

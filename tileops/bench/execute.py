@@ -19,8 +19,8 @@ import torch
 
 from tileops.bench.stopping import StoppingRule, quantile, rel_noise
 from tileops.bench.timers import CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, cupti_available
-from tileops.manifest.load import load_entries
-from tileops.manifest.spec import Workload
+from tileops.ops.catalog import load_entries
+from tileops.ops.spec import Workload
 from tileops.ops.workload import bind_row, build_inputs, instantiate
 from tileops.records import Environment, ErrorInfo, Record, Timing, utcnow
 

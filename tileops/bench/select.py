@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tileops.device import DeviceInfo
-from tileops.manifest.spec import OpEntry, Workload, dtype_case_name
+from tileops.ops.spec import OpEntry, Workload, dtype_case_name
 from tileops.ops.workload import bind_row, build_inputs, instantiate
 
 

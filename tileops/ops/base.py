@@ -16,7 +16,7 @@ import torch
 
 from tileops.dtypes import name_of, to_torch
 from tileops.errors import OpNotAvailableError, SignatureError
-from tileops.manifest.spec import Emitted, Signature, TensorSpec
+from tileops.ops.spec import Emitted, Signature, TensorSpec
 from tileops.ops.call import CheckedCall
 
 DEFAULT_ROOF = "cuda_core.fp32"
@@ -33,9 +33,9 @@ class Op:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "name" in cls.__dict__:  # a concrete op for one entry: bind its own evaluator (§4.4.1)
-            from tileops.ops import registry
+            from tileops.ops import catalog, registry
 
-            cls.emitted = registry.emitted_for(cls.name)
+            cls.emitted = catalog.emitted_for(cls.name)
             registry.register(cls)
 
     def __init__(self, backend: str = "torch", **params: Any) -> None:
@@ -181,7 +181,7 @@ class Op:
                 val = shape[pos]
                 pos += 1
                 key = d
-                if d.isdigit():
+                if d.isascii() and d.isdigit():
                     if val != int(d):
                         raise SignatureError(f"{self.name}: input {t.name!r} dim {pos - 1} is {val}, expected {d}")
                     continue

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from tileops.dtypes import to_torch
-from tileops.manifest.spec import TensorSpec
+from tileops.ops.spec import TensorSpec
 from tileops.ops.base import Op
 
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from tileops.dtypes import is_float8, to_torch
 from tileops.errors import SignatureError
-from tileops.manifest.spec import TensorSpec
+from tileops.ops.spec import TensorSpec
 from tileops.ops.base import Op, make_tensor
 from tileops.ops.call import CheckedCall
 

@@ -8,7 +8,7 @@ import torch
 
 from tileops.dtypes import to_torch
 from tileops.errors import SignatureError
-from tileops.manifest.spec import TensorSpec
+from tileops.ops.spec import TensorSpec
 from tileops.ops.base import Op
 from tileops.ops.call import CheckedCall
 
