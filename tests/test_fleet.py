@@ -161,8 +161,8 @@ def test_install_profiles_one_profile_per_model(tmp_path: Path) -> None:
         copy = dict(dev, hostname=host, mixes={k: dict(v, bytes_per_s=v["bytes_per_s"] * scale)
                                                for k, v in dev["mixes"].items()})
         (d / "devices" / f"cpu-{host}.yaml").write_text(yaml.safe_dump(copy))
-        outcomes.append(fleet.Outcome(device=fleet.Device(name=host), exit_code=0, collected=d.parent))
-    outcomes.append(fleet.Outcome(device=fleet.Device(name="failed"), exit_code=1, collected=tmp_path / "none"))
+        outcomes.append(fleet.ContainerOutcome(device=fleet.FleetTarget(name=host), exit_code=0, collected=d.parent))
+    outcomes.append(fleet.ContainerOutcome(device=fleet.FleetTarget(name="failed"), exit_code=1, collected=tmp_path / "none"))
     store = tmp_path / "store"
     notes: list[str] = []
     written = fleet.install_profiles(outcomes, store, echo=notes.append)
@@ -210,10 +210,10 @@ def test_install_profiles_refuses_an_id_that_is_not_a_device(tmp_path: Path, uui
     """Ids come from the container's output and become file names on the host: only real forms pass."""
     store = tmp_path / "a" / "b" / "store"
     good_uuid = GPUS[0][1]
-    good = fleet.Outcome(device=fleet.Device(name=GPUS[0][0], index=0, uuid=good_uuid), exit_code=0,
+    good = fleet.ContainerOutcome(device=fleet.FleetTarget(name=GPUS[0][0], index=0, uuid=good_uuid), exit_code=0,
                          collected=_collected(tmp_path / "out", "gpu0", {f"{good_uuid}.yaml": _result(good_uuid)}))
-    bad_device = fleet.Device(name=GPUS[1][0], index=1, uuid=GPUS[1][1]) if uuid else fleet.CPU
-    bad = fleet.Outcome(device=bad_device, exit_code=0,
+    bad_device = fleet.FleetTarget(name=GPUS[1][0], index=1, uuid=GPUS[1][1]) if uuid else fleet.CPU
+    bad = fleet.ContainerOutcome(device=bad_device, exit_code=0,
                         collected=_collected(tmp_path / "out", "bad", {"x.yaml": _result(uuid, hostname)}))
     notes: list[str] = []
     written = fleet.install_profiles([good, bad], store, echo=notes.append)
@@ -226,7 +226,7 @@ def test_install_profiles_refuses_an_id_that_is_not_a_device(tmp_path: Path, uui
 def test_install_profiles_refuses_a_result_for_another_gpu(tmp_path: Path) -> None:
     """A GPU's container was given one uuid: a result for any other device is not its to write."""
     (name, mine), (_, other) = GPUS
-    o = fleet.Outcome(device=fleet.Device(name=name, index=0, uuid=mine), exit_code=0,
+    o = fleet.ContainerOutcome(device=fleet.FleetTarget(name=name, index=0, uuid=mine), exit_code=0,
                       collected=_collected(tmp_path / "out", "gpu0", {f"{other}.yaml": _result(other)}))
     assert fleet.install_profiles([o], tmp_path / "store", echo=lambda _: None) == []
     assert not o.ok and f"was given {mine} only" in o.reason()
@@ -234,7 +234,7 @@ def test_install_profiles_refuses_a_result_for_another_gpu(tmp_path: Path) -> No
 
 
 def test_install_profiles_refuses_a_malformed_result(tmp_path: Path) -> None:
-    o = fleet.Outcome(device=fleet.CPU, exit_code=0,
+    o = fleet.ContainerOutcome(device=fleet.CPU, exit_code=0,
                       collected=_collected(tmp_path / "out", "cpu", {"cpu-x.yaml": {"uuid": "x"}}))
     assert fleet.install_profiles([o], tmp_path / "store", echo=lambda _: None) == []
     assert not o.ok and "not a device calibration result" in o.reason()

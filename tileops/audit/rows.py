@@ -16,12 +16,12 @@ from typing import Any
 from tileops.bench.select import Planned, Selection, plan
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
-from tileops.manifest.spec import OpEntry, Workload, dtype_case_name
+from tileops.ops.spec import OpEntry, Workload, dtype_case_name
 
 
 def manifest_entries() -> dict[str, OpEntry]:
     """The manifest's clean entries by op name: the one place the audit reads the manifest from."""
-    from tileops.manifest.load import load_entries
+    from tileops.ops.catalog import load_entries
 
     return load_entries()
 

@@ -25,7 +25,7 @@ from tileops.bench.stopping import CPU_RULE, GPU_RULE, QUICK_RULE, StoppingRule
 from tileops.bench.worker import Worker, default_threads
 from tileops.device import DeviceInfo, describe_device
 from tileops.errors import TileOpsError
-from tileops.manifest.load import load_entries
+from tileops.ops.catalog import load_entries
 from tileops.ops.registry import load_all
 from tileops.records import (RECORDS_FILE, Environment, Record, RunInfo, append_record, iter_records,
                              read_run_info, utcnow, write_run_info)
