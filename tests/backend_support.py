@@ -49,14 +49,14 @@ def as_tuple(out: Any) -> tuple[torch.Tensor, ...]:
     return out if isinstance(out, tuple) else (out,)
 
 
-def run_both(entry: OpEntry, row: Workload, case: Any, backend: str,
-             prepare: bool = False) -> tuple[Op, Op, dict[str, Any], dict[str, Any], tuple, tuple, float | None]:
+def run_both(entry: OpEntry, row: Workload, case: Any, backend: str, prepare: bool = False,
+             device: str = "cpu") -> tuple[Op, Op, dict[str, Any], dict[str, Any], tuple, tuple, float | None]:
     """Eager and ``backend`` on one (row, dtype case), each on its own copy of the same inputs.
     Returns both ops, both input dicts after the calls (mutated inputs show), both outputs, and
     the compile seconds when ``prepare`` (prepare runs one call; the compared call is the next)."""
     bound = bind_row(entry, row, case)
     eager = instantiate(entry, row)
-    inputs = build_inputs(eager, bound, "cpu")
+    inputs = build_inputs(eager, bound, device)
     mine_in = clone(inputs)
     other = instantiate(entry, row, backend)
     seconds = None
@@ -71,6 +71,7 @@ def run_both(entry: OpEntry, row: Workload, case: Any, backend: str,
 def assert_close(name: str, what: str, got: torch.Tensor, want: torch.Tensor, exact: bool) -> None:
     assert got.dtype == want.dtype and got.shape == want.shape, (
         f"{name}.{what}: {got.dtype}{list(got.shape)} vs eager {want.dtype}{list(want.shape)}")
+    got, want = got.cpu(), want.cpu()
     if exact or not want.dtype.is_floating_point:
         if not torch.equal(got, want):
             bad = (got != want).nonzero()[0].tolist()

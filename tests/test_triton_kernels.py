@@ -12,19 +12,24 @@ on CPU tensors with numpy. Two sets of calls:
 
 Tolerances are in tests/backend_support.py. A kernel's speed is not measured here: the
 interpreter checks correctness only.
+
+On a machine with CUDA the interpreter is not switched on (it would replace the compiled
+kernels for the whole session) and the same calls run compiled on the GPU instead
+(``test_kernel_matches_eager_on_gpu``, marked ``gpu``: scripts/device-check runs it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any
 
-os.environ["TRITON_INTERPRET"] = "1"  # read when a kernel module is imported (triton.jit)
+import pytest
+import torch
 
-from typing import Any  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
+CUDA = torch.cuda.is_available()
+if not CUDA:
+    os.environ["TRITON_INTERPRET"] = "1"  # read when a kernel module is imported (triton.jit)
 
 from backend_support import (  # noqa: E402
     ENTRIES, EXACT_OPS, assert_close, assert_same_contract, cap_indices, largest_input, run_both,
@@ -93,6 +98,30 @@ def cases() -> list[Any]:
     return out
 
 
+def check_case(name: str, row: Workload, case: Any, device: str) -> None:
+    entry = ENTRIES[name]
+    bound = bind_row(entry, row, case)
+    why = CLASSES[name].call_unsupported("triton", bound.dtypes, bound.shapes, row.params)
+    if why:
+        assert "@" in row.label, f"{name}: the Triton kernel refuses its own cpu row {row.label}: {why}"
+        pytest.skip(why)
+    interpreted = device == "cpu"
+    gap = next((g for d, g in INTERPRETER_GAPS.items() if name == "cast" and row.params.get("dtype") == d), None)
+    if gap and interpreted:
+        pytest.skip(gap)
+    eager, kernel, ref_in, got_in, ref, got, _ = run_both(entry, row, case, "triton", device=device)
+    sig = entry.signature
+    # the interpreter truncates fp32 -> bf16, so there a cast from fp32 to bf16 is inexact
+    truncated = interpreted and name == "cast" and bound.dtypes["x"] == "float32" and row.params["dtype"] == "bfloat16"
+    for t, g, w in zip(sig.outputs, got, ref):
+        assert_close(name, t.name, g, w, exact=name in EXACT_OPS and not truncated)
+    for t in sig.inputs:
+        if t.mutated:
+            assert_close(name, f"{t.name} (mutated)", got_in[t.name], ref_in[t.name], exact=False)
+    assert_same_contract(eager, kernel)
+
+
+@pytest.mark.skipif(CUDA, reason="this machine has CUDA: the kernels run compiled (test_kernel_matches_eager_on_gpu)")
 @pytest.mark.parametrize("name,row,case,gpu_tiles", cases())
 def test_kernel_matches_eager(name: str, row: Workload, case: Any, gpu_tiles: bool,
                               monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,27 +129,14 @@ def test_kernel_matches_eager(name: str, row: Workload, case: Any, gpu_tiles: bo
     import tileops.kernels.triton as kt
 
     monkeypatch.setattr(kt, "GPU_TILES", gpu_tiles)
-    entry = ENTRIES[name]
-    bound = bind_row(entry, row, case)
-    why = CLASSES[name].call_unsupported("triton", bound.dtypes, bound.shapes, row.params)
-    if why:
-        assert gpu_tiles, f"{name}: the Triton kernel refuses its own cpu row {row.label}: {why}"
-        pytest.skip(why)
-    gap = next((g for d, g in INTERPRETER_GAPS.items() if d in bound.dtypes.values()
-                and name == "cast" and row.params.get("dtype") == d), None)
-    if gap:
-        pytest.skip(gap)
-    eager, kernel, ref_in, got_in, ref, got, _ = run_both(entry, row, case, "triton")
-    sig = entry.signature
-    for t, g, w in zip(sig.outputs, got, ref):
-        # the interpreter truncates fp32 -> bf16, so only a cast from fp32 to bf16 is inexact there
-        exact = name in EXACT_OPS and not (name == "cast" and bound.dtypes["x"] == "float32"
-                                           and row.params["dtype"] == "bfloat16")
-        assert_close(name, t.name, g, w, exact)
-    for t in sig.inputs:
-        if t.mutated:
-            assert_close(name, f"{t.name} (mutated)", got_in[t.name], ref_in[t.name], exact=False)
-    assert_same_contract(eager, kernel)
+    check_case(name, row, case, "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="no CUDA device on this machine (run scripts/device-check on a GPU)")
+@pytest.mark.parametrize("name,row,case,gpu_tiles", cases())
+def test_kernel_matches_eager_on_gpu(name: str, row: Workload, case: Any, gpu_tiles: bool) -> None:  # pragma: no cover
+    check_case(name, row, case, "cuda")
 
 
 # --- what the kernels refuse, and how ---------------------------------------------------------
@@ -133,6 +149,7 @@ def test_cpu_is_refused_for_timing_even_when_interpreting() -> None:
     assert why is not None and "interpreter" in why and "not timed" in why
 
 
+@pytest.mark.skipif(CUDA, reason="runs kernels on CPU tensors through the interpreter")
 def test_cpu_call_without_interpreter_fails_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     triton_installed()
     monkeypatch.setenv("TRITON_INTERPRET", "0")
@@ -141,6 +158,7 @@ def test_cpu_call_without_interpreter_fails_with_the_reason(monkeypatch: pytest.
         op(torch.randn(8))
 
 
+@pytest.mark.skipif(CUDA, reason="runs kernels on CPU tensors through the interpreter")
 def test_row_too_wide_is_refused() -> None:
     triton_installed()
     from tileops.kernels.triton.rows import MAX_ROW
@@ -157,6 +175,7 @@ def test_row_too_wide_is_refused() -> None:
     assert CLASSES["softmax"].call_unsupported("triton", {"x": "float32", "y": "float32"}, {"x": (2, 10**5)}, {}) is None
 
 
+@pytest.mark.skipif(CUDA, reason="runs kernels on CPU tensors through the interpreter")
 def test_broadcast_beyond_two_dims_is_refused() -> None:
     triton_installed()
     a, b = torch.randn(2, 1, 3), torch.randn(1, 4, 1)  # strides (3, 0, 1) and (0, 1, 0): three dims
@@ -177,6 +196,7 @@ def test_dtype_outside_the_kernel_is_refused() -> None:
     assert why is not None and "float64" in why
 
 
+@pytest.mark.skipif(CUDA, reason="runs kernels on CPU tensors through the interpreter")
 def test_non_contiguous_input_is_refused() -> None:
     triton_installed()
     x = torch.randn(8, 6).t()
@@ -184,6 +204,7 @@ def test_non_contiguous_input_is_refused() -> None:
         CLASSES["exp"](backend="triton")(x)
 
 
+@pytest.mark.skipif(CUDA, reason="runs kernels on CPU tensors through the interpreter")
 def test_softmax_streamed_rows_hold_minus_infinity() -> None:
     """The streamed softmax's lanes that see only -inf (masked logits) stay out of the sum."""
     triton_installed()
