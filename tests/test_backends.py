@@ -117,6 +117,16 @@ def test_unsupported_names_the_reason() -> None:
         assert "interpreter" in (relu.unsupported("triton", "cpu", dt, sh) or "")
 
 
+def test_interpreter_is_never_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With TRITON_INTERPRET=1 in the environment, GPU rows of Triton code would time the interpreter."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    if B.triton_installed():
+        assert "TRITON_INTERPRET=1 is set" in (B.device_unsupported("triton", "cuda:0") or "")
+        assert "TRITON_INTERPRET=1 is set" in (B.device_unsupported("compile", "cuda") or "")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert "TRITON_INTERPRET=1 is set" not in (B.device_unsupported("triton", "cuda:0") or "")
+
+
 def test_cache_env_puts_both_caches_under_one_folder(tmp_path) -> None:
     env = B.cache_env(tmp_path)
     assert env == {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "TRITON_CACHE_DIR": str(tmp_path / "triton")}

@@ -36,6 +36,10 @@ INTERPRETER_NOT_TIMED = (
     "runs them, which checks correctness and is not timed")
 
 
+INTERPRETER_SET = ("TRITON_INTERPRET=1 is set: Triton kernels would run in the interpreter, which is not timed "
+                   "(unset it to time them)")
+
+
 def cache_env(root: str | os.PathLike[str]) -> dict[str, str]:
     """Environment that puts every compile cache under ``root`` (set it before the worker starts:
     inductor and triton read these variables when they first compile)."""
@@ -84,7 +88,9 @@ def device_unsupported(backend: str, device: str) -> str | None:
         if kind == "cpu":
             return _cpp_compiler_missing()
         if kind == "cuda":
-            return None if triton_installed() else "torch.compile on CUDA generates Triton kernels: install triton"
+            if not triton_installed():
+                return "torch.compile on CUDA generates Triton kernels: install triton"
+            return INTERPRETER_SET if interpreting() else None
         return f"torch.compile is not offered on {kind!r} devices here"
     if backend == "triton":
         if not triton_installed():
@@ -93,6 +99,8 @@ def device_unsupported(backend: str, device: str) -> str | None:
             return INTERPRETER_NOT_TIMED
         if kind != "cuda":
             return f"Triton kernels run on CUDA devices, not {kind!r}"
+        if interpreting():
+            return INTERPRETER_SET
         cap = _cuda_capability(device)
         if cap is None:
             return "no CUDA device is visible"
