@@ -152,6 +152,7 @@ def test_cpu_is_refused_for_timing_even_when_interpreting() -> None:
 @pytest.mark.skipif(CUDA, reason="runs kernels on CPU tensors through the interpreter")
 def test_cpu_call_without_interpreter_fails_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     triton_installed()
+    CLASSES["relu"].kernel()  # import the kernel module under the interpreter first: triton.jit reads the variable then
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     op = CLASSES["relu"](backend="triton")
     with pytest.raises(BackendUnavailableError, match="interpreter"):
