@@ -97,7 +97,8 @@ def plan(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection, 
             continue
         if not (_matches(name, sel.ops) and _matches(e.family, sel.families)):
             continue
-        backends = [b for b in classes[name].backends if _matches(b, sel.backends)]
+        # Until the bench offers a backend axis (issue 16), rows run on torch unless --backend names others.
+        backends = [b for b in classes[name].backends if _matches(b, sel.backends or ["torch"])]
         for row in e.workloads:
             if not _matches(row.label, sel.labels) or (tags and not tags & set(row.tags)):
                 continue

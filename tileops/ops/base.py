@@ -10,14 +10,20 @@ and caches nothing: a cached pair would outlive the shapes it was priced for.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import torch
 
 from tileops.dtypes import name_of, to_torch
-from tileops.errors import OpNotAvailableError, SignatureError
+from tileops.errors import BackendUnavailableError, CompileError, OpNotAvailableError, SignatureError
+from tileops.ops.backends import device_unsupported, no_recompile, torch_compile
 from tileops.ops.spec import Emitted, Signature, TensorSpec
 from tileops.ops.call import CheckedCall
+
+if TYPE_CHECKING:
+    from tileops.ops.triton_kernels import Kernel
 
 DEFAULT_ROOF = "cuda_core.fp32"
 
@@ -27,11 +33,17 @@ class Op:
 
     name: ClassVar[str]
     emitted: ClassVar[Emitted]
-    #: backends this op implements; "torch" is the portable one (CPU and CUDA).
-    backends: ClassVar[tuple[str, ...]] = ("torch",)
+    #: backends this op implements (tileops.ops.backends): "torch" (eager, the portable one) and
+    #: "compile" (torch.compile of ``compute``) for every op; "triton" where a kernel is named below.
+    backends: ClassVar[tuple[str, ...]] = ("torch", "compile")
+    #: the op's Triton kernel, "module:name" in tileops.ops.triton_kernels (imported only when used)
+    triton_kernel: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if ("triton" in cls.backends) != (cls.triton_kernel is not None):
+            raise TypeError(f"{cls.__qualname__}: declare the 'triton' backend and a triton_kernel together "
+                            f"(backends {cls.backends}, triton_kernel {cls.triton_kernel!r})")
         if "name" in cls.__dict__:  # a concrete op for one entry: bind its own evaluator (§4.4.1)
             from tileops.ops import catalog, registry
 
@@ -45,6 +57,7 @@ class Op:
         self.params = self._bind_params(params)
         self.last_call: CheckedCall | None = None
         self._stages: dict[str, list[CheckedCall]] = {}
+        self._compiled: Callable[..., Any] | None = None  # the compile backend's compute, made once
 
     # -- construction --------------------------------------------------------------
 
@@ -75,7 +88,7 @@ class Op:
         call = self._check_inputs(bound)
         self.check_call(call)
         self._stages = {}
-        result = self.compute(**bound)
+        result = self.implementation()(**bound)
         outs = result if isinstance(result, tuple) else (result,)
         if len(outs) != len(sig.outputs):
             raise AssertionError(f"{self.name}: compute returned {len(outs)} tensors, signature has {len(sig.outputs)}")
@@ -89,6 +102,78 @@ class Op:
     def compute(self, **tensors: torch.Tensor | None) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """The implementation: inputs by signature name (absent optionals are None)."""
         raise NotImplementedError
+
+    # -- backends ------------------------------------------------------------------
+
+    def implementation(self) -> Callable[..., Any]:
+        """The selected backend's ``compute``: inputs by signature name, outputs as ``compute``
+        returns them; no checks and no ``last_call`` (``forward`` adds both)."""
+        if self.backend == "compile":
+            if self._compiled is None:  # compiled on first use when prepare() was not called
+                self._compiled = torch_compile(self.compute)
+            return self._compiled
+        if self.backend == "triton":
+            kernel = self.kernel()
+            return lambda **tensors: kernel(self, **tensors)
+        return self.compute
+
+    def prepare(self, inputs: Mapping[str, torch.Tensor | None]) -> float | None:
+        """Make the backend ready to time, and say how long that took.
+
+        For ``compile`` this compiles (torch.compile, once per instance) and for ``triton`` it
+        JIT-compiles the kernel (or loads it from TRITON_CACHE_DIR); either way by running one
+        checked call on ``inputs`` (a mutated input is mutated, as by any call). Returns the
+        seconds of that first call, compilation included, so the bench records it apart from the
+        timing; None for ``torch``, which compiles nothing. After it, a compiled op that would
+        recompile (a guard failing on other inputs) raises instead of compiling inside a timing.
+        A failure raises CompileError naming the op, the backend and the cause.
+        """
+        if self.backend == "torch":
+            return None
+        t0 = time.perf_counter()
+        try:
+            self.forward(**inputs)
+            devices = {t.device for t in inputs.values() if t is not None and t.device.type == "cuda"}
+            for d in devices:  # pragma: no cover - GPU
+                torch.cuda.synchronize(d)
+        except (SignatureError, BackendUnavailableError):
+            raise
+        except Exception as exc:
+            raise CompileError(f"{self.name}: the {self.backend} backend failed on its first call "
+                               f"(compilation included): {type(exc).__name__}: {exc}") from exc
+        seconds = time.perf_counter() - t0
+        if self.backend == "compile":
+            assert self._compiled is not None
+            self._compiled = no_recompile(self._compiled)
+        return seconds
+
+    @classmethod
+    def kernel(cls) -> "Kernel":
+        """The op's Triton kernel (imports triton)."""
+        if cls.triton_kernel is None:
+            raise BackendUnavailableError(f"{cls.name}: no Triton kernel; backends are {', '.join(cls.backends)}")
+        from tileops.ops.triton_kernels import load
+
+        return load(cls.triton_kernel)
+
+    @classmethod
+    def unsupported(cls, backend: str, device: str, dtypes: Mapping[str, str],
+                    shapes: Mapping[str, tuple[int, ...]], params: Mapping[str, Any] | None = None) -> str | None:
+        """Why this op cannot run ``backend`` on ``device`` for a call with these dtypes (every
+        tensor's, outputs included: ``BoundRow.dtypes``) and input shapes (``BoundRow.shapes``),
+        or None when it can. The bench asks before running a row and records a skip with the reason."""
+        if backend not in cls.backends:
+            return f"{cls.name} has no {backend!r} backend (it has {', '.join(cls.backends)})"
+        return device_unsupported(backend, device) or cls.call_unsupported(backend, dtypes, shapes, params or {})
+
+    @classmethod
+    def call_unsupported(cls, backend: str, dtypes: Mapping[str, str], shapes: Mapping[str, tuple[int, ...]],
+                         params: Mapping[str, Any]) -> str | None:
+        """The implementation's own limits on dtypes and shapes, whatever the device (the tests use
+        this to pick the rows a kernel claims). Only Triton kernels have any today."""
+        if backend == "triton":
+            return cls.kernel().unsupported(cls.name, dtypes, shapes, params)
+        return None
 
     def check_call(self, call: CheckedCall) -> None:
         """Constraints between bound indices that shape patterns cannot state (a's K equals b's K,

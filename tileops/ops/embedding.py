@@ -14,6 +14,8 @@ from tileops.ops.base import Op
 
 class Embedding(Op):
     name = "embedding"
+    backends = ("torch", "compile", "triton")
+    triton_kernel = "embedding:embedding"
 
     def make_input(self, t: TensorSpec, shape: tuple[int, ...], dtype: str, device: str,
                    generator: torch.Generator, indices: dict[str, Any]) -> torch.Tensor:

@@ -17,6 +17,8 @@ class Rope(Op):
     """y = x rotated pairwise by per-token angles: halves (x1, x2) of each head's D = 2R dims."""
 
     name = "rope"
+    backends = ("torch", "compile", "triton")
+    triton_kernel = "rope:rope"
 
     def check_call(self, call: CheckedCall) -> None:
         ix = call.indices
