@@ -256,6 +256,36 @@ def test_profile_ceilings_and_this_devices_calibration(tmp_path: Path):
     assert "tileops_calibration_memory_bytes_per_second" not in parse(render([other]))
 
 
+def test_the_previous_calibration_is_exported_beside_the_current(tmp_path: Path):
+    """The device's own history (<store>/devices/history/<key>/): the previous run's figures sit beside the
+    current ones, so a drop against the device's own past shows even when its whole SKU drifts."""
+    from tileops.calibrate.results import write_device_result
+    from tileops.export.calibration import device_calibrations
+
+    def cal(run_id: str, minutes: int, scale: float) -> DeviceCalibration:
+        return DeviceCalibration(
+            run_id=run_id, started_at=T0, finished_at=T0 + timedelta(minutes=minutes), tool_version="0.1.0",
+            torch_version="2.13.0", quick=False, kind="cpu", name="Test CPU 9000", hostname="node-a",
+            mixes={"triad": MixMeasurement(bytes_per_s=70e9 * scale, bytes=1 << 30, array_bytes=1 << 29,
+                                           best_s=0.1, reps=3, kernel="triad")},
+            roofs={"cpu.fp32": RoofMeasurement(flops_per_s=4e11 * scale, flops=1e9, best_s=0.01, reps=3,
+                                               method="fma")})
+
+    store = tmp_path / "store"
+    write_device_result(cal("cal-1", 1, 1.0), store)
+    run = write_run(tmp_path / "r", [record()])
+    (snap,) = load_run(run, ProfileChooser.only(profile()), device_calibrations(store))
+    m = parse(render([snap]))
+    assert "tileops_calibration_previous_memory_bytes_per_second" not in m  # one calibration: no history yet
+    write_device_result(cal("cal-2", 60, 0.8), store)
+    (snap,) = load_run(run, ProfileChooser.only(profile()), device_calibrations(store))
+    m = parse(render([snap]))
+    assert one(m["tileops_calibration_memory_bytes_per_second"], mix="triad").value == pytest.approx(56e9)
+    assert one(m["tileops_calibration_previous_memory_bytes_per_second"], mix="triad").value == pytest.approx(70e9)
+    assert one(m["tileops_calibration_previous_compute_flops_per_second"], roof="cpu.fp32").value == 4e11
+    assert one(m["tileops_calibration_previous_timestamp_seconds"]).value == (T0 + timedelta(minutes=1)).timestamp()
+
+
 def test_no_matching_profile_leaves_sol_blank(tmp_path: Path):
     (snap,) = load_run(write_run(tmp_path / "r", [record()]), ProfileChooser([profile(match="Some Other CPU")]))
     m = parse(render([snap]))
