@@ -75,6 +75,12 @@ def test_passed_is_said_only_of_what_was_judged() -> None:
     assert last.startswith("health: NOT JUDGED") and "memory (nominal-unknown)" in last and "passed" not in last
     last = summary_lines(price_all([memory_only], ProfileChooser.only(None)))[-1]
     assert last.startswith("health: NOT JUDGED") and "no-profile" in last
+    fp8 = make_record(op="scaled_mm", label="fp8", flops=1 << 20, bytes=12 << 20, median_s=1e-3,
+                      roof_key="tensor_core.fp8")
+    honest = make_record(op="relu", label="n=1M", flops=1 << 20, bytes=8 << 20, median_s=1e-3)
+    last = summary_lines(price_all([honest, fp8], ProfileChooser.only(PROFILE)))[-1]
+    assert last == ("health: OK (physics check passed on memory, cpu.fp32; not in the profile, so not judged "
+                    "and left blank: tensor_core.fp8 (roof-absent))")
     doc = json.loads(render(price_all([inflated], ProfileChooser.only(blind)), "json"))
     assert doc["health"]["state"] == "partial" and doc["summary"][-1] == lines[-1]
 

@@ -289,6 +289,11 @@ def test_health_states_held_partial_not_judged_breached() -> None:
     assert h.ok and h.state == "partial"
     assert {c.ceiling: c.state for c in h.ceilings} == {"memory": "not-judged", "cpu.fp32": "held"}
     assert h.not_judged_reasons == {roofline.NOT_JUDGED_NOMINAL_UNKNOWN: 2}
+    # a roof the profile does not have (fp8 on a CPU): listed as not judged, its rows blank, the run still held
+    fp8 = dataclasses.replace(honest, roof_key="tensor_core.fp8", label="fp8")
+    h = health(price_all([honest, fp8], ProfileChooser.only(PROFILE)))
+    assert h.state == "held" and [c.ceiling for c in h.unjudged()] == ["tensor_core.fp8"]
+    assert h.unjudged(significant=True) == []
     memory_only = dataclasses.replace(inflated, flops=0)
     h = health(price_all([memory_only], ProfileChooser.only(blind)))
     assert h.ok and h.state == "not-judged"

@@ -272,10 +272,12 @@ class Health:
 
     ``ok`` is False on any physics breach (the exit code 3). ``state`` says what
     the physics check could vouch for: ``held`` (every ceiling of every measured
-    row judged, none breached), ``partial`` (some judged and held, some not
-    judged), ``not-judged`` (nothing judged: no profile, no nominal, no measured
-    row) or ``breached``. Only ``held`` is a pass; ``partial`` passes only what it
-    judged, which ``ceilings`` lists.
+    row judged, none breached; a roof the profile does not have at all is listed
+    as not judged but leaves ``held`` alone, since its rows are blank),
+    ``partial`` (some judged and held, some not judged), ``not-judged``
+    (nothing judged: no profile, no nominal, no measured row) or ``breached``.
+    Only ``held`` is a pass; ``partial`` passes only what it judged, which
+    ``ceilings`` lists.
     """
 
     ok: bool  # False when any row breaches the physics check
@@ -298,10 +300,16 @@ class Health:
     def state(self) -> HealthState:
         if not self.ok:
             return "breached"
-        judged = any(c.judged for c in self.ceilings)
-        if not judged:
+        if not any(c.judged for c in self.ceilings):
             return "not-judged"
-        return "partial" if any(c.not_judged for c in self.ceilings) else "held"
+        return "partial" if self.unjudged(significant=True) else "held"
+
+    def unjudged(self, *, significant: bool = False) -> list[CeilingHealth]:
+        """Ceilings with rows the check could not judge. ``significant``: leave out those whose only reason is
+        ``roof-absent`` (a unit the profile does not have, such as fp8 on a CPU): their rows are blank, so no
+        reading stands on them, and the blank reason already says so."""
+        return [c for c in self.ceilings if c.not_judged
+                and not (significant and set(c.not_judged) == {NOT_JUDGED_ROOF_ABSENT})]
 
     @property
     def not_judged_reasons(self) -> dict[str, int]:

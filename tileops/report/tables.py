@@ -74,12 +74,14 @@ def physics_lines(h: Health) -> list[str]:
             lines.append(f"physics check NOT JUDGED on {name}: {n} row(s), {reason} "
                          f"({NOT_JUDGED_REASONS.get(reason, reason)})")
     passed = [_ceiling_name(c, several) for c in h.ceilings if c.state == "held"]
-    unjudged = [f"{_ceiling_name(c, several)} ({', '.join(sorted(c.not_judged))})"
-                for c in h.ceilings if c.not_judged]
+    unjudged = [f"{_ceiling_name(c, several)} ({', '.join(sorted(c.not_judged))})" for c in h.unjudged()]
     state = h.state
     if state == "breached":
         lines.append(f"health: FAILED — physics check: {h.breaches} row(s) imply a rate above a theoretical "
                      "ceiling (FORMULA ERROR)")
+    elif state == "held" and unjudged:  # only roofs the profile does not have, whose rows are blank
+        lines.append(f"health: OK (physics check passed on {', '.join(passed)}; not in the profile, so not "
+                     f"judged and left blank: {'; '.join(unjudged)})")
     elif state == "held":
         lines.append(f"health: OK (physics check passed on every ceiling: {', '.join(passed)})")
     elif state == "partial":
