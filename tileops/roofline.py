@@ -381,24 +381,24 @@ def _checks(r: Record, actual: float | None, c: _Ceilings | None,
     """The physics check of each ceiling the row's work touches: its implied rate against the ceiling's
     theoretical figure where both exist, else the reason it could not be judged (never a pass)."""
     flops, nbytes = r.flops, r.bytes
-    row_reason = NOT_JUDGED_NO_PROFILE if c is None else NOT_JUDGED_NO_TIMING if actual is None else None
+    row_reason = NOT_JUDGED_NO_PROFILE if c is None else NOT_JUDGED_NO_TIMING if not actual else None
     out: list[Check] = []
     if nbytes != 0:  # no traffic: the memory ceiling is not involved
         theo = c.bandwidth_theoretical if c is not None else None
         why = row_reason or (NOT_JUDGED_NO_ROOFLINE if nbytes is None else c.memory_not_judged if c else None)
-        if why is None and nbytes is not None and actual and theo is not None:
+        if why is None and nbytes and actual and theo is not None:  # memory_not_judged is None: theo is known
             out.append(Check("memory", theo, nbytes / actual))
         else:
-            out.append(Check("memory", theo, None, why or NOT_JUDGED_THEORETICAL_MISSING))
+            out.append(Check("memory", theo, None, why))
     if flops != 0:  # no arithmetic: no compute ceiling is involved
         resolved, _, theo = roof
         why = row_reason or (NOT_JUDGED_NO_ROOFLINE if flops is None
                              else NOT_JUDGED_ROOF_ABSENT if resolved is None or theo is None else None)
         name = resolved or r.roof_key or "compute"
-        if why is None and flops is not None and actual and theo is not None:
+        if why is None and flops and actual and theo is not None:
             out.append(Check(name, theo, flops / actual))
         else:
-            out.append(Check(name, theo, None, why or NOT_JUDGED_ROOF_ABSENT))
+            out.append(Check(name, theo, None, why))
     return tuple(out)
 
 
@@ -532,19 +532,22 @@ def health(priced: Iterable[Priced]) -> Health:
         if p.verdict == "error" and p.blank_reason == BLANK_ERROR:
             errors += 1
         for k in p.checks:
-            t = tallies.get((p.profile or "", k.ceiling))
+            key = (p.profile or "", k.ceiling)
+            t = tallies.get(key)
             if t is None:
-                t = tallies[(p.profile or "", k.ceiling)] = _CeilingTally()
-            if k.theoretical_per_s is not None:
-                t.theoretical = k.theoretical_per_s
-            if k.not_judged is not None:
-                t.not_judged[k.not_judged] = t.not_judged.get(k.not_judged, 0) + 1
+                t = tallies[key] = _CeilingTally()
+            theo, why = k.theoretical_per_s, k.not_judged
+            if theo is not None:
+                t.theoretical = theo
+            if why is not None:
+                t.not_judged[why] = t.not_judged.get(why, 0) + 1
                 continue
-            t.judged += 1
-            ratio = k.ratio
-            if ratio is not None and (t.max_ratio is None or ratio > t.max_ratio):
+            t.judged += 1  # judged: both the implied rate and the theoretical figure are there
+            implied = k.implied_per_s
+            ratio = implied / theo  # type: ignore[operator]
+            if t.max_ratio is None or ratio > t.max_ratio:
                 t.max_ratio = ratio
-            if k.breached:
+            if implied > theo:  # type: ignore[operator]  # the same test as Check.breached
                 t.breached += 1
     ceilings: list[CeilingHealth] = []
     for profile, ceiling in sorted(tallies, key=lambda pc: (pc[0], pc[1] != "memory", pc[1])):  # memory first

@@ -52,6 +52,12 @@ def summary_lines(priced: Sequence[Priced], h: Health | None = None) -> list[str
     return lines + physics_lines(h)
 
 
+def _percent(ratio: float) -> str:
+    """45%, 2.5%, 0.041%: two significant figures below 10 %, so a small margin does not read as 0.0%."""
+    pct = ratio * 100
+    return f"{pct:.3g}%" if pct >= 10 else f"{pct:.1f}%" if pct >= 1 else f"{pct:.2g}%"
+
+
 def _ceiling_name(c: CeilingHealth, several_profiles: bool) -> str:
     return f"{c.ceiling} ({c.profile or 'no profile'})" if several_profiles else c.ceiling
 
@@ -68,7 +74,7 @@ def physics_lines(h: Health) -> list[str]:
             lines.append(f"physics check BREACHED on {name}: {c.breached} of {c.judged} row(s) above the {theo} "
                          "(FORMULA ERROR)")
         elif c.state == "held":
-            top = f"; highest implied rate {c.max_ratio:.1%} of it" if c.max_ratio is not None else ""
+            top = f"; highest implied rate {_percent(c.max_ratio)} of it" if c.max_ratio is not None else ""
             lines.append(f"physics check passed on {name}: {c.judged} row(s) judged against the {theo}{top}")
         for reason, n in sorted(c.not_judged.items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"physics check NOT JUDGED on {name}: {n} row(s), {reason} "
