@@ -344,3 +344,22 @@ def test_text_writer_equals_prometheus_client(tmp_path: Path):
     theirs = generate_latest(registry_for(lambda: snaps))
     assert norm(ours) == norm(theirs)
     assert len(collect_samples(snaps)) == sum(len(f[3]) for f in norm(ours))
+
+
+def test_every_sink_takes_the_detail_level(tmp_path: Path):
+    """`serve`, the textfile and the Pushgateway body all render at the level asked for (default lean)."""
+    from tileops.export.server import DirectorySource, make_app
+    from tileops.export.textfile import write_textfile
+
+    run = write_run(tmp_path / "results" / "r", [record()])
+    source = DirectorySource(tmp_path / "results", lambda: ProfileChooser.only(profile()), log=lambda msg: None)
+
+    def scrape(detail: str) -> dict[str, list]:
+        body = b"".join(make_app(source, detail)({"PATH_INFO": "/metrics"}, lambda status, headers: None))
+        return parse(body)
+
+    assert "tileops_row_info" not in scrape("lean") and "tileops_row_info" in scrape("full")
+    (snap,) = load_run(run, ProfileChooser.only(profile()))
+    lean = parse(write_textfile(tmp_path / "tf", snap).read_bytes())
+    full = parse(write_textfile(tmp_path / "tf-full", snap, detail="full").read_bytes())
+    assert "tileops_sol_time_seconds" not in lean and "tileops_sol_time_seconds" in full
