@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from tileops.calibrate.results import DeviceCalibration, MixMeasurement, RoofMeasurement, build_profile
 from tileops.export.metrics import METRICS, collect_samples
@@ -60,7 +61,7 @@ def _snapshot(rows: int) -> RunSnapshot:
             roof_key="tensor_core.bf16" if compute else "cuda_core.fp32", env=env, started_at=T0,
             finished_at=T0 + timedelta(seconds=1)))
     priced = price_all(recs, ProfileChooser.only(profile))
-    return RunSnapshot(run_dir=None, run_id="bench", device=DeviceLabels.of(recs[0]), records=tuple(recs),  # type: ignore[arg-type]
+    return RunSnapshot(run_dir=Path("bench"), run_id="bench", device=DeviceLabels.of(recs[0]), records=tuple(recs),
                        priced=tuple(priced), health=health(priced), profile=profile, started_at=T0,
                        finished_at=T0 + timedelta(minutes=30), status="completed", calibration=cal)
 

@@ -29,8 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "roofline", help="price benchmark records against a device profile: SOL efficiency, verdicts, physics check",
         description="Price benchmark records against a device profile (SOL efficiency, bound, verdicts, "
-                    "physics check). Exit 0 no breach (the health line says what was judged), 3 physics breach (a formula "
-                    "error), 1 baseline "
+                    "physics check). Exit 0 no breach (the health line says what was judged), 3 physics breach "
+                    "(a formula error), 1 baseline "
                     "regression or error rows, 2 unreadable input.")
     p.add_argument("results", nargs="+", type=Path, metavar="RESULTS",
                    help="run directories (holding records.jsonl) or records.jsonl files")
