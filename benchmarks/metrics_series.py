@@ -18,7 +18,8 @@ import argparse
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from tileops.calibrate.results import DeviceCalibration, MixMeasurement, RoofMeasurement, build_profile
+from tileops.calibrate.results import (DeviceCalibration, MixMeasurement, RoofMeasurement, build_profile,
+                                       with_previous)
 from tileops.export.metrics import METRICS, collect_samples
 from tileops.export.snapshot import DeviceLabels, RunSnapshot
 from tileops.profiles import ProfileChooser, find_profile
@@ -43,8 +44,7 @@ def _calibration(run_id: str, day: int, scale: float) -> DeviceCalibration:
 
 
 def _snapshot(rows: int) -> RunSnapshot:
-    cal = _calibration("cal-2", 7, 0.98)
-    cal._previous = _calibration("cal-1", 0, 1.0)
+    cal = with_previous(_calibration("cal-2", 7, 0.98), [_calibration("cal-1", 0, 1.0)])
     profile, _ = build_profile(find_profile("H200"), [cal])
     env = Environment(device_kind="cuda", device_name="NVIDIA H200", device_uuid="GPU-bench", torch_version="x",
                       tileops_version="x", hostname="gpu-node", run_id="bench")
