@@ -17,7 +17,7 @@ import datetime as dt
 import random
 import time
 
-from tileops.records import Environment, Record, Timing, parse_record
+from tileops.records import Environment, Record, Timing, parse_record, to_json
 from tileops.profiles import MemoryRoof, Profile, ProfileChooser, Provenance, Roof
 from tileops.roofline import health, price_all
 
@@ -88,7 +88,7 @@ def main() -> None:
     args = ap.parse_args()
     prof = profile()
     recs = records(args.n)
-    lines = [r.model_dump_json() for r in recs]
+    lines = [to_json(r) for r in recs]
     t_price, priced = best(lambda: price_all(recs, ProfileChooser.only(prof)), args.repeat)
     t_health, h = best(lambda: health(priced), args.repeat)  # type: ignore[arg-type]
     t_parse, _ = best(lambda: [parse_record(x) for x in lines], 1)

@@ -14,8 +14,9 @@ import pytest
 from tileops.calibrate.base import CPU_ROOF_ALIASES, TheoryOptions, cpu_base_profile, gpu_base_profile
 from tileops.calibrate.cpupeak import PeakUnknown, cpu_peak
 from tileops.calibrate.dram import parse_bandwidth, parse_dmidecode, read_bandwidth_file
-from tileops.calibrate.results import (STREAM_WORDS, DeviceCalibration, MixMeasurement, RoofMeasurement,
-                                       build_profile, load_device_results, read_device_result)
+from tileops.calibrate.results import (HISTORY_KEEP, STREAM_WORDS, DeviceCalibration, MixMeasurement,
+                                       RoofMeasurement, build_profile, history_dir, load_device_history,
+                                       load_device_results, read_device_result, write_device_result)
 from tileops.device import describe_device, parse_cpuinfo
 from tileops.profiles import MIXES, find_profile, load_profile, load_profiles, select_profile, shipped_dir
 
@@ -127,6 +128,40 @@ def test_bandwidth_file(tmp_path: Path) -> None:
         read_bandwidth_file(f)
 
 
+def test_the_environment_states_the_nominal_and_a_flag_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TILEOPS_DRAM_BANDWIDTH is how an image or chart states a fleet's nominal: every calibration without
+    options reads it (the bench's automatic one included); `tileops calibrate --dram-bandwidth` still wins."""
+    import argparse
+
+    from tileops.commands.calibrate import _options
+
+    monkeypatch.delenv("TILEOPS_DRAM_BANDWIDTH", raising=False)
+    assert TheoryOptions.from_env() == TheoryOptions()
+    monkeypatch.setenv("TILEOPS_DRAM_BANDWIDTH", "204.8GB/s")
+    opts = TheoryOptions.from_env()
+    assert opts.memory_bandwidth == pytest.approx(204.8e9)
+    assert opts.memory_bandwidth_ref == "TILEOPS_DRAM_BANDWIDTH=204.8GB/s"
+    base, _ = cpu_base_profile(cpuinfo("amd-epyc-avx2-2core.txt"), None, opts, dmi=lambda: (None, "no DMI"))
+    assert base.memory is not None and base.memory.theoretical == pytest.approx(204.8e9)
+    assert base.memory.theoretical_source.source == "user" and "TILEOPS_DRAM_BANDWIDTH" in (
+        base.memory.theoretical_source.ref or "")
+    args = argparse.Namespace(dram_bandwidth=None, dram_bandwidth_file=None, cpu_ghz=None)
+    assert _options(args).memory_bandwidth == pytest.approx(204.8e9)
+    args.dram_bandwidth = "76.8GB/s"
+    assert _options(args).memory_bandwidth == pytest.approx(76.8e9)
+
+
+def test_a_malformed_environment_nominal_fails_before_measuring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from tileops.cli import main
+
+    monkeypatch.setenv("TILEOPS_DRAM_BANDWIDTH", "fast")
+    assert main(["calibrate", "--device", "cpu", "--profile-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "TILEOPS_DRAM_BANDWIDTH" in err and "76.8GB/s" in err
+    assert not list(tmp_path.iterdir())
+
+
 # --------------------------------------------------------------------------- building a profile from runs
 
 
@@ -194,6 +229,49 @@ def test_a_quick_run_says_so_in_its_provenance() -> None:
     assert src is not None and "quick" in (src.note or "")
 
 
+# --------------------------------------------------------------------------- per-device history
+
+
+def _at(run: DeviceCalibration, day: int, run_id: str) -> DeviceCalibration:
+    when = dt.datetime(2026, 11, day, tzinfo=dt.timezone.utc)
+    return run.model_copy(update={"run_id": run_id, "started_at": when, "finished_at": when})
+
+
+def test_history_keeps_each_result_and_the_current_file_stays_the_newest(tmp_path: Path) -> None:
+    from tileops.export.calibration import device_calibrations
+
+    write_device_result(_at(_run(GPU_A), 1, "cal-1"), tmp_path)
+    write_device_result(_at(_run(GPU_A, 0.8), 2, "cal-2"), tmp_path)
+    write_device_result(_at(_run(GPU_A, 0.5, quick=True), 3, "cal-3q"), tmp_path)  # quick: its own lineage
+    assert [r.run_id for r in load_device_history(GPU_A, tmp_path)] == ["cal-3q", "cal-2", "cal-1"]
+    assert [r.run_id for r in load_device_results(tmp_path)] == ["cal-3q"]  # history is not a device
+    cur = device_calibrations(tmp_path)[GPU_A]
+    assert cur.run_id == "cal-3q" and cur.previous is None  # no earlier quick run to compare with
+    write_device_result(_at(_run(GPU_A, 0.7), 4, "cal-4"), tmp_path)
+    cur = device_calibrations(tmp_path)[GPU_A]
+    assert cur.run_id == "cal-4" and cur.previous is not None and cur.previous.run_id == "cal-2"
+    assert cur.previous.mixes["copy"].bytes_per_s == pytest.approx(4.3e12 * 0.8)
+
+
+def test_a_store_from_before_history_keeps_its_result_as_the_previous(tmp_path: Path) -> None:
+    from tileops.export.calibration import device_calibrations
+
+    old = _at(_run(GPU_A), 1, "cal-old")
+    write_device_result(old, path=tmp_path / "devices" / f"{GPU_A}.yaml")  # what an older tileops wrote
+    assert device_calibrations(tmp_path)[GPU_A].previous is None  # old stores keep reading
+    write_device_result(_at(_run(GPU_A, 0.85), 2, "cal-new"), tmp_path)
+    assert sorted(p.name for p in history_dir(GPU_A, tmp_path).iterdir()) == ["cal-new.yaml", "cal-old.yaml"]
+    cur = device_calibrations(tmp_path)[GPU_A]
+    assert cur.run_id == "cal-new" and cur.previous is not None and cur.previous.run_id == "cal-old"
+
+
+def test_history_is_bounded(tmp_path: Path) -> None:
+    for day in range(1, HISTORY_KEEP + 4):
+        write_device_result(_at(_run(GPU_A), day, f"cal-{day:02d}"), tmp_path)
+    kept = [r.run_id for r in load_device_history(GPU_A, tmp_path)]
+    assert len(kept) == HISTORY_KEEP and kept[0] == f"cal-{HISTORY_KEEP + 3:02d}" and "cal-01" not in kept
+
+
 # --------------------------------------------------------------------------- end to end on this machine
 
 
@@ -203,6 +281,9 @@ def _tree_digest(d: Path) -> str:
         if p.is_file():
             h.update(p.name.encode() + p.read_bytes())
     return h.hexdigest()
+
+
+GPU_A = "GPU-3f6a9c10-5a1b-4c2d-9e8f-0a1b2c3d4e5f"  # a device id in NVML's real form
 
 
 def _calibrate(store: Path, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -60,7 +60,7 @@ def test_push_groups_by_device_and_replaces_the_group(tmp_path: Path, gateway: s
     m = scrape(gateway)
     assert {s.labels["op"] for s in m["tileops_sol_ratio"]} == {"relu"}  # neg is gone
     assert m["tileops_run_healthy"][0].value == 0
-    assert m["tileops_physics_breach"][0].value == 1
+    assert m["tileops_row_verdict"][0].labels["physics"] == "breach"
     assert [s.value for s in m["tileops_run_last_success_timestamp_seconds"]] == [success]
 
 

@@ -202,13 +202,13 @@ def test_serve_publishes_the_newest_run_per_device_and_follows_changes(served):
     m = samples(get(url + "/metrics")[1])
     assert [s.labels["run_id"] for s in m["tileops_run_info"]] == ["b"]
     assert m["tileops_run_healthy"][0].value == 0
-    assert m["tileops_physics_breach"][0].value == 1
+    assert m["tileops_row_verdict"][0].labels["physics"] == "breach"
     assert m["tileops_run_last_success_timestamp_seconds"][0].value == (T0 + timedelta(minutes=2)).timestamp()
 
     # another device shows beside it
     write_run(root / "gpu", [record(e=env(run_id="g", device="NVIDIA H200", uuid="GPU-9", kind="cuda"))])
     m = samples(get(url + "/metrics")[1])
-    assert {s.labels["UUID"] for s in m["tileops_run_healthy"]} == {"cpu-node-a", "GPU-9"}
+    assert {s.labels["UUID"] for s in m["tileops_run_physics_check"]} == {"cpu-node-a", "GPU-9"}
 
 
 def test_serve_skips_an_unreadable_run_and_reports_it(served):

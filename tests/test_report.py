@@ -12,6 +12,7 @@ from rich.console import Console
 from roofline_fixtures import make_profile, make_record
 
 from tileops.report import compare, render, render_summary
+from tileops.report.tables import summary_lines
 from tileops.report.plot import write_plot
 from tileops.profiles import ProfileChooser
 from tileops.roofline import health, price_all
@@ -52,7 +53,36 @@ def test_memory_bound_row_shows_bytes_per_second_against_the_memory_roof() -> No
     md = render(price_all(_rows()[:1], ProfileChooser.only(PROFILE)), "md")
     assert "| n=1M | float32 | torch |" in md
     assert "18 GB/s | memory 20 GB/s | memory | 90.0 % | at-ceiling |" in md
-    assert "## relu" in md and "health: OK" in md
+    assert "## relu" in md and "health: OK (physics check passed on every ceiling: memory, cpu.fp32)" in md
+    assert "physics check passed on memory: 1 row(s) judged against the theoretical 40 GB/s" in md
+
+
+def test_passed_is_said_only_of_what_was_judged() -> None:
+    """A CPU whose nominal bandwidth is unknown: a 1000x inflated bytes formula is not judged, and the
+    summary says so instead of "physics check passed"."""
+    blind = make_profile(name="cpu-blind", bw_theoretical=None, bw_calibration=None, measured={"triad": 20e9},
+                         roofs={"cpu.fp32": (200e9, 0.5)})
+    inflated = make_record(op="add", label="inflated", flops=1 << 20, bytes=1000 * (12 << 20), median_s=1e-3)
+    lines = summary_lines(price_all([inflated], ProfileChooser.only(blind)))
+    text = "\n".join(lines)
+    assert "physics check NOT JUDGED on memory: 1 row(s), nominal-unknown" in text
+    assert "TILEOPS_DRAM_BANDWIDTH" in text  # how to make it judged
+    assert "physics check passed on cpu.fp32" in text and "passed on memory" not in text
+    assert lines[-1].startswith("health: PARTLY JUDGED") and "NOT JUDGED: memory (nominal-unknown)" in lines[-1]
+    assert not any(line.startswith("health: OK") for line in lines)
+    memory_only = make_record(op="cast", label="identity", flops=0, bytes=1000 * (8 << 20), median_s=1e-3)
+    last = summary_lines(price_all([memory_only], ProfileChooser.only(blind)))[-1]
+    assert last.startswith("health: NOT JUDGED") and "memory (nominal-unknown)" in last and "passed" not in last
+    last = summary_lines(price_all([memory_only], ProfileChooser.only(None)))[-1]
+    assert last.startswith("health: NOT JUDGED") and "no-profile" in last
+    fp8 = make_record(op="scaled_mm", label="fp8", flops=1 << 20, bytes=12 << 20, median_s=1e-3,
+                      roof_key="tensor_core.fp8")
+    honest = make_record(op="relu", label="n=1M", flops=1 << 20, bytes=8 << 20, median_s=1e-3)
+    last = summary_lines(price_all([honest, fp8], ProfileChooser.only(PROFILE)))[-1]
+    assert last == ("health: OK (physics check passed on memory, cpu.fp32; not in the profile, so not judged "
+                    "and left blank: tensor_core.fp8 (roof-absent))")
+    doc = json.loads(render(price_all([inflated], ProfileChooser.only(blind)), "json"))
+    assert doc["health"]["state"] == "partial" and doc["summary"][-1] == lines[-1]
 
 
 def test_csv_and_json_are_flat_in_base_units() -> None:

@@ -9,6 +9,7 @@ CONTRACT (shared with tileops.pipeline, tileops.export and tileops.report):
     price(record, profile) -> Priced
     price_all(records, chooser) -> list[Priced]     chooser: tileops.profiles.ProfileChooser
     health(priced) -> Health                          the run's health, decided here and only here
+                                                      (per ceiling: held, breached or not judged)
 
 The model (§1.2)::
 
@@ -26,13 +27,18 @@ below the profile's latency floor; ``anomaly`` above 105 %; ``at-ceiling`` at
 The physics check compares each row's implied rates (bytes / time, flops /
 time) with the *theoretical* ceilings of its roofs. A breach is physically
 impossible, so it is a formula error (never a fast kernel) and fails health.
+A ceiling with no theoretical figure (a CPU whose nominal bandwidth is
+unknown, a roof key the profile lacks, no profile at all) cannot be judged:
+each row records that as a :class:`Check` with a ``NOT_JUDGED_*`` reason, and
+:func:`health` reports every ceiling as held, breached or not judged, so a run
+whose formulas were never compared with anything is never called "passed".
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Literal
+from typing import Iterable, Literal, NamedTuple
 
 from tileops.profiles import Profile, ProfileChooser
 from tileops.records import Record
@@ -83,6 +89,27 @@ BLANK_REASONS: dict[str, str] = {
 NOTE_NOMINAL_UNKNOWN = ("nominal memory bandwidth unknown: priced on the measured envelope, "
                         "and the physics check cannot judge bandwidth")
 
+# Why the physics check could not judge a ceiling of a row: stable names (metric labels).
+NOT_JUDGED_NO_PROFILE = "no-profile"  # no profile matches the device: no ceiling at all
+NOT_JUDGED_NOMINAL_UNKNOWN = "nominal-unknown"  # the memory roof has no nominal (theoretical) bandwidth
+NOT_JUDGED_THEORETICAL_MISSING = "theoretical-missing"  # the profile has no memory roof at all
+NOT_JUDGED_ROOF_ABSENT = "roof-absent"  # the row's roof key is not in the profile (nor aliased), or none given
+NOT_JUDGED_NO_TIMING = "no-timing"  # an ok record without timing: no implied rate
+NOT_JUDGED_NO_ROOFLINE = "no-roofline"  # the record carries no flops (or bytes): no implied rate
+
+NOT_JUDGED_REASONS: dict[str, str] = {
+    NOT_JUDGED_NO_PROFILE: "no profile matches the device, so there is no theoretical ceiling to compare with; "
+                           "calibrate the device (`tileops calibrate`) or pass --profile",
+    NOT_JUDGED_NOMINAL_UNKNOWN: "the nominal memory bandwidth is unknown (no DMI/SMBIOS data, none given); give it "
+                                "with TILEOPS_DRAM_BANDWIDTH or `tileops calibrate --dram-bandwidth`, or price with "
+                                "--profile FILE stating memory.theoretical",
+    NOT_JUDGED_THEORETICAL_MISSING: "the profile has no memory roof, so no theoretical bandwidth; add "
+                                    "memory.theoretical to the profile (docs/profiles.md)",
+    NOT_JUDGED_ROOF_ABSENT: "the row's roof key is not in the profile (no roof, no alias), so no theoretical peak",
+    NOT_JUDGED_NO_TIMING: "the record has no timing, so no implied rate",
+    NOT_JUDGED_NO_ROOFLINE: "the record carries no (flops, bytes), so no implied rate",
+}
+
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 
@@ -121,6 +148,34 @@ class Breach:
                 "physically impossible, so the roofline formula (flops/bytes) or roof key overstates the work")
 
 
+class Check(NamedTuple):
+    """One ceiling of one row as the physics check saw it: judged (a theoretical figure and an implied
+    rate were both there) or not, with the reason. A row has one per ceiling its work touches: memory when
+    its bytes are not zero, its compute roof when its FLOPs are not zero. (A named tuple: pricing 100,000
+    records builds up to 200,000 of them.)"""
+
+    ceiling: str  # "memory", or the roof key (the profile's key after roof_aliases; the record's when absent)
+    theoretical_per_s: float | None = None
+    implied_per_s: float | None = None
+    not_judged: str | None = None  # a NOT_JUDGED_* name; None when judged
+
+    @property
+    def judged(self) -> bool:
+        return self.not_judged is None
+
+    @property
+    def breached(self) -> bool:
+        return (self.not_judged is None and self.implied_per_s is not None and self.theoretical_per_s is not None
+                and self.implied_per_s > self.theoretical_per_s)
+
+    @property
+    def ratio(self) -> float | None:
+        """implied / theoretical when judged."""
+        if self.not_judged is not None or not self.theoretical_per_s or self.implied_per_s is None:
+            return None
+        return self.implied_per_s / self.theoretical_per_s
+
+
 @dataclass(frozen=True, slots=True)
 class Priced:
     record: Record
@@ -141,6 +196,17 @@ class Priced:
     blank_detail: str | None = None  # the blank/error reason as a sentence with its particulars
     roof: str | None = None  # the profile key that priced record.roof_key (after roof_aliases)
     notes: tuple[str, ...] = ()  # caveats on the reading (e.g. nominal bandwidth unknown)
+    checks: tuple[Check, ...] = ()  # the physics check per ceiling (none for error/skipped records)
+
+    @property
+    def physics(self) -> str | None:
+        """The row's physics state: ``breach``, ``held`` (every ceiling judged), ``not-judged`` (some ceiling
+        could not be), or None when there was nothing to check (an error or skipped record)."""
+        if self.breaches:
+            return "breach"
+        if not self.checks:
+            return None
+        return "held" if all(c.judged for c in self.checks) else "not-judged"
 
     @property
     def intensity(self) -> float | None:
@@ -155,14 +221,72 @@ class Priced:
         return bool(self.breaches)
 
 
+CeilingState = Literal["held", "breached", "not-judged"]
+HealthState = Literal["held", "partial", "not-judged", "breached"]
+
+#: Run-level physics states, in the order a reader should worry about them.
+HEALTH_STATES: tuple[str, ...] = ("breached", "not-judged", "partial", "held")
+
+
+@dataclass(frozen=True)
+class CeilingHealth:
+    """The physics check of one ceiling of one profile over a run's rows."""
+
+    profile: str | None  # None: rows no profile matched
+    ceiling: str  # "memory" or a roof key
+    theoretical_per_s: float | None
+    judged: int  # rows whose implied rate was compared with the theoretical figure
+    breached: int  # of those, rows above it
+    not_judged: dict[str, int] = field(default_factory=dict)  # NOT_JUDGED_* reason -> rows
+    max_ratio: float | None = None  # the highest implied / theoretical among the judged rows
+
+    @property
+    def state(self) -> CeilingState:
+        """breached (any row above the theoretical), held (judged, none above), or not-judged (no row judged).
+        A ceiling judged on some rows and not others is held or breached; its not_judged counts say the rest."""
+        if self.breached:
+            return "breached"
+        return "held" if self.judged else "not-judged"
+
+    @property
+    def unit(self) -> str:
+        return "B/s" if self.ceiling == "memory" else "FLOP/s"
+
+    @property
+    def reason(self) -> str | None:
+        """The most common reason rows were not judged (None when every row was)."""
+        if not self.not_judged:
+            return None
+        return max(sorted(self.not_judged), key=self.not_judged.__getitem__)
+
+    def as_dict(self) -> dict:
+        return {"profile": self.profile, "ceiling": self.ceiling, "state": self.state,
+                "theoretical_per_s": self.theoretical_per_s, "rows_judged": self.judged,
+                "rows_breached": self.breached, "rows_not_judged": sum(self.not_judged.values()),
+                "not_judged": dict(self.not_judged), "max_ratio": self.max_ratio}
+
+
 @dataclass(frozen=True)
 class Health:
+    """The run's health as the roofline tool decides it (§4.3).
+
+    ``ok`` is False on any physics breach (the exit code 3). ``state`` says what
+    the physics check could vouch for: ``held`` (every ceiling of every measured
+    row judged, none breached; a roof the profile does not have at all is listed
+    as not judged but leaves ``held`` alone, since its rows are blank),
+    ``partial`` (some judged and held, some not judged), ``not-judged``
+    (nothing judged: no profile, no nominal, no measured row) or ``breached``.
+    Only ``held`` is a pass; ``partial`` passes only what it judged, which
+    ``ceilings`` lists.
+    """
+
     ok: bool  # False when any row breaches the physics check
     rows: int
     by_verdict: dict[str, int] = field(default_factory=dict)
     blanks_by_reason: dict[str, int] = field(default_factory=dict)
     breaches: int = 0  # rows with at least one breach
     errors: int = 0  # error records (skipped rows are not errors)
+    ceilings: tuple[CeilingHealth, ...] = ()
 
     @property
     def at_ceiling(self) -> int:
@@ -172,10 +296,34 @@ class Health:
     def anomalies(self) -> int:
         return self.by_verdict.get("anomaly", 0)
 
+    @property
+    def state(self) -> HealthState:
+        if not self.ok:
+            return "breached"
+        if not any(c.judged for c in self.ceilings):
+            return "not-judged"
+        return "partial" if self.unjudged(significant=True) else "held"
+
+    def unjudged(self, *, significant: bool = False) -> list[CeilingHealth]:
+        """Ceilings with rows the check could not judge. ``significant``: leave out those whose only reason is
+        ``roof-absent`` (a unit the profile does not have, such as fp8 on a CPU): their rows are blank, so no
+        reading stands on them, and the blank reason already says so."""
+        return [c for c in self.ceilings if c.not_judged
+                and not (significant and set(c.not_judged) == {NOT_JUDGED_ROOF_ABSENT})]
+
+    @property
+    def not_judged_reasons(self) -> dict[str, int]:
+        """Rows x ceilings not judged, by reason, over the whole run."""
+        out: dict[str, int] = {}
+        for c in self.ceilings:
+            for reason, n in c.not_judged.items():
+                out[reason] = out.get(reason, 0) + n
+        return out
+
     def as_dict(self) -> dict:
-        return {"ok": self.ok, "rows": self.rows, "by_verdict": dict(self.by_verdict),
+        return {"ok": self.ok, "state": self.state, "rows": self.rows, "by_verdict": dict(self.by_verdict),
                 "blanks_by_reason": dict(self.blanks_by_reason), "breaches": self.breaches,
-                "errors": self.errors}
+                "errors": self.errors, "ceilings": [c.as_dict() for c in self.ceilings]}
 
 
 @dataclass
@@ -188,6 +336,7 @@ class _Ceilings:
     notes: tuple[str, ...]
     name: str = ""
     latency_floor_s: float | None = None
+    memory_not_judged: str | None = None  # why the memory ceiling cannot be judged on this profile
     _roofs: dict[str, tuple[str | None, float | None, float | None]] = field(default_factory=dict)
 
     @classmethod
@@ -196,8 +345,10 @@ class _Ceilings:
         notes: tuple[str, ...] = ()
         if mem is not None and not mem.nominal_known:
             notes = (NOTE_NOMINAL_UNKNOWN,)
+        why = (NOT_JUDGED_THEORETICAL_MISSING if mem is None
+               else NOT_JUDGED_NOMINAL_UNKNOWN if mem.theoretical is None else None)
         return cls(profile, mem.effective if mem else None, mem.theoretical if mem else None, notes,
-                   profile.name, profile.latency_floor_s)
+                   profile.name, profile.latency_floor_s, why)
 
     def roof(self, key: str) -> tuple[str | None, float | None, float | None]:
         """(resolved key or None when absent, effective, theoretical) for a record's roof key."""
@@ -216,24 +367,46 @@ def price(record: Record, profile: Profile | None) -> Priced:
 
 
 def _blank(record: Record, profile: str | None, reason: str, detail: str, *,
-           verdict: Verdict = "blank", actual: float | None = None, breaches: tuple[Breach, ...] = (),
+           verdict: Verdict = "blank", actual: float | None = None, checks: tuple[Check, ...] = (),
            notes: tuple[str, ...] = ()) -> Priced:
     return Priced(record=record, profile=profile, verdict=verdict, blank_reason=reason, blank_detail=detail,
-                  actual_time_s=actual, breaches=breaches, notes=notes)
+                  actual_time_s=actual, breaches=_breaches(checks), notes=notes, checks=checks)
 
 
 _NO_ROOF: tuple[str | None, float | None, float | None] = (None, None, None)
 
 
-def _physics(flops: int | None, nbytes: int | None, actual: float, bw_theoretical: float | None,
-             roof: tuple[str | None, float | None, float | None]) -> tuple[Breach, ...]:
-    """Implied rates against theoretical ceilings, wherever a theoretical value exists."""
+def _checks(r: Record, actual: float | None, c: _Ceilings | None,
+            roof: tuple[str | None, float | None, float | None]) -> tuple[Check, ...]:
+    """The physics check of each ceiling the row's work touches: its implied rate against the ceiling's
+    theoretical figure where both exist, else the reason it could not be judged (never a pass)."""
+    flops, nbytes = r.flops, r.bytes
+    row_reason = NOT_JUDGED_NO_PROFILE if c is None else NOT_JUDGED_NO_TIMING if not actual else None
+    out: list[Check] = []
+    if nbytes != 0:  # no traffic: the memory ceiling is not involved
+        theo = c.bandwidth_theoretical if c is not None else None
+        why = row_reason or (NOT_JUDGED_NO_ROOFLINE if nbytes is None else c.memory_not_judged if c else None)
+        if why is None and nbytes and actual and theo is not None:  # memory_not_judged is None: theo is known
+            out.append(Check("memory", theo, nbytes / actual))
+        else:
+            out.append(Check("memory", theo, None, why))
+    if flops != 0:  # no arithmetic: no compute ceiling is involved
+        resolved, _, theo = roof
+        why = row_reason or (NOT_JUDGED_NO_ROOFLINE if flops is None
+                             else NOT_JUDGED_ROOF_ABSENT if resolved is None or theo is None else None)
+        name = resolved or r.roof_key or "compute"
+        if why is None and flops and actual and theo is not None:
+            out.append(Check(name, theo, flops / actual))
+        else:
+            out.append(Check(name, theo, None, why))
+    return tuple(out)
+
+
+def _breaches(checks: tuple[Check, ...]) -> tuple[Breach, ...]:
     out: tuple[Breach, ...] = ()
-    if nbytes and bw_theoretical is not None and nbytes / actual > bw_theoretical:
-        out = (Breach("memory", nbytes / actual, bw_theoretical),)
-    resolved, _, theo = roof
-    if flops and resolved is not None and theo is not None and flops / actual > theo:
-        out += (Breach(resolved, flops / actual, theo),)
+    for ceiling, theo, implied, why in checks:
+        if why is None and implied is not None and theo is not None and implied > theo:
+            out += (Breach(ceiling, implied, theo),)
     return out
 
 
@@ -245,32 +418,35 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         msg = f"{r.error.kind}: {r.error.message}" if r.error else "no error detail recorded"
         return _blank(r, c.profile.name if c else None, BLANK_ERROR, f"error: {msg}", verdict="error")
     timing = r.timing
+    key = r.roof_key
     if c is None:
+        actual = timing.actual_time_s if timing else None
         return _blank(r, None, BLANK_NO_PROFILE,
                       f"no profile matches device {r.env.device_name!r}; calibrate it (`tileops calibrate`) "
-                      "or pass --profile", actual=timing.actual_time_s if timing else None)
+                      "or pass --profile", actual=actual, checks=_checks(r, actual, None, _NO_ROOF))
     name = c.name
-    if timing is None:
-        return _blank(r, name, BLANK_NO_TIMING, "an ok record without timing; re-run the bench for this row")
-    actual = timing.actual_time_s
-    flops, nbytes, key = r.flops, r.bytes, r.roof_key
     roof = c.roof(key) if key else _NO_ROOF
-    breaches = _physics(flops, nbytes, actual, c.bandwidth_theoretical, roof)
+    if timing is None:
+        return _blank(r, name, BLANK_NO_TIMING, "an ok record without timing; re-run the bench for this row",
+                      checks=_checks(r, None, c, roof))
+    actual = timing.actual_time_s
+    flops, nbytes = r.flops, r.bytes
+    checks = _checks(r, actual, c, roof)
     if timing.timer != "cupti" and r.env.device_kind == "cuda":
         return _blank(r, name, BLANK_NO_CUPTI,
                       f"timed with {timing.timer} on a GPU, not CUPTI device-busy time; install the gpu extra "
-                      "(cupti-python) and re-run", actual=actual, breaches=breaches, notes=c.notes)
+                      "(cupti-python) and re-run", actual=actual, checks=checks, notes=c.notes)
     if nbytes is None or flops is None:
         return _blank(r, name, BLANK_NO_ROOFLINE, "the record carries no (flops, bytes) from eval_roofline()",
-                      actual=actual, breaches=breaches, notes=c.notes)
+                      actual=actual, checks=checks, notes=c.notes)
     if nbytes == 0:
         return _blank(r, name, BLANK_BYTES_ZERO, "the bytes formula yields zero; SOL is undefined",
-                      actual=actual, breaches=breaches, notes=c.notes)
+                      actual=actual, checks=checks, notes=c.notes)
     bw = c.bandwidth
     if bw is None:
         return _blank(r, name, BLANK_MEMORY_UNCALIBRATED,
                       f"profile {name!r} has no calibrated memory roof; run `tileops calibrate`",
-                      actual=actual, breaches=breaches, notes=c.notes)
+                      actual=actual, checks=checks, notes=c.notes)
     memory_time = nbytes / bw
     resolved, peak, _ = roof
     if flops == 0:
@@ -278,16 +454,16 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
     else:
         if not key:
             return _blank(r, name, BLANK_ROOF_ABSENT, "the record has FLOPs but no roof key",
-                          actual=actual, breaches=breaches, notes=c.notes)
+                          actual=actual, checks=checks, notes=c.notes)
         if resolved is None:
             return _blank(r, name, BLANK_ROOF_ABSENT,
                           f"roof key {key!r} is absent from profile {name!r} (no roof, no alias)",
-                          actual=actual, breaches=breaches, notes=c.notes)
+                          actual=actual, checks=checks, notes=c.notes)
         if peak is None:
             via = f" (via alias {resolved!r})" if resolved != key else ""
             return _blank(r, name, BLANK_ROOF_UNCALIBRATED,
                           f"roof {key!r}{via} is uncalibrated in profile {name!r}; run `tileops calibrate`",
-                          actual=actual, breaches=breaches, notes=c.notes)
+                          actual=actual, checks=checks, notes=c.notes)
         compute_time = flops / peak
     if memory_time >= compute_time:  # a tie is memory-bound
         sol, bound = memory_time, "memory"
@@ -308,7 +484,8 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         record=r, profile=name, verdict=verdict, actual_time_s=actual, memory_time_s=memory_time,
         compute_time_s=compute_time, sol_time_s=sol, efficiency=eff, bound=bound,  # type: ignore[arg-type]
         achieved_bytes_per_s=nbytes / actual, achieved_flops_per_s=flops / actual,
-        effective_bandwidth=bw, effective_peak=peak, breaches=breaches, roof=resolved, notes=c.notes)
+        effective_bandwidth=bw, effective_peak=peak, breaches=_breaches(checks), roof=resolved, notes=c.notes,
+        checks=checks)
 
 
 def price_all(records: Iterable[Record], chooser: ProfileChooser) -> list[Priced]:
@@ -327,10 +504,26 @@ def price_all(records: Iterable[Record], chooser: ProfileChooser) -> list[Priced
     return out
 
 
+class _CeilingTally:
+    __slots__ = ("theoretical", "judged", "breached", "not_judged", "max_ratio")
+
+    def __init__(self) -> None:
+        self.theoretical: float | None = None
+        self.judged = self.breached = 0
+        self.not_judged: dict[str, int] = {}
+        self.max_ratio: float | None = None
+
+
 def health(priced: Iterable[Priced]) -> Health:
-    """Counts by verdict and blank reason; ``ok`` is False when any row breaches the physics check."""
+    """The run's health: counts by verdict and blank reason, and the physics check per (profile, ceiling).
+
+    ``ok`` is False when any row breaches the physics check; ``state`` and
+    ``ceilings`` say what the check judged, so a ceiling nothing could be
+    compared with is reported as not judged, never as passed.
+    """
     by_verdict: dict[str, int] = {}
     blanks: dict[str, int] = {}
+    tallies: dict[tuple[str, str], _CeilingTally] = {}
     breaches = errors = rows = 0
     for p in priced:
         rows += 1
@@ -341,5 +534,28 @@ def health(priced: Iterable[Priced]) -> Health:
             breaches += 1
         if p.verdict == "error" and p.blank_reason == BLANK_ERROR:
             errors += 1
+        for k in p.checks:
+            key = (p.profile or "", k.ceiling)
+            t = tallies.get(key)
+            if t is None:
+                t = tallies[key] = _CeilingTally()
+            theo, why = k.theoretical_per_s, k.not_judged
+            if theo is not None:
+                t.theoretical = theo
+            if why is not None:
+                t.not_judged[why] = t.not_judged.get(why, 0) + 1
+                continue
+            t.judged += 1  # judged: both the implied rate and the theoretical figure are there
+            implied = k.implied_per_s
+            ratio = implied / theo  # type: ignore[operator]
+            if t.max_ratio is None or ratio > t.max_ratio:
+                t.max_ratio = ratio
+            if implied > theo:  # type: ignore[operator]  # the same test as Check.breached
+                t.breached += 1
+    ceilings: list[CeilingHealth] = []
+    for profile, ceiling in sorted(tallies, key=lambda pc: (pc[0], pc[1] != "memory", pc[1])):  # memory first
+        t = tallies[(profile, ceiling)]
+        ceilings.append(CeilingHealth(profile or None, ceiling, t.theoretical, t.judged, t.breached, t.not_judged,
+                                      t.max_ratio))
     return Health(ok=breaches == 0, rows=rows, by_verdict=by_verdict, blanks_by_reason=blanks,
-                  breaches=breaches, errors=errors)
+                  breaches=breaches, errors=errors, ceilings=tuple(ceilings))

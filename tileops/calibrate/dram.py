@@ -8,6 +8,7 @@ is unknown and keeps the measured bytes/s only.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -34,6 +35,24 @@ def parse_bandwidth(text: str) -> float:
     if value <= 0:
         raise ValueError(f"bandwidth {text!r} must be positive")
     return value
+
+
+#: The nominal bandwidth for every calibration this process runs (``tileops calibrate``, the bench's
+#: automatic calibration), as ``--dram-bandwidth`` writes it; a flag given on the command line wins.
+#: It is how an image or a Helm chart states the nominal of a fleet of known hardware.
+DRAM_BANDWIDTH_ENV = "TILEOPS_DRAM_BANDWIDTH"
+
+
+def bandwidth_from_env(environ: dict[str, str] | None = None) -> tuple[float, str] | None:
+    """(bytes/s, where it came from) from ``$TILEOPS_DRAM_BANDWIDTH``, or None when unset or empty.
+    ValueError naming the variable and the accepted forms when it cannot be read."""
+    text = (os.environ if environ is None else environ).get(DRAM_BANDWIDTH_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        return parse_bandwidth(text), f"{DRAM_BANDWIDTH_ENV}={text}"
+    except ValueError as exc:
+        raise ValueError(f"{DRAM_BANDWIDTH_ENV}: {exc}") from None
 
 
 def read_bandwidth_file(path: Path) -> float:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from tileops.fsutil import write_atomic
 from tileops.profiles import MIXES, MemoryRoof, Profile, ProfileError, Provenance, Roof, store_dir
@@ -82,10 +82,19 @@ class DeviceCalibration(BaseModel):
     latency_method: str | None = None
     warnings: list[str] = Field(default_factory=list)
 
+    #: The device's calibration before this one, as :func:`with_previous` found it in the store's history;
+    #: not part of the file.
+    _previous: "DeviceCalibration | None" = PrivateAttr(None)
+
     @property
     def device_key(self) -> str:
         """The per-device file stem: the GPU uuid, or ``cpu-<hostname>``."""
         return device_key(self.uuid, self.hostname)
+
+    @property
+    def previous(self) -> "DeviceCalibration | None":
+        """This device's previous calibration of the same mode (quick or full), or None (no history read)."""
+        return self._previous
 
 
 def device_key(uuid: str | None, hostname: str) -> str:
@@ -115,14 +124,45 @@ def new_run_id() -> str:
 # --------------------------------------------------------------------------- per-device store
 
 
+#: Results kept per device in ``devices/history/<device key>/``: enough to see a trend, bounded so a
+#: nightly calibration never fills the volume.
+HISTORY_KEEP = 20
+
+
 def devices_dir(store: Path | None = None) -> Path:
     return (store or store_dir()) / "devices"
 
 
+def history_dir(device_key: str, store: Path | None = None) -> Path:
+    """``<store>/devices/history/<device key>/``: one ``<run id>.yaml`` per calibration of that device."""
+    return devices_dir(store) / "history" / device_key
+
+
+def _dump(run: DeviceCalibration) -> str:
+    return yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False)
+
+
 def write_device_result(run: DeviceCalibration, store: Path | None = None, *, path: Path | None = None) -> Path:
-    """Write one device's raw result as YAML (atomically) to ``<store>/devices/<uuid>.yaml``."""
-    target = path or devices_dir(store) / f"{check_device_key(run.device_key, 'device calibration result')}.yaml"
-    write_atomic(target, yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False))
+    """Write one device's raw result as YAML (atomically) to ``<store>/devices/<uuid>.yaml``, the newest, and
+    keep it in the device's history beside the earlier ones (the newest ``HISTORY_KEEP``). In a store written
+    before history existed, the current file is copied into the history first, so its result becomes the
+    previous one. ``path``: write only there (a child process's raw result)."""
+    if path is not None:
+        write_atomic(path, _dump(run))
+        return path
+    target = devices_dir(store) / f"{check_device_key(run.device_key, 'device calibration result')}.yaml"
+    hist = history_dir(run.device_key, store)
+    if target.exists():
+        try:
+            old = read_device_result(target)
+        except ProfileError:
+            old = None  # an unreadable current file is replaced, not kept
+        if old is not None and not (hist / f"{old.run_id}.yaml").exists():
+            write_atomic(hist / f"{old.run_id}.yaml", target.read_text(encoding="utf-8"))
+    write_atomic(hist / f"{run.run_id}.yaml", _dump(run))
+    write_atomic(target, _dump(run))
+    for stale in load_device_history(run.device_key, store)[HISTORY_KEEP:]:
+        (hist / f"{stale.run_id}.yaml").unlink(missing_ok=True)
     return target
 
 
@@ -209,6 +249,28 @@ def stored_freshness(key: str, max_age: dt.timedelta, *, store: Path | None = No
     if age > max_age:
         return Freshness(key, False, f"{ago} ({when}), over the maximum age {format_age(max_age)}", stored)
     return Freshness(key, True, f"{ago} ({when}, {how}), under the maximum age {format_age(max_age)}", stored)
+
+
+def load_device_history(device_key: str, store: Path | None = None) -> list[DeviceCalibration]:
+    """A device's kept calibrations, newest first; an unreadable file is skipped (the rest still tell)."""
+    d = history_dir(device_key, store)
+    runs: list[DeviceCalibration] = []
+    for p in sorted(d.glob("*.yaml")) if d.is_dir() else []:
+        try:
+            runs.append(read_device_result(p))
+        except ProfileError:
+            continue
+    return sorted(runs, key=lambda r: r.finished_at, reverse=True)
+
+
+def with_previous(run: DeviceCalibration, history: list[DeviceCalibration]) -> DeviceCalibration:
+    """``run`` knowing its predecessor: the newest result in ``history`` of the same mode (quick or full)
+    that finished before it. Quick and full runs measure different sizes, so only like is compared."""
+    earlier = [h for h in history if h.run_id != run.run_id and h.quick == run.quick
+               and h.finished_at < run.finished_at]
+    out = run.model_copy()
+    out._previous = max(earlier, key=lambda h: h.finished_at) if earlier else None
+    return out
 
 
 # --------------------------------------------------------------------------- building the profile

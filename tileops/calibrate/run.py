@@ -121,10 +121,12 @@ def measure_device(device: str = "auto", *, quick: bool = False, progress: Progr
 
 
 def calibrate_device(device: str = "auto", *, quick: bool = False, progress: Progress | None = None,
-                     options: TheoryOptions = TheoryOptions(),
+                     options: TheoryOptions | None = None,
                      profiles: Iterable[Profile] | None = None) -> Outcome:
     """Measure ``device`` and build its calibrated profile (theoretical figures resolved first, so a
-    missing clock fails before minutes of measuring). Writes nothing."""
+    missing clock fails before minutes of measuring). Writes nothing. Without ``options``, what the
+    environment states (``TheoryOptions.from_env``: ``$TILEOPS_DRAM_BANDWIDTH``)."""
+    options = options if options is not None else TheoryOptions.from_env()
     info = describe_device(device)
     base, notes = base_profile(info.kind, info.name, options, profiles)
     run = measure_device(device, quick=quick, progress=progress)
@@ -133,13 +135,13 @@ def calibrate_device(device: str = "auto", *, quick: bool = False, progress: Pro
 
 
 def calibrate_cpu(quick: bool = False, progress: Progress | None = None,
-                  options: TheoryOptions = TheoryOptions()) -> Profile:
+                  options: TheoryOptions | None = None) -> Profile:
     """The calibrated CPU profile of this host (not written anywhere)."""
     return calibrate_device("cpu", quick=quick, progress=progress, options=options).profile
 
 
 def calibrate_gpu(index: int = 0, quick: bool = False, progress: Progress | None = None,
-                  options: TheoryOptions = TheoryOptions()) -> Profile:  # pragma: no cover - needs a GPU
+                  options: TheoryOptions | None = None) -> Profile:  # pragma: no cover - needs a GPU
     """The calibrated profile of GPU ``cuda:index`` (not written anywhere)."""
     return calibrate_device(f"cuda:{index}", quick=quick, progress=progress, options=options).profile
 

@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
             quick=args.quick, timer=args.timer, argv=sys.argv[1:]),
         output=OutputOptions(
             profile=args.profile, calibrate=args.calibrate, plot=args.plot, push_url=args.push,
-            textfile_dir=args.textfile, job=args.job, instance=args.instance, push_policy=retry_policy(args)),
+            textfile_dir=args.textfile, job=args.job, instance=args.instance, push_policy=retry_policy(args),
+            metrics_detail=args.metrics_detail),
     )
     console = Console()
     if not console.is_terminal:  # logs (docker, CI, files): wide enough for the SOL table

@@ -25,7 +25,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tileops.calibrate.base import TheoryOptions, base_profile
 from tileops.calibrate.cpupeak import PeakUnknown
-from tileops.calibrate.dram import parse_bandwidth, read_bandwidth_file
+from tileops.calibrate.dram import bandwidth_from_env, parse_bandwidth, read_bandwidth_file
 from tileops.calibrate.results import (DeviceCalibration, Freshness, build_profile, device_key, devices_dir,
                                       parse_duration, read_device_result, stored_freshness, write_device_result)
 from tileops.calibrate.summary import devices_table, make_console, profile_view, run_view
@@ -51,7 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write the model profile into the shipped profiles/ folder instead of the store")
     p.add_argument("--no-write", action="store_true", help="measure and print only")
     p.add_argument("--dram-bandwidth", metavar="BW",
-                   help="nominal memory bandwidth, e.g. 76.8GB/s or 7.68e10 (bytes/s), when DMI cannot tell")
+                   help="nominal memory bandwidth, e.g. 76.8GB/s or 7.68e10 (bytes/s), when DMI cannot tell "
+                        "(default: $TILEOPS_DRAM_BANDWIDTH)")
     p.add_argument("--dram-bandwidth-file", type=Path, metavar="FILE",
                    help="a file holding the nominal bandwidth (`dram_bandwidth: 76.8GB/s`)")
     p.add_argument("--cpu-ghz", type=float, metavar="GHZ", help="CPU all-core clock for the peak estimate")
@@ -67,6 +68,8 @@ def _options(args: argparse.Namespace) -> TheoryOptions:
             bw, ref = parse_bandwidth(args.dram_bandwidth), f"--dram-bandwidth {args.dram_bandwidth}"
         elif args.dram_bandwidth_file:
             bw, ref = read_bandwidth_file(args.dram_bandwidth_file), f"file {args.dram_bandwidth_file}"
+        elif (env := bandwidth_from_env()) is not None:  # the image's or chart's nominal; a flag wins
+            bw, ref = env
     except ValueError as exc:
         raise TileOpsError(str(exc)) from None
     if args.cpu_ghz is not None and args.cpu_ghz <= 0:

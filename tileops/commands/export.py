@@ -15,7 +15,7 @@ from pathlib import Path
 from tileops import exitcodes
 from tileops.errors import TileOpsError
 from tileops.export.calibration import device_calibrations
-from tileops.export.metrics import render
+from tileops.export.metrics import DEFAULT_DETAIL, DETAILS, render
 from tileops.export.push import DEFAULT_JOB, RetryPolicy
 from tileops.export.sinks import export_snapshots
 from tileops.export.snapshot import latest_per_device, load_run
@@ -36,6 +36,14 @@ def add_sink_arguments(p: argparse.ArgumentParser) -> None:
                    help="first retry delay, doubled each retry (default %(default)s)")
     p.add_argument("--push-timeout", type=float, default=RetryPolicy.timeout_s, metavar="SECONDS",
                    help="timeout of one push (default %(default)s)")
+    add_detail_argument(p)
+
+
+def add_detail_argument(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--metrics-detail``, shared by export, bench and serve."""
+    p.add_argument("--metrics-detail", choices=DETAILS, default=DEFAULT_DETAIL,
+                   help="lean (default): per row only device time, SOL ratio and the row's state; full: also SOL "
+                        "time, achieved rates and tileops_row_info (shapes, params, data_terms)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"tileops export: error: {exc}", file=sys.stderr)
         return exitcodes.USAGE
     if not args.push and args.textfile is None:
-        sys.stdout.buffer.write(render(snaps))
+        sys.stdout.buffer.write(render(snaps, detail=args.metrics_detail))
         sys.stdout.flush()
         return exitcodes.OK
-    return export_snapshots(snaps, args.push, args.textfile, job=args.job, instance=args.instance, policy=policy)
+    return export_snapshots(snaps, args.push, args.textfile, job=args.job, instance=args.instance, policy=policy,
+                            detail=args.metrics_detail)

@@ -1,6 +1,7 @@
 """`tileops roofline RESULTS...`: price benchmark records against a device profile (§4.3).
 
-Exit codes (tileops.cli): 0 healthy; 3 a physics breach (a formula error,
+Exit codes (tileops.cli): 0 no physics breach (the summary's health line says
+whether the check judged every ceiling, part, or none); 3 a physics breach (a formula error,
 checked first); 1 a row more than ``--threshold`` slower than ``--baseline``,
 or an error record in the results; 2 unreadable input (a missing or invalid
 records file, an unknown or invalid profile, no records).
@@ -28,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "roofline", help="price benchmark records against a device profile: SOL efficiency, verdicts, physics check",
         description="Price benchmark records against a device profile (SOL efficiency, bound, verdicts, "
-                    "physics check). Exit 0 healthy, 3 physics breach (a formula error), 1 baseline "
+                    "physics check). Exit 0 no breach (the health line says what was judged), 3 physics breach "
+                    "(a formula error), 1 baseline "
                     "regression or error rows, 2 unreadable input.")
     p.add_argument("results", nargs="+", type=Path, metavar="RESULTS",
                    help="run directories (holding records.jsonl) or records.jsonl files")

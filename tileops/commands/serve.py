@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from tileops import exitcodes
+from tileops.commands.export import add_detail_argument
 from tileops.errors import TileOpsError
 from tileops.export.server import DEFAULT_PORT, CachedProfiles, DirectorySource, make_http_server
 
@@ -34,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", metavar="NAME|FILE",
                    help="a profile name or YAML file (default: the profile matching each device, re-read at "
                         "each scrape so a new calibration shows at once)")
+    add_detail_argument(p)
     p.set_defaults(func=run)
 
 
@@ -49,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     source = DirectorySource(args.directory, profiles)
     try:
-        server = make_http_server(source, args.host, args.port)
+        server = make_http_server(source, args.host, args.port, detail=args.metrics_detail)
     except OSError as exc:
         print(f"tileops serve: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
               file=sys.stderr)

@@ -27,7 +27,7 @@ from typing import Callable
 from urllib.parse import quote, urlparse
 
 from .exposition import CONTENT_TYPE
-from .metrics import render
+from .metrics import DEFAULT_DETAIL, render
 from .snapshot import DeviceLabels, RunSnapshot
 
 DEFAULT_JOB = "tileops"
@@ -128,12 +128,12 @@ def previous_last_success(url: str, job: str, key: dict[str, str], timeout_s: fl
 
 
 def push_snapshot(url: str, snapshot: RunSnapshot, *, job: str = DEFAULT_JOB, instance: str | None = None,
-                  policy: RetryPolicy = RetryPolicy(),
-                  log: Callable[[str], None] = lambda msg: None) -> PushResult:
-    """PUT one device's group, retrying with backoff. Never raises for a network failure."""
+                  policy: RetryPolicy = RetryPolicy(), log: Callable[[str], None] = lambda msg: None,
+                  detail: str = DEFAULT_DETAIL) -> PushResult:
+    """PUT one device's group (metrics at ``detail``), retrying with backoff. Never raises for a network failure."""
     key = grouping_key(snapshot.device, instance)
     snap = snapshot.with_last_success(previous_last_success(url, job, key, policy.timeout_s))
-    body = render([snap])
+    body = render([snap], detail=detail)
     base = gateway_base(url)
     target = group_url(base, job, key)
     error: str | None = None

@@ -27,7 +27,7 @@ from tileops.records import AUDIT_FILE, RECORDS_FILE, RUN_FILE
 
 from .calibration import device_calibrations
 from .exposition import CONTENT_TYPE
-from .metrics import render
+from .metrics import DEFAULT_DETAIL, render
 from .snapshot import RunSnapshot, find_run_dirs, latest_per_device, load_run
 
 DEFAULT_PORT = 9469
@@ -141,13 +141,13 @@ class DirectorySource:
         }
 
 
-def make_app(source: DirectorySource) -> Callable:
-    """The WSGI app: ``/metrics`` (text format 0.0.4, gzip when accepted), ``/healthz``, ``/``."""
+def make_app(source: DirectorySource, detail: str = DEFAULT_DETAIL) -> Callable:
+    """The WSGI app: ``/metrics`` (text format 0.0.4, gzip when accepted, at ``detail``), ``/healthz``, ``/``."""
 
     def app(environ: dict, start_response: Callable) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
-            body = render(source.scan())
+            body = render(source.scan(), detail=detail)
             headers = [("Content-Type", CONTENT_TYPE)]
             if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
                 body = gzip.compress(body, compresslevel=1)
@@ -180,6 +180,7 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def make_http_server(source: DirectorySource, host: str = "0.0.0.0", port: int = DEFAULT_PORT) -> WSGIServer:
+def make_http_server(source: DirectorySource, host: str = "0.0.0.0", port: int = DEFAULT_PORT, *,
+                     detail: str = DEFAULT_DETAIL) -> WSGIServer:
     """A threaded server bound to (host, port); ``port=0`` picks a free one (see ``server_address``)."""
-    return make_server(host, port, make_app(source), server_class=_Server, handler_class=_QuietHandler)
+    return make_server(host, port, make_app(source, detail), server_class=_Server, handler_class=_QuietHandler)

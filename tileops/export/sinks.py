@@ -16,6 +16,7 @@ from tileops.errors import TileOpsError
 from tileops.profiles import ProfileChooser
 
 from .calibration import device_calibrations
+from .metrics import DEFAULT_DETAIL
 from .push import DEFAULT_JOB, RetryPolicy, push_snapshot
 from .snapshot import RunSnapshot, load_run
 from .textfile import write_textfile
@@ -29,8 +30,8 @@ def _stderr(msg: str) -> None:
 
 def export_snapshots(snapshots: list[RunSnapshot], push_url: str | None = None, textfile_dir: Path | None = None,
                      *, job: str = DEFAULT_JOB, instance: str | None = None, policy: RetryPolicy = RetryPolicy(),
-                     log: Callable[[str], None] = _stderr) -> int:
-    """Send already-loaded snapshots to the sinks.
+                     log: Callable[[str], None] = _stderr, detail: str = DEFAULT_DETAIL) -> int:
+    """Send already-loaded snapshots to the sinks, their metrics at ``detail`` (``lean`` or ``full``).
 
     0; ``exitcodes.PUSH`` when any device's push failed; ``exitcodes.USAGE`` when the
     textfile directory cannot be written (the push is still attempted).
@@ -39,7 +40,7 @@ def export_snapshots(snapshots: list[RunSnapshot], push_url: str | None = None, 
     if textfile_dir is not None:
         for snap in snapshots:
             try:
-                path = write_textfile(Path(textfile_dir), snap)
+                path = write_textfile(Path(textfile_dir), snap, detail=detail)
             except OSError as exc:
                 log(f"tileops export: cannot write the textfile in {textfile_dir}: {exc.strerror or exc}; "
                     "check the directory exists and is writable (node_exporter --collector.textfile.directory)")
@@ -48,7 +49,7 @@ def export_snapshots(snapshots: list[RunSnapshot], push_url: str | None = None, 
             log(f"tileops export: wrote {path}")
     if push_url:
         for snap in snapshots:
-            res = push_snapshot(push_url, snap, job=job, instance=instance, policy=policy, log=log)
+            res = push_snapshot(push_url, snap, job=job, instance=instance, policy=policy, log=log, detail=detail)
             if res.ok:
                 log(f"tileops export: pushed {snap.device.model} {snap.device.uuid} to {res.url} "
                     f"(job={job}, attempt {res.attempts})")
@@ -62,7 +63,8 @@ def export_snapshots(snapshots: list[RunSnapshot], push_url: str | None = None, 
 
 def export_run(run_dir: Path | str, push_url: str | None = None, textfile_dir: Path | str | None = None, *,
                chooser: ProfileChooser | None = None, job: str = DEFAULT_JOB, instance: str | None = None,
-               policy: RetryPolicy = RetryPolicy(), log: Callable[[str], None] = _stderr) -> int:
+               policy: RetryPolicy = RetryPolicy(), log: Callable[[str], None] = _stderr,
+               detail: str = DEFAULT_DETAIL) -> int:
     """Export a finished run (``tileops bench --out DIR``) to a Pushgateway and/or a textfile directory.
 
     Call it after ``run.json`` holds the run's final status: a run is healthy
@@ -75,7 +77,7 @@ def export_run(run_dir: Path | str, push_url: str | None = None, textfile_dir: P
     try:
         snapshots = load_run(Path(run_dir), chooser or ProfileChooser.resolve(), device_calibrations())
         return export_snapshots(snapshots, push_url, Path(textfile_dir) if textfile_dir else None, job=job,
-                                instance=instance, policy=policy, log=log)
+                                instance=instance, policy=policy, log=log, detail=detail)
     except TileOpsError as exc:
         log(f"tileops export: error: {exc}")
         return exitcodes.USAGE

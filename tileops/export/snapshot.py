@@ -78,17 +78,28 @@ class RunSnapshot:
     last_success_s: float | None = None
 
     @property
-    def healthy(self) -> bool:
-        """No physics breach, and the run finished (a run without run.json is judged on its rows)."""
+    def succeeded(self) -> bool:
+        """The run finished (a run without run.json is judged on its rows) without a physics breach."""
         return self.health.ok and self.status in ("completed", "unknown")
+
+    @property
+    def healthy(self) -> bool | None:
+        """True: finished, and the physics check judged a ceiling and found no breach. False: a breach, or an
+        unfinished run. None: finished without a breach, but no ceiling could be judged (no profile, no
+        nominal): neither a pass nor a failure, so ``tileops_run_healthy`` is left out."""
+        if not self.succeeded:
+            return False
+        return None if self.health.state == "not-judged" else True
 
     @property
     def duration_s(self) -> float:
         return max(0.0, (self.finished_at - self.started_at).total_seconds())
 
     def with_last_success(self, previous_s: float | None) -> "RunSnapshot":
-        """This run's own success time, or the latest success a sink remembered, whichever is newer."""
-        own = self.finished_at.timestamp() if self.healthy else None
+        """This run's own success time, or the latest success a sink remembered, whichever is newer.
+        A success is a run that finished without a breach, judged or not: the staleness alert asks whether
+        the bench still runs; whether its formulas were judged is tileops_run_physics_check."""
+        own = self.finished_at.timestamp() if self.succeeded else None
         known = [t for t in (own, previous_s, self.last_success_s) if t is not None]
         return replace(self, last_success_s=max(known) if known else None)
 

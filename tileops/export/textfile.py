@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tileops.fsutil import write_atomic
 
-from .metrics import render
+from .metrics import DEFAULT_DETAIL, render
 from .push import LAST_SUCCESS
 from .snapshot import DeviceLabels, RunSnapshot
 
@@ -49,8 +49,8 @@ def previous_last_success(path: Path) -> float | None:
 BUILD_FILE = "tileops_build.prom"
 
 
-def write_textfile(directory: Path, snapshot: RunSnapshot) -> Path:
-    """Write one device's metrics into ``directory`` (created if missing); returns the file.
+def write_textfile(directory: Path, snapshot: RunSnapshot, *, detail: str = DEFAULT_DETAIL) -> Path:
+    """Write one device's metrics (at ``detail``) into ``directory`` (created if missing); returns the file.
 
     ``tileops_build_info`` goes to its own file: node_exporter rejects a series
     that two files both define, and every device's file would otherwise hold it.
@@ -59,6 +59,6 @@ def write_textfile(directory: Path, snapshot: RunSnapshot) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = textfile_path(directory, snapshot.device)
     snap = snapshot.with_last_success(previous_last_success(path))
-    write_atomic(path, render([snap], build_info=False))
+    write_atomic(path, render([snap], build_info=False, detail=detail))
     write_atomic(directory / BUILD_FILE, render([]))
     return path

@@ -44,6 +44,7 @@ class OutputOptions:
     job: str | None = None
     instance: str | None = None
     push_policy: RetryPolicy | None = None
+    metrics_detail: str = "lean"  # tileops.export.metrics.DETAILS
 
 
 @dataclass
@@ -86,8 +87,7 @@ def run_bench(req: BenchRequest, console: Console) -> int:
     rc = exitcodes.OK if h.ok else exitcodes.PHYSICS
     if info.rows_error and rc == exitcodes.OK:
         rc = exitcodes.FAILED
-    info.health = {"ok": h.ok, "breaches": h.breaches, "by_verdict": h.by_verdict,
-                   "blanks_by_reason": h.blanks_by_reason}
+    info.health = h.as_dict()  # ok, state (held / partial / not-judged / breached) and each ceiling's check
     info.exit_code = rc
     write_run_info(result.run_dir, info)  # the run's final state, before any network work
 
@@ -128,7 +128,7 @@ def _export(result: bench.Sweep, priced: list[Priced], chooser: ProfileChooser, 
     snapshots = build_snapshots(result.run_dir, result.info, priced, chooser, read_audit(result.run_dir),
                                 device_calibrations())
     return export_snapshots(snapshots, out.push_url, out.textfile_dir, job=out.job or DEFAULT_JOB,
-                            instance=out.instance, policy=out.push_policy or RetryPolicy())
+                            instance=out.instance, policy=out.push_policy or RetryPolicy(), detail=out.metrics_detail)
 
 
 def _calibrate_cpu(console: Console) -> Profile:

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from tileops.report import rows
 from tileops.report.baseline import Comparison
-from tileops.roofline import BLANK_REASONS, Health, Priced
+from tileops.roofline import BLANK_REASONS, NOT_JUDGED_REASONS, CeilingHealth, Health, Priced, si
 from tileops.roofline import health as compute_health
 
 VERDICT_STYLE = {
@@ -49,11 +49,55 @@ def summary_lines(priced: Sequence[Priced], h: Health | None = None) -> list[str
             lines.append(b.describe(p.record))
     for note in dict.fromkeys(n for p in priced for n in p.notes):
         lines.append(f"note: {note}")
-    if h.ok:
-        lines.append("health: OK (physics check passed)")
-    else:
+    return lines + physics_lines(h)
+
+
+def _percent(ratio: float) -> str:
+    """45%, 2.5%, 0.041%: two significant figures below 10 %, so a small margin does not read as 0.0%."""
+    pct = ratio * 100
+    return f"{pct:.3g}%" if pct >= 10 else f"{pct:.1f}%" if pct >= 1 else f"{pct:.2g}%"
+
+
+def _ceiling_name(c: CeilingHealth, several_profiles: bool) -> str:
+    return f"{c.ceiling} ({c.profile or 'no profile'})" if several_profiles else c.ceiling
+
+
+def physics_lines(h: Health) -> list[str]:
+    """What the physics check judged, ceiling by ceiling, and the health line: "passed" is said only of a
+    ceiling that was judged, and a run whose ceilings could not be judged is never called OK."""
+    several = len({c.profile for c in h.ceilings}) > 1
+    lines: list[str] = []
+    for c in h.ceilings:
+        name = _ceiling_name(c, several)
+        theo = f"theoretical {si(c.theoretical_per_s, c.unit)}"
+        if c.state == "breached":
+            lines.append(f"physics check BREACHED on {name}: {c.breached} of {c.judged} row(s) above the {theo} "
+                         "(FORMULA ERROR)")
+        elif c.state == "held":
+            top = f"; highest implied rate {_percent(c.max_ratio)} of it" if c.max_ratio is not None else ""
+            lines.append(f"physics check passed on {name}: {c.judged} row(s) judged against the {theo}{top}")
+        for reason, n in sorted(c.not_judged.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"physics check NOT JUDGED on {name}: {n} row(s), {reason} "
+                         f"({NOT_JUDGED_REASONS.get(reason, reason)})")
+    passed = [_ceiling_name(c, several) for c in h.ceilings if c.state == "held"]
+    unjudged = [f"{_ceiling_name(c, several)} ({', '.join(sorted(c.not_judged))})" for c in h.unjudged()]
+    state = h.state
+    if state == "breached":
         lines.append(f"health: FAILED — physics check: {h.breaches} row(s) imply a rate above a theoretical "
                      "ceiling (FORMULA ERROR)")
+    elif state == "held" and unjudged:  # only roofs the profile does not have, whose rows are blank
+        lines.append(f"health: OK (physics check passed on {', '.join(passed)}; not in the profile, so not "
+                     f"judged and left blank: {'; '.join(unjudged)})")
+    elif state == "held":
+        lines.append(f"health: OK (physics check passed on every ceiling: {', '.join(passed)})")
+    elif state == "partial":
+        lines.append(f"health: PARTLY JUDGED — physics check passed on {', '.join(passed) or 'no ceiling'}; "
+                     f"NOT JUDGED: {'; '.join(unjudged)}")
+    elif h.ceilings:
+        lines.append(f"health: NOT JUDGED — the physics check could judge no ceiling ({'; '.join(unjudged)}): an "
+                     "inflated formula would go unseen")
+    else:
+        lines.append("health: NOT JUDGED — no measured row to check")
     return lines
 
 
@@ -91,8 +135,9 @@ def render_table(priced: Sequence[Priced], console: Console, *, comparison: Comp
             table.add_row(*cells, Text(d["verdict"], style=style), end_section=(i == len(group) - 1))
     console.print(table)
     for line in summary_lines(priced, h):
-        style = "bold red" if line.startswith(("FORMULA ERROR", "health: FAILED")) else \
-            "green" if line.startswith("health: OK") else ""
+        style = "bold red" if line.startswith(("FORMULA ERROR", "health: FAILED", "physics check BREACHED")) else \
+            "green" if line.startswith("health: OK") else \
+            "yellow" if line.startswith(("health: PARTLY", "health: NOT", "physics check NOT")) else ""
         console.print(Text(line, style=style))
     if comparison is not None:
         changed = _changed(comparison)
