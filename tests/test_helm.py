@@ -181,6 +181,7 @@ GOOD_SKU = {"name": "h200", "product": "NVIDIA-H200", "schedule": "0 3 * * *", "
     ({"podSecurityContext": {"runAsNonRoot": False}}, "runAsNonRoot"),
     ({"pushgateway": {"url": "pushgateway:9091"}}, "url"),
     ({"image": {"repository": "tileops", "pullPolicy": "Sometimes"}}, "pullPolicy"),
+    ({"skus": [dict(GOOD_SKU, dramBandwidth="fast")]}, "dramBandwidth"),
     ({"calibration": {"enabled": True, "maxAge": "7"}}, "maxAge"),
     ({"calibration": {"enabled": True, "maxAge": "0d"}}, "maxAge"),
     ({"calibration": {"enabled": True, "maxAge": "7d", "backoffLimit": 1}}, "backoffLimit"),
@@ -193,6 +194,21 @@ def test_schema_rejects_bad_values(helm, change: dict[str, Any], field: str) -> 
         c.validate_schema(values)
     with pytest.raises(helm.HelmValuesError):  # install/template enforce it too
         render(helm, values)
+
+
+def test_a_skus_nominal_bandwidth_reaches_calibration_and_bench(helm) -> None:
+    """skus[].dramBandwidth becomes TILEOPS_DRAM_BANDWIDTH in every container of that SKU's pods (the init
+    container's calibration reads it), and in none of another SKU's: the physics check can judge memory."""
+    other = dict(GOOD_SKU, name="l4", product="NVIDIA-L4", gpus=1)
+    docs = render(helm, {"skus": [dict(GOOD_SKU, dramBandwidth="4.8TB/s"), other]})
+    envs = {}
+    for job in of_kind(docs, "CronJob"):
+        pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        for c in pod.get("initContainers", []) + pod["containers"]:
+            envs[(job["metadata"]["name"], c["name"])] = {e["name"]: e.get("value") for e in c["env"]}
+    h200 = {k: v for k, v in envs.items() if "h200" in k[0]}
+    assert len(h200) == 2 and all(v["TILEOPS_DRAM_BANDWIDTH"] == "4.8TB/s" for v in h200.values())
+    assert all("TILEOPS_DRAM_BANDWIDTH" not in v for k, v in envs.items() if "l4" in k[0])
 
 
 def test_prometheus_rule_carries_our_alert_rules(helm) -> None:

@@ -161,6 +161,10 @@ Call: include "tileops.container" (dict "root" $ "sku" $sku "name" "tileops" "ar
       valueFrom:
         fieldRef:
           fieldPath: spec.nodeName
+    {{- with .sku.dramBandwidth }}
+    - name: TILEOPS_DRAM_BANDWIDTH
+      value: {{ . | quote }}
+    {{- end }}
   {{- $res := deepCopy $v.resources }}
   {{- $_ := set $res "limits" (merge (dict "nvidia.com/gpu" (int .sku.gpus)) ($res.limits | default dict)) }}
   resources:
