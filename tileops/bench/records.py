@@ -45,8 +45,11 @@ class Timing(BaseModel):
     rel_noise: float = Field(ge=0, description="relative standard deviation of the samples")
     warmup: int = Field(ge=0)
     total_s: float = Field(ge=0, description="wall time spent timing this row")
-    stop_reason: str = Field(description="noise target reached | time cap | repetition cap")
+    stop_reason: str = Field(description="median precision reached | time cap | sample cap")
     excluded_copies_s: float = Field(0.0, ge=0, description="device copies excluded from busy time (§1.2 actual_time)")
+    fallback_reason: str | None = Field(
+        None, description="why a GPU row was timed with CUDA events instead of CUPTI (None: it was not, "
+                          "or the run asked for CUDA events); says what to fix")
 
     @property
     def actual_time_s(self) -> float:

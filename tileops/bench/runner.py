@@ -24,6 +24,7 @@ from tileops.bench.records import (RECORDS_FILE, Record, RunInfo, append_record,
                                    read_run_info, utcnow, write_run_info)
 from tileops.bench.select import Planned, Selection, plan
 from tileops.bench.stopping import CPU_RULE, GPU_RULE, QUICK_RULE, StoppingRule
+from tileops.bench.timers import check_timer
 from tileops.bench.worker import Worker, default_threads
 from tileops.device import DeviceInfo, describe_device
 from tileops.errors import TileOpsError
@@ -90,6 +91,7 @@ def run_bench(opts: BenchOptions, console: Console | None = None) -> int:
         device = describe_device(opts.device)
     except ValueError as exc:
         raise TileOpsError(str(exc)) from None
+    check_timer(opts.timer, device.kind)  # --timer cupti without CUPTI: exit 2 before anything is written
     run_dir, info, done = _prepare_dir(opts)
     threads = default_threads() if device.kind == "cpu" else None
     env = run_environment(device, info.run_id, threads)
