@@ -344,3 +344,47 @@ def test_median_precision_ignores_a_few_preempted_repetitions() -> None:
     assert StoppingRule(target_precision=0.01, min_time_s=0, min_samples=10).decide(samples, 0.1) == NOISE_REACHED
     assert median_precision([1.0]) == float("inf")
     assert median_precision([1.0, 3.0]) == pytest.approx(0.5)  # two samples: the whole range
+
+
+# -- on a GPU (scripts/device-check runs these) ----------------------------------------------------------
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(),
+                               reason="no CUDA device on this machine (run scripts/device-check on a GPU)")
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_cupti_attributes_a_real_profile_and_agrees_with_cuda_events() -> None:  # pragma: no cover - GPU
+    import statistics
+
+    from tileops.bench.timers import CudaEventTimer, CuptiTimer
+
+    x = torch.randn(32 * 2**20, dtype=torch.bfloat16, device="cuda")  # 64 MiB: tens of microseconds
+    flush = CacheFlusher("cuda:0", torch.cuda.get_device_properties(0).L2_cache_size)
+    run = lambda: torch.relu(x)  # noqa: E731
+    run()
+    busy = CuptiTimer(flush, "cuda:0").sample(run, 8)  # raises AttributionError if the rule fails on real events
+    events = CudaEventTimer(flush, "cuda:0").sample(run, 8)
+    assert len(busy) == 8 and min(busy) > 0
+    # events bracket the kernel and its launch: never less than its busy time, and not far above it here
+    assert statistics.median(busy) <= statistics.median(events) * 1.05
+    assert statistics.median(busy) >= 0.5 * statistics.median(events)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_a_gpu_row_is_timed_by_cupti_through_the_bench_path() -> None:  # pragma: no cover - GPU
+    from tileops.bench.execute import Task, make_timer
+    from tileops.bench.stopping import QUICK_RULE
+    from tileops.manifest.load import load_entries
+    from tileops.ops.workload import bind_row, build_inputs, instantiate
+
+    entry = load_entries()["linear"]  # a cuBLAS call with a bias, through the bench's own path
+    row = next(w for w in entry.workloads if w.label == "qwen2.5-7b-qkv-bias-prefill-4k")
+    op = instantiate(entry, row)
+    run = op.prepare(**build_inputs(op, bind_row(entry, row, "bfloat16"), "cuda:0"))
+    task = Task(op="linear", label=row.label, case="bfloat16", case_name="bfloat16", backend="torch",
+                device="cuda:0", rule=QUICK_RULE)
+    t = measure(run, make_timer(task, torch.cuda.get_device_properties(0).L2_cache_size), QUICK_RULE)
+    assert t.timer == "cupti", t.fallback_reason
+    assert t.fallback_reason is None and t.median_s > 0
