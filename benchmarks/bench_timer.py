@@ -16,7 +16,7 @@ GPU (``--device cuda``): relu, gemm and sdpa bf16 rows timed by our CUPTI timer 
   one CUPTI batch go to DIR/cupti-trace.json.gz and the figures to DIR/timers.json, with the
   attribution re-read from the exported trace (both readers must agree).
 
-    python benchmarks/bench_timer.py [--device cpu|cuda] [--repeats 3] [--json OUT] [--every-timer DIR]
+    python benchmarks/bench_timer.py [--device cpu|cuda] [--repeats 3] [--threads N] [--json OUT] [--every-timer DIR]
 """
 
 from __future__ import annotations
@@ -213,10 +213,14 @@ def main() -> None:
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats per row (default 3)")
     ap.add_argument("--quick", action="store_true", help="the quick stopping rule: a smoke run, not a measurement")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads (default: torch's, all usable cores, as the bench's worker sets)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--every-timer", type=Path, default=None, metavar="DIR",
                     help="time one row by every timer, keep one CUPTI batch's trace in DIR, and stop")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = "cpu" if args.device == "cpu" else "cuda:0"
     if args.every_timer is not None:
         result = every_timer(args.every_timer, device)

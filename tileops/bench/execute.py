@@ -104,7 +104,7 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timi
     warm = warm_up(fn, timer, rule)
     t0 = time.perf_counter()
     samples: list[float] = []
-    batch = 1
+    first = batch = getattr(timer, "first_batch", 1)
     while True:
         samples.extend(timer.sample(fn, batch))
         elapsed = time.perf_counter() - t0
@@ -114,7 +114,7 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timi
         # Grow the batch by half the samples so far (few decisions, little overshoot), never past the caps.
         per_sample = elapsed / len(samples)
         left = max(1, math.ceil((rule.max_time_s - elapsed) / per_sample)) if per_sample > 0 else 64
-        batch = max(1, min(len(samples) // 2, 64, left, rule.max_samples - len(samples)))
+        batch = max(1, min(max(first, len(samples) // 2), 64, left, rule.max_samples - len(samples)))
     s = sorted(samples)
     return Timing(
         timer=timer.kind, median_s=statistics.median(s), min_s=s[0], mean_s=statistics.fmean(s),

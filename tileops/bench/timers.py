@@ -120,6 +120,7 @@ class CpuWallTimer:
 
 class CudaEventTimer:  # pragma: no cover - needs a GPU
     kind = "cuda-events"
+    first_batch = 10  # one synchronisation per batch
 
     def __init__(self, flush: Callable[[], None], device: str, fallback_reason: str | None = None) -> None:
         self.flush = flush
@@ -145,6 +146,7 @@ class CudaEventTimer:  # pragma: no cover - needs a GPU
 class CuptiTimer:  # pragma: no cover - needs a GPU; exercised by scripts/device-check
     kind = "cupti"
     fallback_reason: str | None = None
+    first_batch = 10  # a profiler session per batch costs milliseconds: no batches of one
 
     def __init__(self, flush: Callable[[], None], device: str, trace_path: str | None = None) -> None:
         self.flush = flush
