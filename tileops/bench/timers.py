@@ -389,7 +389,7 @@ def attribute(events: Iterable[TraceEvent], n_iters: int) -> list[float]:
                                    "and flush range")
         if owner.name != FLUSH_RANGE:
             busy[index[owner]].extend((a.start_ns, a.end_ns) for a in acts)
-    _check_kernel_launches(c)
+    check_kernel_launches(c)
     empty = [i for i, v in busy.items() if not v]
     if empty:
         raise AttributionError(f"timed iteration(s) {empty[:5]} recorded no device activity; records were dropped")
@@ -400,7 +400,7 @@ def attribute(events: Iterable[TraceEvent], n_iters: int) -> list[float]:
     return [union_ns(busy[i]) * 1e-9 for i in range(n_iters)]
 
 
-def _check_kernel_launches(c: Classified) -> None:
+def check_kernel_launches(c: Classified) -> None:
     """A kernel launch in a timed iteration without its kernel record means CUPTI dropped records.
 
     A launch call nested in (or around) another launch call that has a record is the
