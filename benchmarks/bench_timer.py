@@ -6,7 +6,8 @@ method interleaved per repeat, all threads the bench uses:
     with the CPU stopping rule); its wall time is the bench's sampling cost per row;
   * ours warm: the same without the flush;
   * bare loops: write (or read) a buffer of twice the LLC, then time the raw torch call;
-  * torch.utils.benchmark.Timer (warm, blocked_autorange, min_run_time 0.5 s).
+  * torch.utils.benchmark.Timer (warm, blocked_autorange, min_run_time 0.5 s);
+  * before: the bench's path before issue 18 (the checked call ``op(...)`` after a write flush).
   It prints the medians, ours cold over each bare loop, ours warm over Timer, each method's spread
   of medians over the repeats (the precision it delivers) and the wall time per row.
 GPU (``--device cuda``): relu, gemm and sdpa bf16 rows timed by our CUPTI timer with the read-sweep
@@ -52,11 +53,13 @@ RAW = {
 
 
 def prepared_row(op_name: str, label: str, dtype: str, device: str) -> tuple[Callable[[], Any], dict]:
+    """The bench's callable for a row (``Op.prepare``) and the row's inputs; ``inputs["__op__"]`` is
+    the op itself, whose full checked call ``op(**inputs)`` is what the bench timed before."""
     entry = load_entries()[op_name]
     row = next(w for w in entry.workloads if w.label == label)
     op = instantiate(entry, row)
     inputs = build_inputs(op, bind_row(entry, row, dtype), device)
-    return op.prepare(**inputs), inputs
+    return op.prepare(**inputs), {**inputs, "__op__": op}
 
 
 def bare_loop(fn: Callable[[], Any], flush: Callable[[], None], n: int) -> float:
@@ -107,6 +110,11 @@ def cpu_table(repeats: int, rule: StoppingRule) -> list[dict[str, Any]]:
                 note(key, "ours_noise", t.rel_noise)
                 note(key, "ours_n", t.n)
 
+            def before() -> None:  # the bench before issue 18: the checked call, after a write flush
+                op = inputs["__op__"]
+                args = {k: v for k, v in inputs.items() if k != "__op__"}
+                note(key, "before", measure(lambda: op(**args), CpuWallTimer(write), rule).median_s)
+
             def warm() -> None:
                 note(key, "warm", measure(run, CpuWallTimer(lambda: None), rule).median_s)
 
@@ -117,7 +125,7 @@ def cpu_table(repeats: int, rule: StoppingRule) -> list[dict[str, Any]]:
 
             steps = [("ours", ours), ("bare_write", lambda: note(key, "bare_write", bare_loop(raw, write, 100))),
                      ("bare_read", lambda: note(key, "bare_read", bare_loop(raw, read, 100))),
-                     ("warm", warm), ("timer", timer)]
+                     ("warm", warm), ("timer", timer), ("before", before)]
             for _, step in steps[r % len(steps):] + steps[:r % len(steps)]:  # rotate: no method always first
                 step()
     out = []
@@ -126,7 +134,8 @@ def cpu_table(repeats: int, rule: StoppingRule) -> list[dict[str, Any]]:
         out.append({
             "op": op, "row": label, "dtype": "float32",
             "ours_cold_s": med["ours"], "bare_write_s": med["bare_write"], "bare_read_s": med["bare_read"],
-            "ours_warm_s": med["warm"], "timer_s": med["timer"],
+            "ours_warm_s": med["warm"], "timer_s": med["timer"], "before_cold_s": med["before"],
+            "before_over_bare_write": med["before"] / med["bare_write"],
             "cold_over_bare_write": med["ours"] / med["bare_write"], "cold_over_bare_read": med["ours"] / med["bare_read"],
             "warm_over_timer": med["warm"] / med["timer"],
             "ours_noise": med["ours_noise"], "ours_n": med["ours_n"],
@@ -233,17 +242,20 @@ def main() -> None:
           f"repeats, rule {rule}")
     us = lambda s: f"{s * 1e6:9.1f}"  # noqa: E731
     if device == "cpu":
-        print(f"{'op':8} {'ours cold':>9} {'bare wr':>9} {'bare rd':>9} {'cold/wr':>7} {'cold/rd':>7} {'ours warm':>9} "
+        print(f"{'op':8} {'before':>9} {'bef/wr':>6} {'ours cold':>9} {'bare wr':>9} {'bare rd':>9} {'cold/wr':>7} "
+              f"{'cold/rd':>7} {'ours warm':>9} "
               f"{'Timer':>9} {'warm/T':>6} {'noise':>6} {'n':>5} {'spread':>6} {'T sprd':>6} {'wall':>6} {'T wall':>6} "
               f"{'wall/T':>6}   (us, s)")
         for r in rows:
-            print(f"{r['op']:8} {us(r['ours_cold_s'])} {us(r['bare_write_s'])} {us(r['bare_read_s'])} "
+            print(f"{r['op']:8} {us(r['before_cold_s'])} {r['before_over_bare_write']:6.2f} "
+                  f"{us(r['ours_cold_s'])} {us(r['bare_write_s'])} {us(r['bare_read_s'])} "
                   f"{r['cold_over_bare_write']:7.2f} {r['cold_over_bare_read']:7.2f} {us(r['ours_warm_s'])} "
                   f"{us(r['timer_s'])} {r['warm_over_timer']:6.2f} {r['ours_noise']:6.1%} {r['ours_n']:5.0f} "
                   f"{r['ours_spread']:6.1%} {r['timer_spread']:6.1%} {r['ours_wall_s']:6.2f} {r['timer_wall_s']:6.2f} "
                   f"{r['wall_over_timer']:6.2f}")
-        print("cold/wr: ours cold over the bare loop that writes 2x LLC (the issue's reference); cold/rd: over the "
-              "bare loop that reads it (the bench's flush); spread: (max-min)/median of the medians over repeats")
+        print("before: the bench's cold path before issue 18 (the checked call op(...) after a write flush); cold/wr: "
+              "ours cold over the bare loop that writes 2x LLC (the issue's reference); cold/rd: over the bare loop that "
+              "reads it (the bench's flush); spread: (max-min)/median of the medians over repeats")
     else:  # pragma: no cover - needs a GPU
         print(f"{'op':9} {'row':32} {'ours rd':>9} {'ours wr':>9} {'do_bench':>9} {'wr/db':>6} {'rd/db':>6} "
               f"{'noise':>6} {'spread':>6} {'db sprd':>7}   (us)")

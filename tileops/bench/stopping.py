@@ -70,7 +70,7 @@ def rel_noise(samples: Sequence[float]) -> float:
     return statistics.stdev(samples) / mean if mean > 0 else 0.0
 
 
-CPU_RULE = StoppingRule(target_precision=0.01, min_time_s=0.05, max_time_s=1.0, min_samples=10, warmup_s=0.01)
+CPU_RULE = StoppingRule(target_precision=0.01, min_time_s=0.05, max_time_s=0.75, min_samples=10, warmup_s=0.01)
 GPU_RULE = StoppingRule(target_precision=0.005, min_time_s=0.1, max_time_s=5.0, min_samples=10, warmup_s=0.025)
 QUICK_RULE = StoppingRule(target_precision=0.05, min_time_s=0.01, max_time_s=0.3, min_samples=3, warmup_s=0.002)
 
