@@ -270,7 +270,8 @@ def trace_events_from_kineto(events: Iterable[Any]) -> list[TraceEvent]:
     for e in events:
         kind = str(e.activity_type())
         start = int(e.start_ns())
-        out.append(TraceEvent(kind, e.name(), start, int(e.end_ns()), _cupti_correlation(kind, e.correlation_id())))
+        out.append(TraceEvent(kind, e.name(), start, start + int(e.duration_ns()),
+                              _cupti_correlation(kind, e.correlation_id())))
     return out
 
 
