@@ -62,7 +62,7 @@ def run_both(entry: OpEntry, row: Workload, case: Any, backend: str, prepare: bo
     seconds = None
     if prepare:
         warm = clone(inputs)
-        seconds = other.prepare(warm)
+        seconds = other.prepare(**warm).setup_s
     ref = as_tuple(eager(**inputs))
     got = as_tuple(other(**mine_in))
     return eager, other, inputs, mine_in, ref, got, seconds

@@ -34,12 +34,13 @@ FOUNDATION = ("errors", "fsutil", "paths", "exitcodes", "revision", "dtypes", "r
 #: roofline -> report/export, composed by the pipeline, driven by the commands.
 ALLOWED: dict[str, tuple[str, ...]] = {
     "device": (),
-    "ops": (),
+    "tf32": (),
+    "ops": ("tf32",),
     "manifest": ("ops",),
     "formula_guard": (),
     "profiles": (),
     "bench": ("device", "ops"),
-    "calibrate": ("device", "profiles", "bench"),
+    "calibrate": ("device", "profiles", "bench", "tf32"),
     "roofline": ("profiles",),
     "report": ("profiles", "roofline"),
     "export": ("profiles", "roofline", "calibrate"),
@@ -124,8 +125,8 @@ def test_the_scan_catches_an_upward_import() -> None:
 
 def test_the_docs_print_the_same_table() -> None:
     text = DOC.read_text(encoding="utf-8")
-    rows = dict(re.findall(r"^\| `([a-z_]+)` \|([^|]*)\|", text, re.M))
-    documented = {k: tuple(sorted(re.findall(r"`([a-z_]+)`", v))) for k, v in rows.items()}
+    rows = dict(re.findall(r"^\| `([a-z_0-9]+)` \|([^|]*)\|", text, re.M))
+    documented = {k: tuple(sorted(re.findall(r"`([a-z_0-9]+)`", v))) for k, v in rows.items()}
     assert documented == {k: tuple(sorted(v)) for k, v in ALLOWED.items()}
     assert all(f"`{m}`" in text for m in FOUNDATION)
 

@@ -72,7 +72,7 @@ def test_prepare_compiles_once_and_then_refuses_to_recompile() -> None:
     """After prepare, a call that would need another graph raises instead of compiling inside a timing."""
     relu = op_class("relu")(backend="compile")
     x = torch.randn(64, 48)
-    assert relu.prepare({"x": x}) > 0
+    assert relu.prepare(x=x).setup_s > 0
     torch.testing.assert_close(relu(x), torch.relu(x), rtol=0, atol=0)  # same inputs: no recompile
     with pytest.raises(Exception, match="(?i)recompil"):
         relu(torch.randn(65, 48))
@@ -85,7 +85,7 @@ def test_each_instance_compiles_its_own_graph() -> None:
         for shape in ((32, 40), (40, 32)):
             op = op_class("neg")(backend="compile")
             x = torch.randn(shape)
-            op.prepare({"x": x})
+            op.prepare(x=x)
             torch.testing.assert_close(op(x), -x, rtol=0, atol=0)
 
 
@@ -94,12 +94,12 @@ def test_failed_compile_is_a_compile_error() -> None:
     op = op_class("abs")(backend="compile")
     with torch._inductor.config.patch({"cpp.cxx": ("/nonexistent/g++",), "force_disable_caches": True}):
         with pytest.raises(CompileError, match=r"abs: the compile backend failed") as info:
-            op.prepare({"x": torch.randn(17, 23)})
+            op.prepare(x=torch.randn(17, 23))
     assert info.value.__cause__ is not None
 
 
 def test_torch_prepares_nothing() -> None:
-    assert op_class("relu")().prepare({"x": torch.randn(4)}) is None
+    assert op_class("relu")().prepare(x=torch.randn(4)).setup_s is None
 
 
 def test_unsupported_names_the_reason() -> None:

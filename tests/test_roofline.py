@@ -181,6 +181,18 @@ def test_physics_check_runs_on_blank_rows_that_still_have_time() -> None:
     assert p.breaches and not health([p]).ok
 
 
+def test_a_cuda_events_row_says_why_it_fell_back_and_what_fixes_it() -> None:
+    gpu = make_profile(name="gpu", kind="gpu", roofs={"cuda_core.fp32": (1e12, 0.9)}, aliases={})
+    rec = make_record(device_kind="cuda", timer="cuda-events", bytes=1000)
+    why = "CUPTI attribution failed (records were dropped); re-timed with CUDA events. Fix: run without nsys"
+    fell_back = dataclasses.replace(rec, timing=dataclasses.replace(rec.timing, fallback_reason=why))
+    p = price(fell_back, gpu)
+    assert p.blank_reason == roofline.BLANK_NO_CUPTI and why in p.blank_detail
+    asked = price(rec, gpu)  # no fallback: the run asked for CUDA events, and the detail says how to get CUPTI
+    assert asked.blank_reason == roofline.BLANK_NO_CUPTI and "--timer auto or cupti" in asked.blank_detail
+    assert "cupti-python" not in asked.blank_detail + p.blank_detail
+
+
 def test_nominal_unknown_prices_on_measured_envelope_with_a_note_and_no_bandwidth_breach() -> None:
     prof = make_profile(bw_theoretical=None, bw_calibration=None, measured={"triad": 1e9, "copy": 8e8})
     p = price(make_record(bytes=900_000_000, median_s=1.0), prof)

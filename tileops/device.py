@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 CPUINFO = Path("/proc/cpuinfo")
 CPU_SYSFS = Path("/sys/devices/system/cpu")
@@ -350,24 +350,107 @@ def gpu_processes(device: str) -> list[dict[str, Any]] | None:
     """Other processes on this GPU (NVML), excluding this one; None when NVML cannot tell.
 
     A calibration needs an idle device: another process's kernels would steal
-    bandwidth and make the ceiling look lower than it is.
+    bandwidth and make the ceilings look lower than they are. Inside a container
+    NVML reports host PIDs, which ``os.getpid()`` never matches, and ``NSpid`` in
+    ``/proc/self/status`` lists only the namespaces of the container's own procfs.
+    So when neither finds this process but it holds a CUDA context, it finds itself
+    by what only it can do: it allocates ``PROBE_BYTES`` and the one process whose
+    NVML memory grows by that much is this one (:func:`own_pids_in`).
     """
     kind, index = parse_device(device)
     if kind == "cpu":
         return []
     lib = nvml()  # pragma: no cover - needs a GPU
-    h = _nvml_handle(_gpu_uuid(index or 0))
-    if lib is None or h is None:
+    h = _nvml_handle(_gpu_uuid(index or 0))  # pragma: no cover - needs a GPU
+    if lib is None or h is None:  # pragma: no cover - needs a GPU
         return None
-    seen: dict[int, dict[str, Any]] = {}
+    listed = _nvml_processes(lib, h)  # pragma: no cover - needs a GPU
+    if listed is None:  # pragma: no cover - needs a GPU
+        return None
+    mine = own_pids_in(listed, namespace_pids(), _holds_context(index or 0),  # pragma: no cover - needs a GPU
+                       lambda: _probe_listing(lib, h, index or 0))
+    if mine is None:  # pragma: no cover - needs a GPU
+        return None
+    return [{"pid": pid, "used_memory_bytes": used} for pid, used in listed.items() if pid not in mine]
+
+
+#: What this process allocates to find itself in NVML's process list (a container's PIDs are not the host's).
+PROBE_BYTES = 64 * 2**20
+
+
+def namespace_pids(status: Path = Path("/proc/self/status")) -> set[int]:
+    """This process's PID in every PID namespace its procfs shows (``NSpid``), and ``os.getpid()``."""
+    pids = {os.getpid()}
+    try:
+        for line in status.read_text().splitlines():
+            if line.startswith("NSpid:"):
+                pids.update(int(x) for x in line.split()[1:])
+    except (OSError, ValueError):
+        pass
+    return pids
+
+
+def own_pids_in(listed: dict[int, int | None], own: set[int], holds_context: bool,
+                probe: Callable[[], dict[int, int | None] | None]) -> set[int] | None:
+    """Which of NVML's PIDs are this process; None when that cannot be told.
+
+    ``listed`` is NVML's {pid: used GPU memory}; ``own`` this process's PIDs in the
+    namespaces it can see; ``probe`` re-lists NVML while this process holds an
+    extra ``PROBE_BYTES``. A PID NVML shares with us settles it; a process without
+    a CUDA context is not listed at all. Otherwise the listed process whose memory
+    grew by at least half the probe (or that appeared with it) is this one.
+    """
+    hit = own & listed.keys()
+    if hit:
+        return hit
+    if not holds_context:
+        return set()
+    after = probe()
+    if after is None:
+        return None
+    grew = {pid for pid, used in after.items() if used is not None and (
+        pid not in listed or (listed[pid] is not None and used - listed[pid] >= PROBE_BYTES // 2))}
+    return grew if len(grew) == 1 else None
+
+
+def _nvml_processes(lib: Any, handle: Any) -> dict[int, int | None] | None:  # pragma: no cover - needs a GPU
+    seen: dict[int, int | None] = {}
+    ok = False
     for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
         try:
-            for p in getattr(lib, getter)(h):
-                if p.pid != os.getpid():
-                    seen[p.pid] = {"pid": p.pid, "used_memory_bytes": getattr(p, "usedGpuMemory", None)}
+            for p in getattr(lib, getter)(handle):
+                used = getattr(p, "usedGpuMemory", None)
+                seen[int(p.pid)] = int(used) if isinstance(used, int) and used < 2**63 else None
+            ok = True
         except Exception:
             continue
-    return list(seen.values())
+    return seen if ok else None
+
+
+def _holds_context(index: int) -> bool:  # pragma: no cover - needs a GPU
+    try:
+        import torch
+
+        return bool(torch.cuda.is_initialized())
+    except Exception:
+        return False
+
+
+def _probe_listing(lib: Any, handle: Any, index: int) -> dict[int, int | None] | None:  # pragma: no cover - GPU
+    """NVML's list while this process holds ``PROBE_BYTES`` more, freshly allocated from the driver."""
+    try:
+        import torch
+
+        torch.cuda.empty_cache()  # so the probe is a new cudaMalloc, not a cached block
+        block = torch.empty(PROBE_BYTES, dtype=torch.uint8, device=f"cuda:{index}")
+        try:
+            torch.cuda.synchronize(index)
+            return _nvml_processes(lib, handle)
+        finally:
+            del block
+            torch.cuda.empty_cache()
+    except Exception:
+        return None
 
 
 def cpu_busy_fraction() -> float | None:

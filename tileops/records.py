@@ -115,9 +115,11 @@ class Timing:
     rel_noise: float = field(metadata=_nonneg())  # relative standard deviation of the samples
     warmup: int = field(metadata=_nonneg())
     total_s: float = field(metadata=_nonneg())  # wall time spent timing this row
-    stop_reason: str  # noise target reached | time cap | sample cap
+    stop_reason: str  # median precision reached | time cap | sample cap
     excluded_copies_s: float = field(default=0.0, metadata=_nonneg())  # device copies excluded (§1.2)
     fallback_reason: str | None = None  # why a GPU row was not timed by CUPTI (then SOL is blank)
+    #: compile/triton backends: the first (checked) call's seconds, compilation included; never in the samples
+    compile_s: float | None = field(default=None, metadata=_nonneg())
 
     @property
     def actual_time_s(self) -> float:

@@ -433,9 +433,10 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
     flops, nbytes = r.flops, r.bytes
     checks = _checks(r, actual, c, roof)
     if timing.timer != "cupti" and r.env.device_kind == "cuda":
-        return _blank(r, name, BLANK_NO_CUPTI,
-                      f"timed with {timing.timer} on a GPU, not CUPTI device-busy time; install the gpu extra "
-                      "(cupti-python) and re-run", actual=actual, checks=checks, notes=c.notes)
+        why = timing.fallback_reason or ("the run asked for it; re-run with --timer auto or cupti for "
+                                         "device-busy time")
+        return _blank(r, name, BLANK_NO_CUPTI, f"timed with {timing.timer} on a GPU, not CUPTI device-busy "
+                      f"time: {why}", actual=actual, checks=checks, notes=c.notes)
     if nbytes is None or flops is None:
         return _blank(r, name, BLANK_NO_ROOFLINE, "the record carries no (flops, bytes) from eval_roofline()",
                       actual=actual, checks=checks, notes=c.notes)

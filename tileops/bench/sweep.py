@@ -22,6 +22,7 @@ from tileops.bench.environment import new_run_id, run_environment
 from tileops.bench.execute import Task
 from tileops.bench.select import Planned, Selection, plan
 from tileops.bench.stopping import CPU_RULE, GPU_RULE, QUICK_RULE, StoppingRule
+from tileops.bench.timers import check_timer
 from tileops.bench.worker import Worker, default_threads
 from tileops.device import DeviceInfo, describe_device
 from tileops.errors import TileOpsError
@@ -131,6 +132,7 @@ def prepare(opts: SweepOptions) -> PreparedSweep:
         device = describe_device(opts.device)
     except ValueError as exc:
         raise TileOpsError(str(exc)) from None
+    check_timer(opts.timer, device.kind)  # --timer cupti without CUPTI: exit 2 before anything is written
     planned = plan(load_entries(), load_all(), opts.selection, device)
     if not planned:
         raise TileOpsError("no workload row matches the selection; list rows with `tileops ops NAME`")

@@ -17,6 +17,7 @@ from typing import Callable
 import torch
 
 from tileops.calibrate.results import STREAM_WORDS, MixMeasurement, RoofMeasurement
+from tileops.tf32 import tf32_matmul
 
 F32 = 4  # bytes per fp32 element
 
@@ -180,13 +181,9 @@ def gpu_gemm(key: str, device: torch.device, sizes: Sizes) -> RoofMeasurement:  
     if key == "tensor_core.tf32":
         a = torch.randn(n, n, device=device, generator=gen)
         b = torch.randn(n, n, device=device, generator=gen)
-        prev = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = True
-        try:
+        with tf32_matmul(True):
             return _gemm_rate(lambda: torch.mm(a, b), flops, device, reps, 3,
-                              f"fp32 GEMM {n}^3 with allow_tf32 (torch.mm), random data")
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = prev
+                              f"fp32 GEMM {n}^3 with TF32 allowed (torch.mm), random data")
     if key == "tensor_core.fp8":
         if torch.cuda.get_device_capability(device) < (8, 9) or not hasattr(torch, "_scaled_mm"):
             raise RuntimeError("fp8 GEMM needs compute capability 8.9+ and torch._scaled_mm")
@@ -221,13 +218,9 @@ def gpu_fp32(device: torch.device, sizes: Sizes) -> RoofMeasurement:  # pragma: 
     n = sizes.big_matmul
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
+    with tf32_matmul(False):
         return _gemm_rate(lambda: torch.mm(a, b), 2.0 * n**3, device, sizes.matmul_reps, 3,
                           f"fp32 SGEMM {n}^3 with TF32 off ({why}: a lower bound of the FMA rate)")
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
 
 
 # --------------------------------------------------------------------------- latency floor

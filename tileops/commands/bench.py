@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds before a row is killed and recorded as a timeout (default 60 CPU, 180 GPU)")
     p.add_argument("--quick", action="store_true", help="loose stopping rule: a smoke run, not a measurement")
     p.add_argument("--timer", choices=("auto", "cupti", "cuda-events"), default="auto",
-                   help="GPU timer (cuda-events rows are priced blank)")
+                   help="GPU timer: auto = CUPTI where it works, else CUDA events that record why; cupti = "
+                        "CUPTI or exit 2; cuda-events rows are priced blank (docs/timing.md)")
     p.add_argument("--profile", default=None, help="price against this profile name or file")
     p.add_argument("--calibrate", choices=("auto", "never"), default="auto",
                    help="auto: calibrate a CPU that no profile matches before pricing")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import torch
@@ -19,13 +20,22 @@ import torch
 from tileops.dtypes import name_of, to_torch
 from tileops.errors import BackendUnavailableError, CompileError, OpNotAvailableError, SignatureError
 from tileops.ops.backends import device_unsupported, no_recompile, torch_compile
-from tileops.ops.spec import Emitted, Signature, TensorSpec
 from tileops.ops.call import CheckedCall
+from tileops.ops.spec import Emitted, Signature, TensorSpec
 
 if TYPE_CHECKING:
     from tileops.ops.triton_kernels import Kernel
 
 DEFAULT_ROOF = "cuda_core.fp32"
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """A checked call ready to repeat (:meth:`Op.prepare`): ``run()`` re-executes only the backend's
+    implementation; ``setup_s`` is the first call's seconds, compilation included (None for eager)."""
+
+    run: Callable[[], Any]
+    setup_s: float | None
 
 
 class Op:
@@ -58,6 +68,7 @@ class Op:
         self.last_call: CheckedCall | None = None
         self._stages: dict[str, list[CheckedCall]] = {}
         self._compiled: Callable[..., Any] | None = None  # the compile backend's compute, made once
+        self._unchecked = False  # inside a prepared eager call: stages run their compute only
 
     # -- construction --------------------------------------------------------------
 
@@ -117,35 +128,54 @@ class Op:
             return lambda **tensors: kernel(self, **tensors)
         return self.compute
 
-    def prepare(self, inputs: Mapping[str, torch.Tensor | None]) -> float | None:
-        """Make the backend ready to time, and say how long that took.
+    def prepare(self, *args: Any, **kwargs: Any) -> PreparedCall:
+        """Check a call once and make the backend ready; return what repeats it and what that took.
 
-        For ``compile`` this compiles (torch.compile, once per instance) and for ``triton`` it
-        JIT-compiles the kernel (or loads it from TRITON_CACHE_DIR); either way by running one
-        checked call on ``inputs`` (a mutated input is mutated, as by any call). Returns the
-        seconds of that first call, compilation included, so the bench records it apart from the
-        timing; None for ``torch``, which compiles nothing. After it, a compiled op that would
-        recompile (a guard failing on other inputs) raises instead of compiling inside a timing.
-        A failure raises CompileError naming the op, the backend and the cause.
+        A timer must time the op, not the contract's bookkeeping (binding, dtype and shape
+        checks, output checks, ``last_call``): that costs tens of microseconds per call, as
+        much as a small kernel. So the call is made once through ``forward`` here -- it is
+        checked, ``last_call`` is the call ``eval_roofline`` prices, and for ``compile`` it
+        compiles (torch.compile, once per instance) and for ``triton`` it JIT-compiles the
+        kernel (or loads it from TRITON_CACHE_DIR). ``PreparedCall.run`` then repeats only the
+        backend's implementation on the same, already checked inputs; eager composites run
+        their stages' ``compute`` too (the checked call recorded their calls). A mutated input
+        is mutated, as by any call.
+
+        ``setup_s`` is the first call's seconds, compilation included, for ``compile`` and
+        ``triton`` (the bench records it apart from the timing; None for ``torch``). After it, a
+        compiled op that would recompile (a guard failing on other inputs) raises instead of
+        compiling inside a timing. A backend failure raises CompileError naming the op, the
+        backend and the cause.
         """
-        if self.backend == "torch":
-            return None
         t0 = time.perf_counter()
         try:
-            self.forward(**inputs)
-            devices = {t.device for t in inputs.values() if t is not None and t.device.type == "cuda"}
-            for d in devices:  # pragma: no cover - GPU
+            self.forward(*args, **kwargs)
+            for d in {t.device for t in (*args, *kwargs.values())
+                      if isinstance(t, torch.Tensor) and t.device.type == "cuda"}:  # pragma: no cover - GPU
                 torch.cuda.synchronize(d)
         except (SignatureError, BackendUnavailableError):
             raise
         except Exception as exc:
+            if self.backend == "torch":
+                raise
             raise CompileError(f"{self.name}: the {self.backend} backend failed on its first call "
                                f"(compilation included): {type(exc).__name__}: {exc}") from exc
         seconds = time.perf_counter() - t0
         if self.backend == "compile":
             assert self._compiled is not None
             self._compiled = no_recompile(self._compiled)
-        return seconds
+        bound = self._bind_inputs(args, kwargs)
+        if self.backend == "torch":
+            return PreparedCall(run=lambda: self._compute_unchecked(bound), setup_s=None)
+        impl = self.implementation()  # compiled code keeps its stages' bookkeeping: it was traced with it
+        return PreparedCall(run=lambda: impl(**bound), setup_s=seconds)
+
+    def _compute_unchecked(self, bound: dict[str, Any]) -> Any:
+        self._unchecked = True
+        try:
+            return self.compute(**bound)
+        finally:
+            self._unchecked = False
 
     @classmethod
     def kernel(cls) -> "Kernel":
@@ -182,6 +212,8 @@ class Op:
 
     def run_stage(self, stage: str, op: "Op", *args: Any, **kwargs: Any) -> Any:
         """Run a sub-op as a named stage of this composite; its checked call joins ``stages``."""
+        if self._unchecked:  # a prepared call: the checked call already recorded this stage
+            return op._compute_unchecked(op._bind_inputs(args, kwargs))
         out = op.forward(*args, **kwargs)
         assert op.last_call is not None
         self._stages.setdefault(stage, []).append(op.last_call)
