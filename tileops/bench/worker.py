@@ -21,12 +21,31 @@ from tileops.records import ErrorInfo, Record, utcnow
 _CTX = mp.get_context("spawn")  # a fresh interpreter: no inherited CUDA context, no forked locks
 
 
-def _worker_main(conn: Connection, cache_bytes: int | None, threads: int | None) -> None:
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this worker when its parent dies (``kill -9`` of the bench): an orphan
+    would otherwise finish its row (or hang in it) with nobody to read the result."""
+    import ctypes
     import signal
 
-    import torch
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's kill() on interrupt still applies
+        pass
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it kills this worker
+
+def _worker_main(conn: Connection, cache_bytes: int | None, threads: int | None, parent_pid: int) -> None:
+    import signal
+
+    _die_with_parent(parent_pid)
+    # Ctrl-C and SIGTERM (a terminal's process group, `kill -TERM -PGID`) are the parent's to handle:
+    # it writes what finished and kills this worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    import torch
 
     if threads:
         torch.set_num_threads(threads)
@@ -62,7 +81,8 @@ class Worker:
 
     def _start(self) -> None:
         parent, child = _CTX.Pipe()
-        self.proc = _CTX.Process(target=_worker_main, args=(child, self.cache_bytes, self.threads), daemon=True)
+        self.proc = _CTX.Process(target=_worker_main, args=(child, self.cache_bytes, self.threads, os.getpid()),
+                                 daemon=True)
         self.proc.start()
         child.close()
         self.conn = parent

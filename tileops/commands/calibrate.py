@@ -25,6 +25,7 @@ from tileops.calibrate.cpupeak import PeakUnknown
 from tileops.calibrate.dram import parse_bandwidth, read_bandwidth_file
 from tileops.calibrate.results import DeviceCalibration, build_profile, write_device_result
 from tileops.calibrate.summary import devices_table, make_console, profile_view, run_view
+from tileops.commands import argtypes
 from tileops.errors import TileOpsError
 from tileops.profiles import PROFILE_DIR_ENV, Profile, shipped_dir, store_dir, write_profile
 
@@ -46,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="nominal memory bandwidth, e.g. 76.8GB/s or 7.68e10 (bytes/s), when DMI cannot tell")
     p.add_argument("--dram-bandwidth-file", type=Path, metavar="FILE",
                    help="a file holding the nominal bandwidth (`dram_bandwidth: 76.8GB/s`)")
-    p.add_argument("--cpu-ghz", type=float, metavar="GHZ", help="CPU all-core clock for the peak estimate")
+    p.add_argument("--cpu-ghz", type=argtypes.positive, metavar="GHZ",
+                   help="CPU all-core clock for the peak estimate")
     p.add_argument("--format", choices=("table", "json"), default="table", help="summary format (stdout)")
     p.add_argument("--results-out", type=Path, help=argparse.SUPPRESS)  # child of --all-devices: raw result only
     p.set_defaults(func=run)

@@ -9,6 +9,7 @@ calibration tools report it; an exporter must keep exporting).
 
 from __future__ import annotations
 
+import stat
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ from tileops.errors import TileOpsError
 if TYPE_CHECKING:
     from tileops.calibrate.results import DeviceCalibration
 
+_MAX_BYTES = 2**20  # a calibration result is a page of YAML
 _cache: dict[Path, tuple[tuple[int, int], "DeviceCalibration | None"]] = {}
 _lock = threading.Lock()
 
@@ -36,6 +38,8 @@ def device_calibrations(store: Path | None = None) -> dict[str, DeviceCalibratio
             try:
                 st = path.stat()
             except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_BYTES:  # a FIFO would hang every scrape
                 continue
             stamp = (st.st_mtime_ns, st.st_size)
             hit = _cache.get(path)
