@@ -607,7 +607,7 @@ def parse_record(text: str, where: str = "<record>") -> Record:
 
 
 def append_record(path: Path, record: Record) -> None:
-    """Append one record as one whole line in one write, then fsync.
+    """Append one record as one whole line (one write, unless the disk cuts it short), then fsync.
 
     A write that fails (a full disk, a quota, an I/O error) or comes up short is
     undone: the file is cut back to where it was, so it holds whole lines only,
@@ -620,10 +620,12 @@ def append_record(path: Path, record: Record) -> None:
     try:
         start = os.fstat(fd).st_size
         try:
-            written = os.write(fd, line)
-            if written != len(line):
-                raise OSError(errno.ENOSPC, f"short write ({written} of {len(line)} bytes; the disk is probably "
-                                            "full)", str(path))
+            rest = memoryview(line)
+            while rest:  # a short write (a nearly full disk) goes on until the kernel says why it cannot
+                written = os.write(fd, rest)
+                if written <= 0:
+                    raise OSError(errno.EIO, f"wrote nothing of the last {len(rest)} bytes", str(path))
+                rest = rest[written:]
             os.fsync(fd)
         except OSError:
             try:

@@ -144,18 +144,19 @@ def save_run_info(run_dir: Path, info: RunInfo, lock: RunLock) -> None:
         return
     except OSError as exc:
         reason = f"cannot write {path}: {describe_oserror(exc)}"
-    if info.status != "failed":
+    if info.status != "failed" or not info.reason:  # else the failure being recorded (a record) is the news
         info.status, info.reason = "failed", reason
     info.exit_code, info.finished_at = exitcodes.USAGE, info.finished_at or utcnow()
-    said = "could not be updated either"
+    said = f"{path} could not be updated either ({reason})"
     if lock.release_reserve():
         try:
             write_run_info(run_dir, info)
-            said = "says failed (written from the disk space the run had reserved)"
+            said = f"{path} says failed (written from the disk space the run had reserved)"
         except OSError:
             pass
-    raise RunWriteError(f"{reason}; {path} {said}. Free space (or fix the permissions) on {run_dir}, then "
-                        f"finish the run with `tileops bench --resume {run_dir}`")
+    raise RunWriteError(f"{info.reason}; {said}. The records already written are whole and kept. Free space "
+                        f"(or fix the permissions) on {run_dir}, then finish the run with "
+                        f"`tileops bench --resume {run_dir}`")
 
 
 def stopping_rule(device: DeviceInfo, quick: bool) -> StoppingRule:
@@ -315,7 +316,7 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
             info.status, info.reason, info.exit_code = "failed", failure, exitcodes.USAGE
         elif stopped is not None:
             info.status, info.exit_code = "interrupted", exit_code(stopped)
-            info.reason = f"stopped by {signal_name(stopped)}; finish with `tileops bench --resume {prep.run_dir}`"
+            info.reason = f"stopped by {signal_name(stopped)}"
         else:
             info.status = "completed"
         prep.save(info)

@@ -187,7 +187,7 @@ def run_bench(req: BenchRequest, console: Console) -> int:
             info.finished_at = info.finished_at or utcnow()
             return _stopped(prep, console, info.exit_code)
         except bench.RunWriteError as exc:
-            console.print(f"[red]error[/]: {exc}")
+            _say(console, f"[red]error[/]: {exc}")
             return exitcodes.USAGE
         except OSError as exc:  # an output after the sweep (roofline.json, the plot, a calibrated profile)
             where = f"{exc.filename}: " if exc.filename else ""
@@ -215,12 +215,17 @@ def _mark_failed(prep: bench.PreparedSweep, reason: str) -> None:
         pass  # the error being raised says what went wrong
 
 
+def _say(console: Console, text: str) -> None:
+    """A message naming paths and commands: never wrapped mid-path, so it can be copied and grepped."""
+    console.print(text, soft_wrap=True, highlight=False)
+
+
 def _stopped(prep: bench.PreparedSweep, console: Console, rc: int) -> int:
     try:
         prep.save(prep.info)
     except bench.RunWriteError as exc:
-        console.print(f"[red]error[/]: {exc}")
-    console.print(f"[yellow]interrupted[/] ({prep.info.reason}): the records written are kept in "
+        _say(console, f"[red]error[/]: {exc}")
+    _say(console, f"[yellow]interrupted[/] ({prep.info.reason}): the records written are kept in "
                   f"{prep.records_path}; finish with `tileops bench --resume {prep.run_dir}`")
     return rc
 
@@ -229,9 +234,9 @@ def _failed(prep: bench.PreparedSweep, console: Console) -> int:
     try:
         prep.save(prep.info)
     except bench.RunWriteError as exc:
-        console.print(f"[red]error[/]: {exc}")
+        _say(console, f"[red]error[/]: {exc}")
         return exitcodes.USAGE
-    console.print(f"[red]error[/]: {prep.info.reason}. The records already written in {prep.records_path} are "
+    _say(console, f"[red]error[/]: {prep.info.reason}. The records already written in {prep.records_path} are "
                   f"whole and kept; run.json says failed. Free space (or fix the permissions), then finish the run "
                   f"with `tileops bench --resume {prep.run_dir}`")
     return exitcodes.USAGE
@@ -242,7 +247,7 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions,
     console.print(f"[bold]tileops bench[/] run {prep.info.run_id} on {device.name} ({device.device}"
                   + (f", {prep.threads} threads" if prep.threads else "") + f") -> {prep.run_dir}")
     for notice in prep.notices:
-        console.print(f"[yellow]note[/]: {notice}")
+        _say(console, f"[yellow]note[/]: {notice}")
     profile = chooser(device.name)
     if profile is None and out.calibrate == "auto" and device.kind == "cpu":
         profile = _calibrate_cpu(console)
@@ -259,7 +264,7 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions,
     if result.failure:
         return _failed(prep, console)
     if result.interrupted is not None:
-        console.print(f"[yellow]interrupted[/] ({info.reason}): {len(result.records)} row(s) recorded in "
+        _say(console, f"[yellow]interrupted[/] ({info.reason}): {len(result.records)} row(s) recorded in "
                       f"{result.records_path}; finish with `tileops bench --resume {result.run_dir}`")
         return info.exit_code or exitcodes.INTERRUPTED
 
