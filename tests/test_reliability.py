@@ -29,6 +29,8 @@ import pytest
 
 from tileops.records import iter_records, read_run_info
 
+sys.path.insert(0, str(Path(__file__).parent))  # export_support: records and runs built from the contracts
+
 FAULTY = Path(__file__).parent / "data" / "faulty_ops"
 STALL = ["--op", "relu", "--dtype", "float32", "--op", "stall_op"]  # one relu row, then a row that never ends
 QUIET = ["--quick", "--calibrate", "never", "--no-plot"]
@@ -167,54 +169,62 @@ def test_sigterm_then_a_second_runner_then_kill_9_then_resume(tmp_path: Path, en
     assert [r.op for r in recs] == ["relu"]  # nothing ran twice, nothing was lost
 
 
+def _stopped_run(out: Path, records: list, *, selection: dict, tail: bytes = b"") -> None:
+    """A run directory as a stopped bench leaves it: run.json "interrupted", the records, a torn tail."""
+    from tileops.records import RunInfo, RunOptions, to_json, utcnow, write_run_info
+
+    out.mkdir(parents=True)
+    (out / "records.jsonl").write_bytes(b"".join(to_json(r).encode() + b"\n" for r in records) + tail)
+    write_run_info(out, RunInfo(run_id="stopped", started_at=utcnow(), status="interrupted",
+                                selection={**selection, "device": "cpu"},
+                                options=RunOptions(quick=True, row_timeout_s=60.0, calibrate="never", plot=False)))
+
+
 @pytest.mark.slow
 def test_torn_tail_is_set_aside_before_resume_appends(tmp_path: Path, env: dict[str, str]) -> None:
-    """A last line cut mid-write (a crash, a full disk) is moved aside, the resumed row is appended on a
-    line of its own, and every record reads back."""
+    """A last line cut mid-write (a crash, a full disk) is moved aside, the row it was is run again and
+    appended on a line of its own, and every record reads back."""
+    from export_support import record
+
     out = tmp_path / "run"
-    r = bench("--op", "relu", *QUIET, "--out", str(out), env=without_faulty(env))
-    assert r.returncode == 0, r.stdout + r.stderr
-    raw = (out / "records.jsonl").read_bytes()
-    whole = raw.splitlines(keepends=True)
-    assert len(whole) == 2
-    fragment = whole[1][: len(whole[1]) // 2]
-    (out / "records.jsonl").write_bytes(whole[0] + fragment)
-    lost = json.loads(whole[1])
+    done = record("relu", "cpu-512x1024", dtype="bfloat16")
+    fragment = b'{"schema_version":1,"run_id":"stopped","op":"relu","family":"elementwise","label":"cpu-5'
+    _stopped_run(out, [done], selection={"ops": ["relu"]}, tail=fragment)
 
     r = bench("--resume", str(out), env=without_faulty(env))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "torn" in r.stdout and "records.jsonl.torn-" in r.stdout
+    assert "resuming: 1 row(s) already recorded OK, 1 to run" in r.stdout
     (aside,) = out.glob("records.jsonl.torn-*")
     assert aside.read_bytes() == fragment  # kept, byte for byte
     recs = list(iter_records(out))  # every line whole and valid
-    assert len(recs) == 2 and (out / "records.jsonl").read_bytes().endswith(b"\n")
-    assert {(x.label, x.dtype) for x in recs} == {(whole_rec["label"], whole_rec["dtype"])
-                                                 for whole_rec in (json.loads(whole[0]), lost)}
+    assert [(x.label, x.dtype, x.status) for x in recs] == [("cpu-512x1024", "bfloat16", "ok"),
+                                                              ("cpu-512x1024", "float32", "ok")]
+    assert (out / "records.jsonl").read_bytes().endswith(b"\n")
 
 
-def test_resume_refuses_flags_that_differ_and_a_corrupt_run(tmp_path: Path, env: dict[str, str]) -> None:
+def test_resume_refuses_flags_that_differ_and_a_corrupt_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """`--resume` restores the run's own options: a flag that differs is exit 2 with a sentence, before any row;
     a corrupt run.json or records file is exit 2 naming the file (line) and the fix."""
-    from tileops.records import RunInfo, RunOptions, utcnow, write_run_info
+    from tileops.cli import main
 
     out = tmp_path / "run"
-    out.mkdir()
-    (out / "records.jsonl").write_text("")
-    write_run_info(out, RunInfo(run_id="r", started_at=utcnow(), status="interrupted",
-                                selection={"ops": ["relu"], "device": "cpu"},
-                                options=RunOptions(quick=True, row_timeout_s=5.0, calibrate="never", plot=False)))
-    r = bench("--resume", str(out), "--op", "silu", "--row-timeout", "9", "--quick", env=env, timeout=120)
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-    assert "--op (the run: relu)" in r.stderr and "--row-timeout (the run: 5.0)" in r.stderr
-    assert "--quick" not in r.stderr.split("differ:")[1]  # given again with the run's own value: fine
+    _stopped_run(out, [], selection={"ops": ["relu"]})
+    assert main(["bench", "--resume", str(out), "--op", "silu", "--row-timeout", "9", "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert "--op (the run: relu)" in err and "--row-timeout (the run: 60.0)" in err and "Traceback" not in err
+    assert "--quick" not in err.split("differ:")[1]  # given again with the run's own value: fine
 
     (out / "records.jsonl").write_text('{"op": "relu"}\n')
-    r = bench("--resume", str(out), env=env, timeout=120)
-    assert r.returncode == 2 and f"{out / 'records.jsonl'}:1:" in r.stderr and "Traceback" not in r.stderr
+    assert main(["bench", "--resume", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'records.jsonl'}:1:" in err and "fix or remove that line" in err
+    assert not list(out.glob("*.torn-*")) and read_run_info(out).status == "interrupted"  # nothing touched
 
     (out / "run.json").write_bytes(b"\xff\xfe{")
-    r = bench("--resume", str(out), env=env, timeout=120)
-    assert r.returncode == 2 and "run.json" in r.stderr and "UTF-8" in r.stderr and "Traceback" not in r.stderr
+    assert main(["bench", "--resume", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "run.json" in err and "UTF-8" in err
 
 
 # --------------------------------------------------------------------------- disks that refuse
@@ -280,31 +290,26 @@ def test_a_full_disk_ends_the_run_failed_and_resume_finishes_it(tmp_path: Path, 
         assert recs["wide_record_op"].error.kind == "timeout" and recs["relu"].status == "ok"
 
 
-def test_read_only_outputs_are_refused_before_any_work(tmp_path: Path, env: dict[str, str]) -> None:
+def test_read_only_outputs_are_refused_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """--out, --textfile (bench and export) and --plot on a read-only file system, or under a file:
     exit 2 with a sentence naming the path, before any row."""
-    with tmpfs(tmp_path / "ro", "ro,size=64k") as ro:
-        r = bench("--op", "relu", *QUIET, "--out", str(ro / "run"), env=env, timeout=120)
-        assert r.returncode == 2 and "Read-only file system" in r.stderr and "--out" in r.stderr, r.stderr
-        r = bench("--op", "relu", *QUIET, "--textfile", str(ro / "prom"), "--out", str(tmp_path / "r1"), env=env,
-                  timeout=120)
-        assert r.returncode == 2 and "read-only" in r.stderr and not (tmp_path / "r1").exists(), r.stderr
-        cli = [sys.executable, "-m", "tileops.cli"]
-        run = _tiny_run(tmp_path / "done")
-        e = subprocess.run([*cli, "export", str(run), "--textfile", str(ro / "prom")], env=env, capture_output=True,
-                           text=True, timeout=120)
-        assert e.returncode == 2 and "read-only" in e.stderr and "Traceback" not in e.stderr, e.stderr
-        rl = subprocess.run([*cli, "roofline", str(run), "--plot", str(ro / "plot")], env=env, capture_output=True,
-                            text=True, timeout=120)
-        assert rl.returncode == 2 and "read-only" in rl.stderr and "Traceback" not in rl.stderr, rl.stderr
-    a_file = tmp_path / "file"
-    a_file.write_text("x")
-    r = bench("--op", "relu", *QUIET, "--out", str(a_file / "run"), env=env, timeout=120)
-    assert r.returncode == 2 and "Not a directory" in r.stderr and "Traceback" not in r.stderr, r.stderr
-
-
-def _tiny_run(run_dir: Path) -> Path:
-    sys.path.insert(0, str(Path(__file__).parent))
     from export_support import record, write_run
 
-    return write_run(run_dir, [record()])
+    from tileops.cli import main
+
+    run = write_run(tmp_path / "done", [record()])
+    quiet = ["--op", "relu", *QUIET]
+    with tmpfs(tmp_path / "ro", "ro,size=64k") as ro:
+        assert main(["bench", *quiet, "--out", str(ro / "run")]) == 2
+        err = capsys.readouterr().err
+        assert "Read-only file system" in err and "--out" in err
+        assert main(["bench", *quiet, "--textfile", str(ro / "prom"), "--out", str(tmp_path / "r1")]) == 2
+        assert "read-only" in capsys.readouterr().err and not (tmp_path / "r1").exists()
+        assert main(["export", str(run), "--textfile", str(ro / "prom")]) == 2
+        assert "read-only" in capsys.readouterr().err
+        assert main(["roofline", str(run), "--plot", str(ro / "plot")]) == 2
+        assert "read-only" in capsys.readouterr().err
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert main(["bench", *quiet, "--out", str(a_file / "run")]) == 2
+    assert "Not a directory" in capsys.readouterr().err
