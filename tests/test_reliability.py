@@ -21,15 +21,14 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from tileops.records import iter_records, read_run_info
 
 sys.path.insert(0, str(Path(__file__).parent))  # export_support: records and runs built from the contracts
+from reliability_support import fill, tmpfs  # noqa: E402
 
 FAULTY = Path(__file__).parent / "data" / "faulty_ops"
 STALL = ["--op", "relu", "--dtype", "float32", "--op", "stall_op"]  # one relu row, then a row that never ends
@@ -230,22 +229,6 @@ def test_resume_refuses_flags_that_differ_and_a_corrupt_run(tmp_path: Path, caps
 # --------------------------------------------------------------------------- disks that refuse
 
 
-@contextmanager
-def tmpfs(path: Path, options: str) -> Iterator[Path]:
-    """A tmpfs mounted at ``path`` (root only); skip without permission, fail under CI=true."""
-    path.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
-    if r.returncode != 0:
-        msg = f"cannot mount a tmpfs ({r.stderr.strip() or r.returncode}): the full-disk cases need root"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
 @pytest.mark.slow
 def test_a_full_disk_ends_the_run_failed_and_resume_finishes_it(tmp_path: Path, env: dict[str, str]) -> None:
     """ENOSPC while appending a record: the file keeps whole records only, run.json says failed with the
@@ -260,15 +243,7 @@ def test_a_full_disk_ends_the_run_failed_and_resume_finishes_it(tmp_path: Path, 
                   "--out", str(out), env=env)
         try:
             wait_for("the relu record", lambda: lines(records) >= 1, p)
-            filler = disk / "filler"
-            fd = os.open(filler, os.O_WRONLY | os.O_CREAT)  # fill the disk while the stalling row runs out its 6 s
-            try:
-                while os.write(fd, b"\0" * 4096):
-                    pass
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
+            filler = fill(disk)  # while the stalling row runs out its 6 s
             output, _ = p.communicate(timeout=120)
         finally:
             stop(p)

@@ -18,7 +18,7 @@ import os
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal
+from typing import Annotated, Any, Callable, Iterable, Literal
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
@@ -46,6 +46,8 @@ MIN_FRACTION = 1e-9
 #: A profile is a page of YAML; a file larger than this is not one (and is not read into memory).
 PROFILE_MAX_BYTES = 2**20
 _FINITE = ConfigDict(extra="forbid", allow_inf_nan=False)
+_Rate = Annotated[float, Field(ge=MIN_RATE, le=MAX_RATE)]
+_Fraction = Annotated[float, Field(ge=MIN_FRACTION, le=1.5)]
 
 
 class Provenance(BaseModel):
@@ -101,8 +103,8 @@ class MemoryRoof(BaseModel):
     calibration: float | None = Field(None, ge=MIN_FRACTION, le=1.5)
     theoretical_source: Provenance
     calibration_source: Provenance | None = None
-    mixes: dict[str, float] = Field(default_factory=dict, description="measured fraction of theoretical per mix")
-    measured: dict[str, float] = Field(default_factory=dict, description="measured bytes/s per mix (STREAM counting)")
+    mixes: dict[str, _Fraction] = Field(default_factory=dict, description="measured fraction of theoretical per mix")
+    measured: dict[str, _Rate] = Field(default_factory=dict, description="measured bytes/s per mix (STREAM counting)")
 
     @field_validator("mixes", "measured")
     @classmethod
@@ -114,23 +116,6 @@ class MemoryRoof(BaseModel):
             raise ValueError("every mix value must be positive")
         return v
 
-    @field_validator("mixes")
-    @classmethod
-    def _fractions(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = {k: x for k, x in v.items() if not MIN_FRACTION <= x <= 1.5}
-        if bad:
-            raise ValueError(f"mix fraction(s) {bad} outside [{MIN_FRACTION:g}, 1.5]: a fraction of theoretical; "
-                             "re-run `tileops calibrate`")
-        return v
-
-    @field_validator("measured")
-    @classmethod
-    def _rates(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = {k: x for k, x in v.items() if not MIN_RATE <= x <= MAX_RATE}
-        if bad:
-            raise ValueError(f"measured rate(s) {bad} outside [{MIN_RATE:g}, {MAX_RATE:g}] bytes/s; "
-                             "re-run `tileops calibrate`")
-        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> "MemoryRoof":
