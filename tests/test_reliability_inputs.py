@@ -367,3 +367,14 @@ def test_unwritable_dir_names_the_reason(tmp_path: Path) -> None:
     f.write_text("x")
     assert unwritable_dir(f / "sub") == f"{f} is not a directory"
     assert env() is not None  # export_support imported for its builders
+
+
+def test_an_unwritable_output_is_refused_before_the_work(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """calibrate checks its profile store before minutes of measuring; bench --resume names a non-directory."""
+    f = tmp_path / "f"
+    f.write_text("x")
+    assert main(["calibrate", "--device", "cpu", "--quick", "--profile-dir", str(f / "store")]) == 2
+    err = capsys.readouterr().err
+    assert f"{f} is not a directory" in err and "--profile-dir" in err
+    assert main(["bench", "--resume", str(f)]) == 2
+    assert "no run.json, so nothing to resume" in capsys.readouterr().err

@@ -27,6 +27,7 @@ from tileops.calibrate.results import DeviceCalibration, build_profile, write_de
 from tileops.calibrate.summary import devices_table, make_console, profile_view, run_view
 from tileops.commands import argtypes
 from tileops.errors import TileOpsError
+from tileops.fsutil import unwritable_dir
 from tileops.profiles import PROFILE_DIR_ENV, Profile, shipped_dir, store_dir, write_profile
 
 
@@ -101,8 +102,12 @@ def _store(args: argparse.Namespace) -> Path:
 def _write(args: argparse.Namespace, profile: Profile, runs: list[DeviceCalibration], err: Console) -> list[str]:
     if args.no_write:
         return []
-    written = [str(write_profile(profile, _target_dir(args), keep_header=args.write_shipped))]
-    written += [str(write_device_result(r, _store(args))) for r in runs]
+    try:
+        written = [str(write_profile(profile, _target_dir(args), keep_header=args.write_shipped))]
+        written += [str(write_device_result(r, _store(args))) for r in runs]
+    except OSError as exc:  # a full disk after the measurement: say where, and how to keep the figures
+        raise TileOpsError(f"cannot write the calibration to {_target_dir(args)}: {exc.strerror or exc}; free "
+                           "space or fix the permissions, then calibrate again") from None
     for w in written:
         err.print(f"wrote {w}")
     return written
@@ -124,6 +129,11 @@ def run(args: argparse.Namespace) -> int:
     out = make_console()
     err = make_console(stderr=True)
     options = _options(args)
+    if not args.no_write and not args.results_out:  # before minutes of measuring, not after
+        why = unwritable_dir(_target_dir(args)) or unwritable_dir(_store(args))
+        if why:
+            raise TileOpsError(f"cannot write profiles to {_target_dir(args)} ({why}); give a writable "
+                               "--profile-dir (or TILEOPS_PROFILE_DIR), or pass --no-write")
     if args.results_out:  # a child of --all-devices: measure, write the raw result, nothing else
         with _Bar(err, args.device) as bar:
             dev_run = measure_device(args.device, quick=args.quick, progress=bar)

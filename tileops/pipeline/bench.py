@@ -103,7 +103,7 @@ def resume_request(run_dir: Path, flags: dict[str, Any], *, out: Path | None = N
     the same rows another way, would mix two runs in one file. A run file from
     before the options were stored resumes with the defaults.
     """
-    info = read_run_info(run_dir)
+    info = read_run_info(run_dir) if Path(run_dir).is_dir() else None
     if info is None:
         raise TileOpsError(f"{run_dir}: no run.json, so nothing to resume; start a new run with --out")
     saved_sel = {k: v for k, v in info.selection.items() if k != "device"}
