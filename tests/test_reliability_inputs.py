@@ -378,3 +378,14 @@ def test_an_unwritable_output_is_refused_before_the_work(tmp_path: Path, capsys:
     assert f"{f} is not a directory" in err and "--profile-dir" in err
     assert main(["bench", "--resume", str(f)]) == 2
     assert "no run.json, so nothing to resume" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [["--profile", "nosuch"], ["--push", "http://[::1"],
+                                   ["--textfile", "/proc/version/prom"], ["--device", "cuda:99"],
+                                   ["--op", "no_such_op"]])
+def test_bench_checks_every_input_before_it_opens_a_run(tmp_path: Path, flags: list[str],
+                                                        capsys: pytest.CaptureFixture) -> None:
+    """A bad --profile, sink, device or selection is exit 2 before the run directory exists (so before any row)."""
+    out = tmp_path / "run"
+    assert main(["bench", "--quick", "--calibrate", "never", "--out", str(out), *flags]) == 2
+    assert "error:" in capsys.readouterr().err and not out.exists()
