@@ -27,7 +27,7 @@ ROOT = PKG.parent
 DOC = ROOT / "docs" / "architecture.md"
 
 #: Foundation modules: small, standard-library only, importable by every layer.
-FOUNDATION = ("errors", "fsutil", "paths", "exitcodes", "revision", "dtypes", "records")
+FOUNDATION = ("errors", "fsutil", "paths", "exitcodes", "interrupts", "revision", "dtypes", "records")
 
 #: layer -> the layers it may import (besides itself and the foundation). A layer is a
 #: top-level module or package of ``tileops``. Data flows one way: manifest -> ops -> bench ->

@@ -18,14 +18,14 @@ import os
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Annotated, Any, Callable, Iterable, Literal
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
                       model_validator)
 
 from tileops.errors import TileOpsError
-from tileops.fsutil import write_atomic
+from tileops.fsutil import FileRefused, read_regular, write_atomic
 
 MIXES = ("copy", "triad", "read", "write")
 ROOF_KEYS = (
@@ -36,6 +36,19 @@ ROOF_KEYS = (
 )
 PROFILE_DIR_ENV = "TILEOPS_PROFILE_DIR"
 
+#: Bounds on every rate a profile holds (bytes/s, FLOP/s): the largest machines reach about 1e18, so a
+#: figure outside [1, 1e24] is a typo or an overflow (YAML reads ``1e400`` as infinity), and one that
+#: is infinite or not a number would silently disable the physics check (§4.3). Refused when read.
+MIN_RATE = 1.0
+MAX_RATE = 1e24
+#: A calibration is a measured fraction of the theoretical ceiling: 1e-9 and below is a broken measurement.
+MIN_FRACTION = 1e-9
+#: A profile is a page of YAML; a file larger than this is not one (and is not read into memory).
+PROFILE_MAX_BYTES = 2**20
+_FINITE = ConfigDict(extra="forbid", allow_inf_nan=False)
+_Rate = Annotated[float, Field(ge=MIN_RATE, le=MAX_RATE)]
+_Fraction = Annotated[float, Field(ge=MIN_FRACTION, le=1.5)]
+
 
 class Provenance(BaseModel):
     """Where a number came from.
@@ -45,7 +58,7 @@ class Provenance(BaseModel):
     supply it.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _FINITE
     source: Literal["datasheet", "calibration", "estimate", "user", "unknown"]
     ref: str | None = None  # datasheet document / URL, or the calibration tool version
     run_id: str | None = None
@@ -57,9 +70,10 @@ class Provenance(BaseModel):
 class Roof(BaseModel):
     """One ceiling: theoretical (per second) and the calibrated fraction of it that is achievable."""
 
-    model_config = ConfigDict(extra="forbid")
-    theoretical: float = Field(gt=0, description="bytes/s or FLOP/s, dense, no sparsity")
-    calibration: float | None = Field(None, gt=0, le=1.5, description="measured fraction; None = uncalibrated")
+    model_config = _FINITE
+    theoretical: float = Field(ge=MIN_RATE, le=MAX_RATE, description="bytes/s or FLOP/s, dense, no sparsity")
+    calibration: float | None = Field(None, ge=MIN_FRACTION, le=1.5,
+                                      description="measured fraction; None = uncalibrated")
     theoretical_source: Provenance
     calibration_source: Provenance | None = None
 
@@ -84,13 +98,13 @@ class MemoryRoof(BaseModel):
     nominal is unknown, and the physics check cannot judge bandwidth there.
     """
 
-    model_config = ConfigDict(extra="forbid")
-    theoretical: float | None = Field(None, gt=0, description="nominal bytes/s; None = unknown")
-    calibration: float | None = Field(None, gt=0, le=1.5)
+    model_config = _FINITE
+    theoretical: float | None = Field(None, ge=MIN_RATE, le=MAX_RATE, description="nominal bytes/s; None = unknown")
+    calibration: float | None = Field(None, ge=MIN_FRACTION, le=1.5)
     theoretical_source: Provenance
     calibration_source: Provenance | None = None
-    mixes: dict[str, float] = Field(default_factory=dict, description="measured fraction of theoretical per mix")
-    measured: dict[str, float] = Field(default_factory=dict, description="measured bytes/s per mix (STREAM counting)")
+    mixes: dict[str, _Fraction] = Field(default_factory=dict, description="measured fraction of theoretical per mix")
+    measured: dict[str, _Rate] = Field(default_factory=dict, description="measured bytes/s per mix (STREAM counting)")
 
     @field_validator("mixes", "measured")
     @classmethod
@@ -101,6 +115,7 @@ class MemoryRoof(BaseModel):
         if any(x <= 0 for x in v.values()):
             raise ValueError("every mix value must be positive")
         return v
+
 
     @model_validator(mode="after")
     def _consistent(self) -> "MemoryRoof":
@@ -128,7 +143,7 @@ class MemoryRoof(BaseModel):
 
 
 class Profile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _FINITE
     name: str
     kind: Literal["gpu", "cpu"]
     match: list[str] = Field(min_length=1, description="device names as the driver reports them, plus aliases")
@@ -138,8 +153,8 @@ class Profile(BaseModel):
     roof_aliases: dict[str, str] = Field(
         default_factory=dict,
         description="roof key -> the key of this profile that prices it (a CPU prices cuda_core.fp32 on cpu.fp32)")
-    l2_bytes: int | None = Field(None, gt=0, description="last-level cache size (L2 on GPU, LLC on CPU)")
-    latency_floor_s: float | None = Field(None, gt=0)
+    l2_bytes: int | None = Field(None, gt=0, le=2**40, description="last-level cache size (L2 on GPU, LLC on CPU)")
+    latency_floor_s: float | None = Field(None, gt=0, le=1.0, description="seconds; a floor of a second is not one")
     latency_floor_source: Provenance | None = None
     notes: str | None = None
 
@@ -221,7 +236,9 @@ _TYPE_FIXES = {
     "int_parsing": "write a whole number without units",
     "int_type": "write a whole number without units",
     "greater_than": "the value must be positive",
+    "greater_than_equal": "the value is below its allowed minimum",
     "less_than_equal": "the value is above its allowed maximum",
+    "finite_number": "write a finite number (YAML reads .inf, .nan and 1e400 as infinity or not-a-number)",
     "list_type": "write a YAML list, e.g. [\"NVIDIA H100 80GB HBM3\"]",
     "too_short": "the list must not be empty",
     "dict_type": "write a YAML mapping",
@@ -304,10 +321,18 @@ def load_profile(path: Path | str) -> Profile:
     """Read one profile file. Raises ProfileError naming the file, the field and the fix."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_regular(path, PROFILE_MAX_BYTES)
+    except FileRefused as exc:
+        raise ProfileError(str(exc), file=path, fix="replace it with a profile YAML file, or remove it") from None
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read the profile ({exc.strerror or exc}); check the path",
                            file=path, fix="check the path") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ProfileError(f"{path}: line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                           "save the file as UTF-8", file=path, field=f"line {line}", fix="save the file as UTF-8") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -320,31 +345,45 @@ def load_profile(path: Path | str) -> Profile:
     return parse_profile(data, path)
 
 
-def _load_dir(directory: Path) -> dict[str, Profile]:
+ProfileReader = Callable[[Path], Profile]
+ErrorSink = Callable[[ProfileError], None]
+
+
+def _load_dir(directory: Path, read: ProfileReader, on_error: ErrorSink | None) -> dict[str, Profile]:
     out: dict[str, Profile] = {}
     if not directory.is_dir():
         return out
     for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
-        p = load_profile(path)
-        if p.name in out:
-            other = out[p.name].source_path
-            raise ProfileError(f"{path}: name {p.name!r} is also used by {other}; every profile in a folder needs "
-                               "its own name", file=path, field="name", fix="rename one of the two profiles")
+        try:
+            p = read(path)
+            if p.name in out:
+                other = out[p.name].source_path
+                raise ProfileError(f"{path}: name {p.name!r} is also used by {other}; every profile in a folder "
+                                   "needs its own name", file=path, field="name", fix="rename one of the two profiles")
+        except ProfileError as exc:
+            if on_error is None:
+                raise
+            on_error(exc)
+            continue
         out[p.name] = p
     return out
 
 
-def load_profiles(*, shipped: bool = True, store: bool = True, store_path: Path | None = None) -> list[Profile]:
+def load_profiles(*, shipped: bool = True, store: bool = True, store_path: Path | None = None,
+                  read: ProfileReader = load_profile, on_error: ErrorSink | None = None) -> list[Profile]:
     """Shipped profiles plus the store's, a store profile replacing a shipped one of the same name.
 
     A malformed file raises ProfileError: a profile that silently vanished would
-    leave readings blank with a misleading reason.
+    leave readings blank with a misleading reason. A long-running reader (``tileops
+    serve``) passes ``on_error`` instead: the file is reported there and skipped,
+    and every other profile still loads. ``read`` reads one file (a cache may
+    stand in for :func:`load_profile`).
     """
     merged: dict[str, Profile] = {}
     if shipped:
-        merged.update(_load_dir(shipped_dir()))
+        merged.update(_load_dir(shipped_dir(), read, on_error))
     if store:
-        merged.update(_load_dir(store_path or store_dir()))
+        merged.update(_load_dir(store_path or store_dir(), read, on_error))
     return sorted(merged.values(), key=lambda p: p.name)
 
 
@@ -378,11 +417,12 @@ def select_profile(device_name: str, profiles: Iterable[Profile] | None = None) 
                        fix=f"remove {device_name!r} from all but one profile's match list")
 
 
-def find_profile(name_or_path: str | Path, profiles: Iterable[Profile] | None = None) -> Profile:
+def find_profile(name_or_path: str | Path, profiles: Iterable[Profile] | None = None, *,
+                 read: ProfileReader = load_profile) -> Profile:
     """A profile by file path, by name, or by a device name it matches; ProfileError listing the names otherwise."""
     p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.is_file():
-        return load_profile(p)
+    if p.suffix in (".yaml", ".yml") or (p.exists() and not p.is_dir()):  # a file (load_profile refuses a FIFO)
+        return read(p)
     pool = list(load_profiles() if profiles is None else profiles)
     key = str(name_or_path).strip().lower()
     for prof in pool:
@@ -415,12 +455,15 @@ class ProfileChooser:
         self._cache: dict[str, Profile | None] = {}
 
     @classmethod
-    def resolve(cls, choice: str | Path | None = None, *, store_path: Path | None = None) -> "ProfileChooser":
+    def resolve(cls, choice: str | Path | None = None, *, store_path: Path | None = None,
+                read: ProfileReader = load_profile, on_error: ErrorSink | None = None) -> "ProfileChooser":
         """``--profile NAME|FILE`` as a fixed choice; without it every known profile. Reads (and so
-        validates) the profiles now: a bad name or file is an error before any work starts."""
-        pool = load_profiles(store_path=store_path)
+        validates) the profiles now: a bad name or file is an error before any work starts. With
+        ``on_error``, a bad file in the folders is reported there and skipped (see :func:`load_profiles`);
+        a bad explicit choice still raises."""
+        pool = load_profiles(store_path=store_path, read=read, on_error=on_error)
         if choice:
-            return cls(pool, fixed=find_profile(choice, pool))
+            return cls(pool, fixed=find_profile(choice, pool, read=read))
         return cls(pool)
 
     @classmethod

@@ -126,7 +126,8 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timi
 
 
 def _error_kind(exc: BaseException) -> str:
-    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower():
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(  # CUDA, and the CPU allocator's words
+            w in str(exc).lower() for w in ("out of memory", "can't allocate memory", "cannot allocate memory")):
         return "oom"
     if "CUDA error" in str(exc) or "cuda" in type(exc).__name__.lower():
         return "cuda"

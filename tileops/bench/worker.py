@@ -19,17 +19,39 @@ from tileops.bench.execute import Task, run_task
 from tileops.records import ErrorInfo, Record, utcnow
 
 _CTX = mp.get_context("spawn")  # a fresh interpreter: no inherited CUDA context, no forked locks
+#: How long a new worker may take to import torch before its row is recorded as a crash.
+STARTUP_TIMEOUT_S = 300.0
 
 
-def _worker_main(conn: Connection, cache_bytes: int | None, threads: int | None) -> None:
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this worker when its parent dies (``kill -9`` of the bench): an orphan
+    would otherwise finish its row (or hang in it) with nobody to read the result."""
+    import ctypes
     import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's kill() on interrupt still applies
+        pass
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _worker_main(conn: Connection, cache_bytes: int | None, threads: int | None, parent_pid: int) -> None:
+    import signal
+
+    _die_with_parent(parent_pid)
+    # Ctrl-C and SIGTERM (a terminal's process group, `kill -TERM -PGID`) are the parent's to handle:
+    # it writes what finished and kills this worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     import torch
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it kills this worker
-
     if threads:
         torch.set_num_threads(threads)
+    conn.send(("ready", None))  # the imports are done: from here a row's time is the row's own
     while True:
         try:
             task = conn.recv()
@@ -60,17 +82,35 @@ class Worker:
         self.proc: Any = None
         self.conn: Connection | None = None
 
-    def _start(self) -> None:
+    def _start(self) -> str | None:
+        """Start a worker and wait until it has imported torch; why it could not start, or None.
+
+        A cold start (torch's import on a loaded host) can take many seconds: it is
+        not charged to the first row's timeout.
+        """
         parent, child = _CTX.Pipe()
-        self.proc = _CTX.Process(target=_worker_main, args=(child, self.cache_bytes, self.threads), daemon=True)
+        self.proc = _CTX.Process(target=_worker_main, args=(child, self.cache_bytes, self.threads, os.getpid()),
+                                 daemon=True)
         self.proc.start()
         child.close()
         self.conn = parent
+        try:
+            if parent.poll(STARTUP_TIMEOUT_S) and parent.recv()[0] == "ready":
+                return None
+            why = f"the worker process did not start within {STARTUP_TIMEOUT_S:g} s"
+        except EOFError:
+            self.proc.join(5)
+            why = f"the worker process died while starting (exit code {self.proc.exitcode})"
+        self.kill()
+        return why
 
     def run(self, task: Task, family: str, timeout_s: float) -> RowResult:
         """Run one row; ``family`` names it in an error record the worker could not write itself."""
         if self.proc is None or not self.proc.is_alive():
-            self._start()
+            started = utcnow()
+            why = self._start()
+            if why is not None:
+                return RowResult(_error(task, family, started, "crash", why), True)
         assert self.conn is not None
         started = utcnow()
         self.conn.send(task)

@@ -34,7 +34,7 @@ RESULTS_SCHEMA = 1
 
 
 class MixMeasurement(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a measurement is a finite number
     bytes_per_s: float = Field(gt=0)
     bytes: int = Field(gt=0, description="bytes one repetition moves, STREAM counting")
     array_bytes: int = Field(gt=0)
@@ -44,7 +44,7 @@ class MixMeasurement(BaseModel):
 
 
 class RoofMeasurement(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a measurement is a finite number
     flops_per_s: float = Field(gt=0)
     flops: float = Field(gt=0, description="FLOPs one repetition performs")
     best_s: float = Field(gt=0)
@@ -55,7 +55,7 @@ class RoofMeasurement(BaseModel):
 class DeviceCalibration(BaseModel):
     """One device's raw measurements: the per-device (uuid) result of a calibration run."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a measurement is a finite number
     schema_version: int = RESULTS_SCHEMA
     run_id: str
     started_at: dt.datetime

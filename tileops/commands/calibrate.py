@@ -29,7 +29,9 @@ from tileops.calibrate.dram import bandwidth_from_env, parse_bandwidth, read_ban
 from tileops.calibrate.results import (DeviceCalibration, Freshness, build_profile, device_key, devices_dir,
                                       parse_duration, read_device_result, stored_freshness, write_device_result)
 from tileops.calibrate.summary import devices_table, make_console, profile_view, run_view
+from tileops.commands import argtypes
 from tileops.errors import TileOpsError
+from tileops.fsutil import unwritable_dir
 from tileops.profiles import (PROFILE_DIR_ENV, Profile, load_profiles, select_profile, shipped_dir, store_dir,
                               write_profile)
 
@@ -55,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: $TILEOPS_DRAM_BANDWIDTH)")
     p.add_argument("--dram-bandwidth-file", type=Path, metavar="FILE",
                    help="a file holding the nominal bandwidth (`dram_bandwidth: 76.8GB/s`)")
-    p.add_argument("--cpu-ghz", type=float, metavar="GHZ", help="CPU all-core clock for the peak estimate")
+    p.add_argument("--cpu-ghz", type=argtypes.positive, metavar="GHZ",
+                   help="CPU all-core clock for the peak estimate")
     p.add_argument("--format", choices=("table", "json"), default="table", help="summary format (stdout)")
     p.add_argument("--results-out", type=Path, help=argparse.SUPPRESS)  # child of --all-devices: raw result only
     p.set_defaults(func=run)
@@ -111,8 +114,12 @@ def _write(args: argparse.Namespace, profile: Profile, runs: list[DeviceCalibrat
     """The model's profile and the per-device results of ``runs`` (the newly measured ones)."""
     if args.no_write:
         return []
-    written = [str(write_profile(profile, _target_dir(args), keep_header=args.write_shipped))]
-    written += [str(write_device_result(r, _store(args))) for r in runs]
+    try:
+        written = [str(write_profile(profile, _target_dir(args), keep_header=args.write_shipped))]
+        written += [str(write_device_result(r, _store(args))) for r in runs]
+    except OSError as exc:  # a full disk after the measurement: say where, and how to keep the figures
+        raise TileOpsError(f"cannot write the calibration to {_target_dir(args)}: {exc.strerror or exc}; free "
+                           "space or fix the permissions, then calibrate again") from None
     for w in written:
         err.print(f"wrote {w}")
     return written
@@ -161,6 +168,11 @@ def run(args: argparse.Namespace) -> int:
         os.environ[PROFILE_DIR_ENV] = str(args.profile_dir)
     out = make_console()
     err = make_console(stderr=True)
+    if not args.no_write and not args.results_out:  # before minutes of measuring, not after
+        why = unwritable_dir(_target_dir(args)) or unwritable_dir(_store(args))
+        if why:
+            raise TileOpsError(f"cannot write profiles to {_target_dir(args)} ({why}); give a writable "
+                               "--profile-dir (or TILEOPS_PROFILE_DIR), or pass --no-write")
     fresh = _fresh(args, max_age, err) if max_age is not None and not args.all_devices else None
     if args.results_out:  # a child of --all-devices: measure, write the raw result, nothing else
         if fresh is not None:  # hand the stored result back; the parent sees its run_id unchanged

@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 from tileops import exitcodes
+from tileops.commands import argtypes
 from tileops.errors import TileOpsError
 from tileops.export.calibration import device_calibrations
 from tileops.export.metrics import DEFAULT_DETAIL, DETAILS, render
 from tileops.export.push import DEFAULT_JOB, RetryPolicy
-from tileops.export.sinks import export_snapshots
+from tileops.export.sinks import check_sinks, export_snapshots
 from tileops.export.snapshot import latest_per_device, load_run
 from tileops.profiles import ProfileChooser
 
@@ -28,14 +29,15 @@ def add_sink_arguments(p: argparse.ArgumentParser) -> None:
                    "device: job / instance=host / UUID, replaced on each push")
     p.add_argument("--textfile", type=Path, metavar="DIR",
                    help="node_exporter textfile-collector directory: writes tileops_<uuid>.prom atomically")
-    p.add_argument("--job", default=DEFAULT_JOB, help="the Pushgateway job label (default %(default)s)")
+    p.add_argument("--job", default=None, help=f"the Pushgateway job label (default {DEFAULT_JOB})")
     p.add_argument("--instance", help="the Pushgateway instance label (default: the host that ran the bench)")
-    p.add_argument("--push-attempts", type=int, default=RetryPolicy.attempts, metavar="N",
-                   help="tries before giving up (default %(default)s)")
-    p.add_argument("--push-backoff", type=float, default=RetryPolicy.backoff_s, metavar="SECONDS",
+    p.add_argument("--push-attempts", type=argtypes.count, default=RetryPolicy.attempts, metavar="N",
+                   help="tries before giving up, 1-1000 (default %(default)s)")
+    p.add_argument("--push-backoff", type=argtypes.seconds(allow_zero=True, example="1"),
+                   default=RetryPolicy.backoff_s, metavar="SECONDS",
                    help="first retry delay, doubled each retry (default %(default)s)")
-    p.add_argument("--push-timeout", type=float, default=RetryPolicy.timeout_s, metavar="SECONDS",
-                   help="timeout of one push (default %(default)s)")
+    p.add_argument("--push-timeout", type=argtypes.seconds(example="10"), default=RetryPolicy.timeout_s,
+                   metavar="SECONDS", help="timeout of one push (default %(default)s)")
     add_detail_argument(p)
 
 
@@ -62,14 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def retry_policy(args: argparse.Namespace) -> RetryPolicy:
-    """The push flags as a policy; TileOpsError (exit 2) when they make no sense."""
-    if args.push_attempts < 1 or not args.push_backoff >= 0 or not args.push_timeout > 0:
-        raise TileOpsError("--push-attempts must be >= 1, --push-backoff >= 0 and --push-timeout > 0 (seconds)")
+    """The push flags as a policy (argparse has checked each number)."""
     return RetryPolicy(attempts=args.push_attempts, backoff_s=args.push_backoff, timeout_s=args.push_timeout)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
+        check_sinks(args.push, args.textfile)
         policy = retry_policy(args)
         chooser = ProfileChooser.resolve(args.profile)
         calibrations = device_calibrations()
@@ -81,5 +82,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(render(snaps, detail=args.metrics_detail))
         sys.stdout.flush()
         return exitcodes.OK
-    return export_snapshots(snaps, args.push, args.textfile, job=args.job, instance=args.instance, policy=policy,
-                            detail=args.metrics_detail)
+    return export_snapshots(snaps, args.push, args.textfile, job=args.job or DEFAULT_JOB, instance=args.instance,
+                            policy=policy, detail=args.metrics_detail)

@@ -17,7 +17,9 @@ from pathlib import Path
 from rich.console import Console
 
 from tileops import exitcodes
+from tileops.commands import argtypes
 from tileops.errors import TileOpsError
+from tileops.fsutil import unwritable_dir
 from tileops.profiles import ProfileChooser, ProfileError
 from tileops.records import Record, RecordFileError, load_records
 from tileops.report import FORMATS, compare, render, render_summary
@@ -39,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=FORMATS, default="table")
     p.add_argument("--baseline", type=Path, action="append", metavar="OLD",
                    help="an older run (directory or records.jsonl) to compare with, row by row; repeatable")
-    p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+    p.add_argument("--threshold", type=argtypes.fraction, default=DEFAULT_THRESHOLD,
                    help="flag rows slower than the baseline by more than this fraction (default 0.10 = 10%%)")
     p.add_argument("--plot", type=Path, metavar="DIR",
                    help="write roofline.png and roofline.svg into DIR (one pair per profile)")
@@ -87,9 +89,12 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, RecordFileError, ProfileError, InputError) as exc:
         print(f"tileops roofline: error: {exc}", file=sys.stderr)
         return exitcodes.USAGE
-    if args.threshold < 0:
-        print("tileops roofline: error: --threshold must be >= 0 (a fraction: 0.10 = 10 %)", file=sys.stderr)
-        return exitcodes.USAGE
+    if args.plot is not None:
+        why = unwritable_dir(args.plot)
+        if why:
+            print(f"tileops roofline: error: --plot {args.plot}: cannot write the plot there ({why}); give a "
+                  "writable directory", file=sys.stderr)
+            return exitcodes.USAGE
 
     try:
         priced = price_all(records, chooser)
@@ -104,7 +109,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render(priced, args.format, comparison=comparison, health=h))
     if args.plot:
-        _plot(priced, chooser, args.plot, err)
+        try:
+            _plot(priced, chooser, args.plot, err)
+        except OSError as exc:
+            print(f"tileops roofline: error: cannot write the plot in {args.plot}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return exitcodes.USAGE
 
     if not h.ok:
         err.print(f"roofline: physics check FAILED: {h.breaches} row(s) breach a theoretical ceiling "

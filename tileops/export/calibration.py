@@ -12,6 +12,7 @@ exporter must keep exporting).
 
 from __future__ import annotations
 
+import stat
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from tileops.errors import TileOpsError
 if TYPE_CHECKING:
     from tileops.calibrate.results import DeviceCalibration
 
+_MAX_BYTES = 2**20  # a calibration result is a page of YAML
 _cache: dict[Path, tuple[tuple[int, int], "DeviceCalibration | None"]] = {}
 _lock = threading.Lock()
 
@@ -32,6 +34,8 @@ def _read(path: Path) -> DeviceCalibration | None:
     try:
         st = path.stat()
     except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_BYTES:  # a FIFO would hang every scrape
         return None
     stamp = (st.st_mtime_ns, st.st_size)
     hit = _cache.get(path)

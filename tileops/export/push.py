@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import random
 import time
 import urllib.error
@@ -63,6 +64,24 @@ def gateway_base(url: str) -> str:
     if not parsed.scheme or parsed.scheme not in ("http", "https"):
         url = f"http://{url}"
     return url.rstrip("/")
+
+
+def check_gateway_url(url: str) -> str:
+    """The Pushgateway base URL of ``--push URL``; ValueError with a sentence when it cannot be one.
+
+    Checked before any work starts: a typo found only at the end of a long
+    bench would cost the push (the records are kept either way).
+    """
+    fix = "write e.g. http://pushgateway:9091 or pushgateway:9091"
+    try:
+        base = gateway_base(url)
+        parsed = urlparse(base)
+        parsed.port  # noqa: B018 - raises ValueError for a port that is not a number in 0-65535
+    except ValueError as exc:
+        raise ValueError(f"--push {url!r} is not a usable URL ({exc}); {fix}") from None
+    if not parsed.hostname:
+        raise ValueError(f"--push {url!r} names no host; {fix}")
+    return base
 
 
 def grouping_key(device: DeviceLabels, instance: str | None = None) -> dict[str, str]:
@@ -118,11 +137,22 @@ def previous_last_success(url: str, job: str, key: dict[str, str], timeout_s: fl
             doc = json.load(resp)
     except (OSError, ValueError):
         return None
-    for group in doc.get("data") or []:
-        if group.get("labels") != want:
+    # What a gateway answers is read defensively: anything but the documented shape means "no value known",
+    # never a crash (a proxy's error page, another server on that port, a future API).
+    groups = doc.get("data") if isinstance(doc, dict) else None
+    for group in groups if isinstance(groups, list) else []:
+        if not isinstance(group, dict) or group.get("labels") != want:
             continue
-        fam = group.get(LAST_SUCCESS) or {}
-        values = [float(m["value"]) for m in fam.get("metrics") or [] if "value" in m]
+        fam = group.get(LAST_SUCCESS)
+        metrics = fam.get("metrics") if isinstance(fam, dict) else None
+        values = []
+        for m in metrics if isinstance(metrics, list) else []:
+            try:
+                v = float(m["value"])
+            except (TypeError, KeyError, ValueError, OverflowError):
+                continue
+            if math.isfinite(v):
+                values.append(v)
         return max(values) if values else None
     return None
 

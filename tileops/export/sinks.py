@@ -13,19 +13,35 @@ from typing import Callable
 
 from tileops import exitcodes
 from tileops.errors import TileOpsError
+from tileops.fsutil import unwritable_dir
 from tileops.profiles import ProfileChooser
 
 from .calibration import device_calibrations
 from .metrics import DEFAULT_DETAIL
-from .push import DEFAULT_JOB, RetryPolicy, push_snapshot
+from .push import DEFAULT_JOB, RetryPolicy, check_gateway_url, push_snapshot
 from .snapshot import RunSnapshot, load_run
 from .textfile import write_textfile
 
-__all__ = ["export_run", "export_snapshots"]
+__all__ = ["check_sinks", "export_run", "export_snapshots"]
 
 
 def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def check_sinks(push_url: str | None, textfile_dir: Path | None) -> None:
+    """TileOpsError (exit 2) when ``--push`` is not a URL or ``--textfile`` cannot be written: checked
+    before any work, so a typo costs nothing (not even the bench's hours)."""
+    if push_url:
+        try:
+            check_gateway_url(push_url)
+        except ValueError as exc:
+            raise TileOpsError(str(exc)) from None
+    if textfile_dir is not None:
+        why = unwritable_dir(textfile_dir)
+        if why:
+            raise TileOpsError(f"--textfile {textfile_dir}: cannot write the textfile there ({why}); give a "
+                               "writable directory (node_exporter --collector.textfile.directory)")
 
 
 def export_snapshots(snapshots: list[RunSnapshot], push_url: str | None = None, textfile_dir: Path | None = None,
