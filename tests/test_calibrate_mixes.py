@@ -129,3 +129,20 @@ def test_calibrate_without_a_compiler_says_so(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert any("torch's kernels" in w and "omp.h" in w for w in doc["warnings"]), doc["warnings"]
+
+
+def test_a_kernel_loads_from_memory_where_tmp_is_noexec(tmp_path: Path) -> None:
+    """The path a container's noexec tmpfs /tmp takes: two libraries loaded from memory stay distinct."""
+    from tileops.calibrate.streaming import load_from_memory
+
+    cc, why = find_compiler()
+    if cc is None:
+        pytest.skip(why)
+    libs = []
+    for i in (1, 2):
+        src = tmp_path / f"v{i}.c"
+        src.write_text(f"int which(void) {{ return {i}; }}\n")
+        so = tmp_path / f"v{i}.so"
+        subprocess.run([cc, "-shared", "-fPIC", str(src), "-o", str(so)], check=True, timeout=120)
+        libs.append(load_from_memory(so))
+    assert [lib.which() for lib in libs] == [1, 2]

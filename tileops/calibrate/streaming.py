@@ -98,20 +98,29 @@ def find_compiler(env: dict[str, str] | None = None) -> tuple[str | None, str]:
 
 
 def _load(so: Path) -> ctypes.CDLL:
-    """dlopen ``so``; from an in-memory file when its folder is mounted noexec."""
+    """dlopen ``so``; from an in-memory copy when its folder is mounted noexec (a container's tmpfs /tmp)."""
     try:
         return ctypes.CDLL(str(so))
     except OSError as first:
         if not hasattr(os, "memfd_create"):
             raise
-        fd = os.memfd_create("tileops-streaming")  # an anonymous file: no mount options apply
         try:
-            os.write(fd, so.read_bytes())
-            return ctypes.CDLL(f"/proc/self/fd/{fd}")
+            return load_from_memory(so)
         except OSError:
             raise first from None
-        finally:
-            os.close(fd)  # the mapping keeps the library alive
+
+
+def load_from_memory(so: Path) -> ctypes.CDLL:
+    """dlopen a copy of ``so`` held in an anonymous memory file, to which no mount option applies."""
+    fd = os.memfd_create("tileops-streaming")
+    try:
+        os.write(fd, so.read_bytes())
+        return ctypes.CDLL(f"/proc/self/fd/{fd}")
+    except OSError:
+        os.close(fd)
+        raise
+    # The descriptor stays open: dlopen knows a library by its path, and a closed descriptor's number,
+    # reused by a later load, would hand back this library instead of the new one.
 
 
 def build(compiler: str) -> StreamingKernels:
