@@ -71,10 +71,11 @@ class StreamingKernels:
         return best, total.value
 
     def describe(self, mix: str, threads: int) -> str:
+        """``a[i] = b[i] [streaming.c: <stores>, <n> OpenMP threads, <compiler and flags>]``: the bracket
+        is the same for every mix of a run, so a summary can print it once."""
         what = {"copy": "a[i] = b[i]", "triad": f"a[i] = b[i] + {TRIAD_SCALAR:g}*c[i]", "read": "sum of b[i]",
                 "write": f"a[i] = {TRIAD_SCALAR:g}"}[mix]
-        stores = "" if mix == "read" else f", {self.stores}"
-        return f"C {what} (streaming.c{stores}, OpenMP {threads} threads, {self.compiler} {' '.join(self.flags)})"
+        return f"{what} [streaming.c: {self.stores}, {threads} OpenMP threads, {self.compiler} {' '.join(self.flags)}]"
 
 
 def _check(t: torch.Tensor) -> None:
