@@ -201,11 +201,12 @@ def _sustained(fn: Callable[[], object], calls: int, reps: int = 3) -> float:  #
     return best
 
 
-def _d2d_copy(dev: torch.device, mem: int) -> tuple[float, str]:  # pragma: no cover - needs a GPU
-    """Fastest plain device-to-device copy (Tensor.copy_ = cudaMemcpy D2D) over a few large buffers."""
+def _d2d_copy(dev: torch.device, mem: int, calibration_bytes: int) -> tuple[float, str]:  # pragma: no cover
+    """Fastest plain device-to-device copy (Tensor.copy_ = cudaMemcpy D2D) over a few large buffers,
+    the calibration's size among them."""
     best, where = 0.0, ""
-    for nbytes in (256 << 20, 1 << 30, 2 << 30):
-        if 2 * nbytes > mem // 4:
+    for nbytes in sorted({256 << 20, calibration_bytes, 2 << 30}):
+        if 2 * nbytes > mem // 4 and nbytes != calibration_bytes:
             continue
         src = torch.ones(nbytes // 4, device=dev)
         dst = torch.empty_like(src)
@@ -214,6 +215,8 @@ def _d2d_copy(dev: torch.device, mem: int) -> tuple[float, str]:  # pragma: no c
             best, where = bw, f"{nbytes >> 20} MiB buffers"
         del src, dst
         torch.cuda.empty_cache()
+    if best <= 0:
+        raise RuntimeError("no copy was timed")
     return best, where
 
 
@@ -228,6 +231,8 @@ def _mm_sweep(dev: torch.device) -> tuple[float, str]:  # pragma: no cover - nee
             best, where = rate, f"{n}^3"
         del a, b
         torch.cuda.empty_cache()
+    if best <= 0:
+        raise RuntimeError("no matmul was timed")
     return best, where
 
 
@@ -247,8 +252,13 @@ def gpu(args: argparse.Namespace, console: Console) -> int:  # pragma: no cover 
     for _ in range(args.rounds):  # interleaved: calibration, then reference, each round
         copies.append(_try(lambda: (measure.torch_mixes(dev, sizes)["copy"].bytes_per_s, "calibration copy mix")))
         torch.cuda.empty_cache()
-        refs.append(_try(lambda: _d2d_copy(dev, mem)))
-    bf16 = _try(lambda: (lambda r: (r.flops_per_s, r.method))(measure.gpu_gemm("tensor_core.bf16", dev, sizes)))
+        refs.append(_try(lambda: _d2d_copy(dev, mem, sizes.array_bytes)))
+
+    def bf16_roof() -> tuple[float, str]:
+        r = measure.gpu_gemm("tensor_core.bf16", dev, sizes)
+        return r.flops_per_s, r.method
+
+    bf16 = _try(bf16_roof)
     mm = _try(lambda: _mm_sweep(dev))
 
     def best(xs: list[tuple[float | None, str]]) -> tuple[float | None, str]:
