@@ -117,6 +117,10 @@ def test_plot_with_nominal_bandwidth_unknown_and_no_rows_placed(tmp_path: Path) 
     assert "nominal unknown" in svg and "0 of 1 row(s) placed" in svg
 
 
+def _on(profile):  # noqa: ANN001, ANN202 - every row on ``profile``, whatever its device
+    return lambda _device: profile
+
+
 def _many(n: int) -> list:
     """``n`` rows cycling through every verdict and every reason a row cannot be placed."""
     kinds = [
@@ -137,7 +141,7 @@ def _many(n: int) -> list:
 def test_plot_layout_places_or_explains_every_row_and_labels_what_matters() -> None:
     from tileops.report.plot import LABEL_CAP, TABLE_CAP, plot_layout
 
-    priced = price_all(_many(2000), PROFILE)
+    priced = price_all(_many(2000), _on(PROFILE))
     lay = plot_layout(priced, PROFILE)
     placed = {int(q.ident) for q in lay.points}
     unplaced = {int(i): why for i, _, why in lay.unplaced}
@@ -169,7 +173,7 @@ def test_plot_layout_places_or_explains_every_row_and_labels_what_matters() -> N
 def test_a_small_run_labels_and_lists_every_row() -> None:
     from tileops.report.plot import plot_layout
 
-    priced = price_all(_rows(), PROFILE)
+    priced = price_all(_rows(), _on(PROFILE))
     lay = plot_layout(priced, PROFILE)
     assert [q.ident for q in lay.labelled] == [q.ident for q in lay.points]
     assert [i for i, _, _ in lay.listed] == [str(i) for i in range(1, len(priced) + 1)] and not lay.summary
@@ -178,7 +182,7 @@ def test_a_small_run_labels_and_lists_every_row() -> None:
 def test_a_large_plot_stays_small_and_keeps_its_ceilings_labelled(tmp_path: Path) -> None:
     from tileops.report.plot import plot_layout
 
-    priced = price_all(_many(400), PROFILE)
+    priced = price_all(_many(400), _on(PROFILE))
     png, svg = write_plot(priced, PROFILE, tmp_path)
     assert png.stat().st_size < 2 << 20 and svg.stat().st_size < 2 << 20
     text = svg.read_text(encoding="utf-8")
