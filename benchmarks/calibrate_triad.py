@@ -18,13 +18,14 @@ timed as a sustained loop of copies), and its bf16 roof beside the fastest
 ``torch.mm`` of a small size sweep. Goal on an H200: both ratios >= 0.97. A
 measurement that fails prints its reason instead of a number.
 
-    python benchmarks/calibrate_triad.py [--device cpu|cuda] [--quick] [--rounds N]
+    python benchmarks/calibrate_triad.py [--device cpu|cuda] [--quick] [--rounds N] [--threads N] [--passes N]
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import subprocess
 import sys
 import tempfile
@@ -114,7 +115,10 @@ def _best(rounds: list[dict[str, float]]) -> dict[str, float]:
 def cpu(args: argparse.Namespace, console: Console) -> int:
     info = describe_device("cpu")
     sizes = measure.cpu_sizes(info.l2_bytes, info.memory_bytes, args.quick)
-    threads = torch.get_num_threads()
+    if args.passes:
+        sizes = dataclasses.replace(sizes, mix_reps=args.passes)
+    threads = args.threads or torch.get_num_threads()
+    torch.set_num_threads(threads)  # torch's mixes too
     kernels, why_not = load_kernels()
     with tempfile.TemporaryDirectory() as tmp:
         n = sizes.array_bytes // 8
@@ -287,6 +291,10 @@ def main() -> int:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--quick", action="store_true", help="small arrays and few passes (seconds; rough figures)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds; each figure is the best of them")
+    p.add_argument("--threads", type=int, default=0,
+                   help="CPU threads for every side (default: torch's, as the calibration uses)")
+    p.add_argument("--passes", type=int, default=0,
+                   help="CPU timed passes per mix and round (default: the calibration's)")
     args = p.parse_args()
     console = Console(width=160)
     if args.device == "cuda":
