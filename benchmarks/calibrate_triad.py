@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import dataclasses
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -173,7 +174,8 @@ def cpu(args: argparse.Namespace, console: Console) -> int:
     console.print("STREAM (" + how + "): " + ", ".join(f"{k} {v / 1e9:.2f}" for k, v in stream.items()) + " GB/s")
     for c in cols:  # the same ratio round by round: how much the shared host moved it
         per = [max(s.values()) / max(x.values()) for s, x in zip(seen[c], seen["stream"])]
-        console.print(f"envelope / STREAM's best per round, {c}: " + ", ".join(f"{p:.3f}" for p in per))
+        console.print(f"envelope / STREAM's best per round, {c}: " + ", ".join(f"{p:.3f}" for p in per)
+                      + f" (median {statistics.median(per):.3f})")
     if kernels is None:
         console.print(f"[yellow]streaming.c unavailable ({why_not}): the calibration falls back to torch's "
                       "kernels, shown above[/]")
