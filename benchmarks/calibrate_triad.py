@@ -19,6 +19,7 @@ timed as a sustained loop of copies), and its bf16 roof beside the fastest
 measurement that fails prints its reason instead of a number.
 
     python benchmarks/calibrate_triad.py [--device cpu|cuda] [--quick] [--rounds N] [--threads N] [--passes N]
+                                        [--array-mib N]
 """
 
 from __future__ import annotations
@@ -118,6 +119,8 @@ def cpu(args: argparse.Namespace, console: Console) -> int:
     sizes = measure.cpu_sizes(info.l2_bytes, info.memory_bytes, args.quick)
     if args.passes:
         sizes = dataclasses.replace(sizes, mix_reps=args.passes)
+    if args.array_mib:
+        sizes = dataclasses.replace(sizes, array_bytes=args.array_mib << 20)
     threads = args.threads or torch.get_num_threads()
     torch.set_num_threads(threads)  # torch's mixes too
     kernels, why_not = load_kernels()
@@ -297,6 +300,8 @@ def main() -> int:
                    help="CPU threads for every side (default: torch's, as the calibration uses)")
     p.add_argument("--passes", type=int, default=0,
                    help="CPU timed passes per mix and round (default: the calibration's)")
+    p.add_argument("--array-mib", type=int, default=0,
+                   help="CPU MiB per array for every side (default: the calibration's, 4x the last-level cache)")
     args = p.parse_args()
     console = Console(width=160)
     if args.device == "cuda":
