@@ -326,6 +326,10 @@ def test_cpu_calibration_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     # the summary table names every mix and roof
     for needle in (*MIXES, "cpu.fp32_matmul", "envelope", "latency floor"):
         assert needle in proc.stdout
+    from tileops.calibrate.streaming import load_kernels
+
+    if load_kernels()[0] is not None:  # the mixes ran through streaming.c, whose build is named once
+        assert proc.stdout.count("[streaming.c: ") == 1 and "copy a[i] = b[i]; triad" in proc.stdout
     # the per-device result, and the store profile is what this device now selects
     devs = load_device_results(store)
     assert len(devs) == 1 and devs[0].kind == "cpu" and devs[0].name == name

@@ -56,6 +56,9 @@ ALLOWED: dict[str, str] = {
     "tileops/formula_guard.py": "this guard (its patterns name the cost words)",
     "benchmarks/roofline_pricing.py": "synthesises records to time the roofline tool; its numbers price no op",
     "benchmarks/exposition.py": "synthesises records to time the metrics exposition; its numbers price no op",
+    "benchmarks/serve_scrape.py": "synthesises records to time serve's scrapes; its numbers price no op",
+    "benchmarks/calibrate_triad.py": "compares the calibration's own kernels with STREAM, a D2D copy and torch.mm: "
+                                     "it counts those kernels' traffic and FLOPs, as tileops/calibrate/ does",
     "tests/test_oracle.py": "the structural oracle (§4.6): an auditor that must recount bytes independently "
                             "of the manifest, from the tensors each workload binds",
 }

@@ -87,7 +87,8 @@ def measure_device(device: str = "auto", *, quick: bool = False, progress: Progr
     else:  # pragma: no cover - needs a GPU
         torch.cuda.set_device(dev)
         sizes = measure.gpu_sizes(info.l2_bytes, info.memory_bytes, quick)
-    mixes = measure.measure_mixes(dev, sizes, step)
+    mixes, mix_notes = measure.measure_mixes(dev, sizes, step)
+    warnings += mix_notes
     roofs: dict[str, measure.RoofMeasurement] = {}
     not_measured: dict[str, str] = {}
     if info.kind == "cpu":
