@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from export_support import env, need_binary, record, write_run
-from tileops.audit import ncu as N
+from tileops.audit import ncu
 from tileops.audit.child import parse_args as child_args
 from tileops.audit.entry import AUDIT_FILE, AuditEntry, append_entry, read_entries
 from tileops.audit.verdict import judge
@@ -48,15 +48,15 @@ def audit(monkeypatch, tmp_path: Path, *args: str, stub: str | None = None) -> i
 
 
 def test_the_profiling_command_is_the_documented_one(tmp_path: Path) -> None:
-    cmd = N.profile_command("/opt/ncu", tmp_path / "r.ncu-rep", ["--op", "relu"], domain="tileops", python="/py")
+    cmd = ncu.profile_command("/opt/ncu", tmp_path / "r.ncu-rep", ["--op", "relu"], domain="tileops", python="/py")
     assert cmd[:cmd.index("/py")] == [
         "/opt/ncu", "--target-processes", "application-only", "--nvtx", "--nvtx-include", "tileops@call/",
         "--metrics", "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum",
         "--cache-control", "all", "--clock-control", "none", "--replay-mode", "kernel",
         "--export", str(tmp_path / "r.ncu-rep"), "--force-overwrite"]
     assert cmd[cmd.index("/py"):] == ["/py", "-m", "tileops.audit.child", "--op", "relu"]
-    assert N.nvtx_include(None) == "call/"  # torch.cuda.nvtx's default domain when the nvtx module is absent
-    assert N.import_command("/opt/ncu", tmp_path / "r.ncu-rep") == [
+    assert ncu.nvtx_include(None) == "call/"  # torch.cuda.nvtx's default domain when the nvtx module is absent
+    assert ncu.import_command("/opt/ncu", tmp_path / "r.ncu-rep") == [
         "/opt/ncu", "--import", str(tmp_path / "r.ncu-rep"), "--csv", "--page", "raw", "--print-units", "base"]
 
 
@@ -302,14 +302,14 @@ def test_the_exporter_reads_every_verdict_the_audit_writes(tmp_path: Path) -> No
 
 def test_diagnosis_of_ncu_output() -> None:
     perm = (STUBS / "ncu-permission").read_text()
-    assert N.diagnose(perm).kind == "permission"
-    assert N.diagnose(perm, generic=False).kind == "permission"
-    assert N.diagnose((STUBS / "ncu-busy").read_text()).kind == "profiler-busy"
-    metric = N.diagnose("==PROF== Connected to process 7 (/usr/bin/python3)\n"
+    assert ncu.diagnose(perm).kind == "permission"
+    assert ncu.diagnose(perm, generic=False).kind == "permission"
+    assert ncu.diagnose((STUBS / "ncu-busy").read_text()).kind == "profiler-busy"
+    metric = ncu.diagnose("==PROF== Connected to process 7 (/usr/bin/python3)\n"
                         "==ERROR== Failed to find metric regex:^dram__bytes_read.sum(.*)$\n")
     assert metric.kind == "metric" and "Failed to find metric" in metric.message and "--query-metrics" in metric.message
     # The application's own failure is the child's to explain, not ncu's.
-    assert N.diagnose("==ERROR== The application returned an error code (1).\n") is None
-    assert N.diagnose("==ERROR== Unknown option: --nvtx-includ\n").kind == "ncu-failed"
-    assert N.diagnose("==ERROR== Unknown option: --nvtx-includ\n", generic=False) is None
-    assert N.diagnose("==PROF== Disconnected from process 7\n==WARNING== No kernels were profiled.\n") is None
+    assert ncu.diagnose("==ERROR== The application returned an error code (1).\n") is None
+    assert ncu.diagnose("==ERROR== Unknown option: --nvtx-includ\n").kind == "ncu-failed"
+    assert ncu.diagnose("==ERROR== Unknown option: --nvtx-includ\n", generic=False) is None
+    assert ncu.diagnose("==PROF== Disconnected from process 7\n==WARNING== No kernels were profiled.\n") is None

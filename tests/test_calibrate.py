@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tileops.calibrate.base import CPU_ROOF_ALIASES, TheoryOptions, cpu_base_profile, gpu_base_profile
+from tileops.calibrate.theoretical import CPU_ROOF_ALIASES, TheoryOptions, cpu_base_profile, gpu_base_profile
 from tileops.calibrate.cpupeak import PeakUnknown, cpu_peak
 from tileops.calibrate.dram import parse_bandwidth, parse_dmidecode, read_bandwidth_file
 from tileops.calibrate.results import (HISTORY_KEEP, STREAM_WORDS, DeviceCalibration, MixMeasurement,
@@ -19,6 +19,7 @@ from tileops.calibrate.results import (HISTORY_KEEP, STREAM_WORDS, DeviceCalibra
                                        load_device_results, read_device_result, write_device_result)
 from tileops.device import describe_device, parse_cpuinfo
 from tileops.profiles import MIXES, find_profile, load_profile, load_profiles, select_profile, shipped_dir
+from tileops.records import Machine
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[1]
@@ -173,10 +174,10 @@ def _run(key: str, scale: float = 1.0, *, quick: bool = False) -> DeviceCalibrat
              for m, bw in {"copy": 4.3e12, "triad": 4.2e12, "read": 4.4e12, "write": 4.1e12}.items()}
     roofs = {"tensor_core.bf16": RoofMeasurement(flops_per_s=790e12 * scale, flops=1e12, best_s=1e-3, reps=3,
                                                  method="bf16 GEMM")}
-    return DeviceCalibration(run_id="cal-t", started_at=now, finished_at=now, tool_version="tileops 0.1.0",
-                             torch_version="2", quick=quick, kind="cuda", name="NVIDIA H200", uuid=key,
-                             hostname="h", mixes=mixes, roofs=roofs, latency_floor_s=2.5e-6 * scale,
-                             latency_method="kernel", l2_bytes=60 << 20)
+    machine = Machine(device_kind="cuda", device_name="NVIDIA H200", device_uuid=key, hostname="h",
+                      l2_bytes=60 << 20, torch_version="2", tileops_version="0.1.0")
+    return DeviceCalibration(run_id="cal-t", started_at=now, finished_at=now, quick=quick, machine=machine,
+                             mixes=mixes, roofs=roofs, latency_floor_s=2.5e-6 * scale, latency_method="kernel")
 
 
 def test_envelope_is_the_best_mix_and_each_fraction_is_kept() -> None:

@@ -155,7 +155,7 @@ def test_plot_with_nominal_bandwidth_unknown_and_no_rows_placed(tmp_path: Path) 
 
 
 def _on(profile):  # noqa: ANN001, ANN202 - every row on ``profile``, whatever its device
-    return lambda _device: profile
+    return ProfileChooser.only(profile)
 
 
 def _many(n: int) -> list:

@@ -335,6 +335,7 @@ def _gpu_clocks(index: int, uuid: str | None) -> dict[str, Any] | None:  # pragm
         "mem_max_mhz": lambda: lib.nvmlDeviceGetMaxClockInfo(h, lib.NVML_CLOCK_MEM),
         "temperature_c": lambda: lib.nvmlDeviceGetTemperature(h, lib.NVML_TEMPERATURE_GPU),
         "power_w": lambda: lib.nvmlDeviceGetPowerUsage(h) / 1000.0,
+        "power_limit_w": lambda: lib.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
         "throttle_reasons": lambda: int(lib.nvmlDeviceGetCurrentClocksThrottleReasons(h)),
         "gpu_util_pct": lambda: lib.nvmlDeviceGetUtilizationRates(h).gpu,
     }

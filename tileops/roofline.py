@@ -494,7 +494,7 @@ def price_all(records: Iterable[Record], chooser: ProfileChooser) -> list[Priced
     ceilings: dict[int, _Ceilings] = {}
     out: list[Priced] = []
     for r in records:
-        p = chooser(r.env.device_name)
+        p = chooser(r.env.device_name, r.env.device_key)
         if p is None:
             out.append(_price(r, None))
             continue

@@ -14,13 +14,14 @@ import secrets
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from tileops.fsutil import write_atomic
 from tileops.profiles import MIXES, MemoryRoof, Profile, ProfileError, Provenance, Roof, store_dir
+from tileops.records import Machine
 
 #: STREAM accounting: words each mix moves per element (reads + writes). STREAM
 #: does not count the write-allocate read of a store's line, and neither does
@@ -30,7 +31,9 @@ STREAM_WORDS = {"copy": 2, "triad": 3, "read": 1, "write": 1}
 
 #: A measured fraction above this is not a ceiling problem but a wrong theoretical figure.
 MAX_FRACTION = 1.5
-RESULTS_SCHEMA = 1
+#: 2: the device is described by ``machine`` (tileops.records.Machine, as in every record's environment);
+#: 1 (read still): the same facts as flat fields.
+RESULTS_SCHEMA = 2
 
 
 class MixMeasurement(BaseModel):
@@ -53,27 +56,21 @@ class RoofMeasurement(BaseModel):
 
 
 class DeviceCalibration(BaseModel):
-    """One device's raw measurements: the per-device (uuid) result of a calibration run."""
+    """One device's raw measurements: the per-device (uuid) result of a calibration run.
+
+    ``machine`` is the same description of the device a record's environment
+    carries (``tileops.records.Machine``), so a calibration and the rows priced
+    on it name the device, driver and versions the same way.
+    """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a measurement is a finite number
     schema_version: int = RESULTS_SCHEMA
     run_id: str
     started_at: dt.datetime
     finished_at: dt.datetime
-    tool_version: str
-    torch_version: str
-    quick: bool
-    kind: Literal["cpu", "cuda"]
-    name: str
-    uuid: str | None = None
-    index: int | None = None
-    hostname: str
-    driver: str | None = None
-    cuda: str | None = None
-    cpu_model: str | None = None
-    threads: int | None = None
-    l2_bytes: int | None = None
-    clocks_before: dict[str, Any] | None = None
+    quick: bool  # how: small sizes and few repetitions (seconds), or the full calibration
+    machine: Machine  # on what: device, uuid, driver, CUDA, threads, cache, host, versions
+    clocks_before: dict[str, Any] | None = None  # and in what state: clocks, temperature, power (limit)
     clocks_after: dict[str, Any] | None = None
     mixes: dict[str, MixMeasurement] = Field(default_factory=dict)
     roofs: dict[str, RoofMeasurement] = Field(default_factory=dict)
@@ -86,10 +83,66 @@ class DeviceCalibration(BaseModel):
     #: not part of the file.
     _previous: "DeviceCalibration | None" = PrivateAttr(None)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _schema_1(cls, data: Any) -> Any:
+        """A result written before the machine description was shared (schema 1: flat fields) reads the same."""
+        if not isinstance(data, dict) or "machine" in data or "name" not in data:
+            return data
+        flat = dict(data)
+        tool = str(flat.pop("tool_version", ""))
+        flat["machine"] = {
+            "device_kind": flat.pop("kind", None), "device_name": flat.pop("name", None),
+            "device_uuid": flat.pop("uuid", None), "device_index": flat.pop("index", None),
+            "driver": flat.pop("driver", None), "cuda": flat.pop("cuda", None),
+            "cpu_model": flat.pop("cpu_model", None), "threads": flat.pop("threads", None),
+            "l2_bytes": flat.pop("l2_bytes", None), "hostname": flat.pop("hostname", None),
+            "torch_version": flat.pop("torch_version", ""), "tileops_version": tool.removeprefix("tileops "),
+        }
+        flat["schema_version"] = RESULTS_SCHEMA
+        return flat
+
+    # The device's facts, read through ``machine`` (what most callers want to name).
+    @property
+    def kind(self) -> str:
+        return self.machine.device_kind
+
+    @property
+    def name(self) -> str:
+        return self.machine.device_name
+
+    @property
+    def uuid(self) -> str | None:
+        return self.machine.device_uuid
+
+    @property
+    def index(self) -> int | None:
+        return self.machine.device_index
+
+    @property
+    def hostname(self) -> str:
+        return self.machine.hostname
+
+    @property
+    def driver(self) -> str | None:
+        return self.machine.driver
+
+    @property
+    def l2_bytes(self) -> int | None:
+        return self.machine.l2_bytes
+
+    @property
+    def threads(self) -> int | None:
+        return self.machine.threads
+
+    @property
+    def tool_version(self) -> str:
+        return f"tileops {self.machine.tileops_version}"
+
     @property
     def device_key(self) -> str:
         """The per-device file stem: the GPU uuid, or ``cpu-<hostname>``."""
-        return device_key(self.uuid, self.hostname)
+        return self.machine.device_key
 
     @property
     def previous(self) -> "DeviceCalibration | None":
@@ -293,7 +346,8 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
     first = runs[0]
     date = first.finished_at.date()
     devices = ", ".join(r.device_key for r in runs)
-    quick = " quick run (small sizes): a rough figure, not for pricing;" if any(r.quick for r in runs) else ""
+    quick = (" quick run (smaller sizes, fewer repetitions): a first figure, which `tileops calibrate` "
+             "replaces with the full one;" if any(r.quick for r in runs) else "")
 
     def prov(method: str) -> Provenance:
         return Provenance(source="calibration", run_id=first.run_id, date=date, tool_version=first.tool_version,
@@ -357,3 +411,35 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
         data["latency_floor_s"] = _median(floors)
         data["latency_floor_source"] = prov(first.latency_method or "trivial op")
     return Profile.model_validate(data), warnings
+
+
+# --------------------------------------------------------------------------- pricing each device on its own
+
+
+def device_profile_reader(store: Path | None = None) -> Callable[[str, Profile], Profile | None]:
+    """What :class:`tileops.profiles.ProfileChooser` asks for one device (``per_device=``): the device's
+    own calibration (``<store>/devices/<key>.yaml``) on its model's theoretical ceilings (``base``).
+
+    Calibration is a per-device input (§5.1): two H200s of one fleet reach different
+    bandwidths, and each row is priced on the ceiling its own device reached. None
+    (the model's profile then prices the row) when the device has no readable result
+    or its result names another model (a card swapped under the same uuid cannot
+    happen; a result copied between hosts can). Reads one file per device, when asked.
+    """
+
+    def read(key: str, base: Profile) -> Profile | None:
+        if not DEVICE_KEY.fullmatch(key or ""):
+            return None
+        path = devices_dir(store) / f"{key}.yaml"
+        try:
+            if not path.is_file():
+                return None
+            run = read_device_result(path)
+        except (OSError, ProfileError):
+            return None
+        if not base.matches(run.name):
+            return None
+        profile, _ = build_profile(base, [run])
+        return profile
+
+    return read

@@ -21,10 +21,12 @@ import torch
 
 from tileops import __version__
 from tileops.calibrate import measure
-from tileops.calibrate.base import TheoryOptions, base_profile
+from tileops.calibrate.theoretical import TheoryOptions, base_profile
 from tileops.calibrate.results import DeviceCalibration, build_profile, new_run_id
 from tileops.device import DeviceInfo, cpu_busy_fraction, describe_device, gpu_processes, read_clocks
 from tileops.profiles import Profile
+from tileops.records import Machine
+from tileops.revision import git_revision
 
 #: progress(what, step, steps): called before each step, and once more with step == steps at the end.
 Progress = Callable[[str, int, int], None]
@@ -36,7 +38,7 @@ BUSY_LOAD = 0.5  # load average per usable CPU above which a CPU calibration war
 
 
 @dataclass
-class Outcome:
+class CalibrationOutcome:
     profile: Profile
     run: DeviceCalibration
     warnings: list[str] = field(default_factory=list)
@@ -112,18 +114,17 @@ def measure_device(device: str = "auto", *, quick: bool = False, progress: Progr
         floor, how = measure.gpu_latency_floor(dev, sizes)
     if progress is not None:
         progress("done", len(steps), len(steps))
+    machine = Machine(**info.machine_fields(), torch_version=torch.__version__, tileops_version=__version__,
+                      git_revision=git_revision())
     return DeviceCalibration(
         run_id=run_id or new_run_id(), started_at=started, finished_at=dt.datetime.now(dt.timezone.utc),
-        tool_version=f"tileops {__version__}", torch_version=torch.__version__, quick=quick, kind=info.kind,
-        name=info.name, uuid=info.uuid, index=info.index, hostname=info.hostname, driver=info.driver,
-        cuda=info.cuda, cpu_model=info.cpu_model, threads=info.threads, l2_bytes=info.l2_bytes,
-        clocks_before=clocks_before, clocks_after=read_clocks(info.device, uuid=info.uuid), mixes=mixes,
+        quick=quick, machine=machine, clocks_before=clocks_before, clocks_after=read_clocks(info.device, uuid=info.uuid), mixes=mixes,
         roofs=roofs, not_measured=not_measured, latency_floor_s=floor, latency_method=how, warnings=warnings)
 
 
 def calibrate_device(device: str = "auto", *, quick: bool = False, progress: Progress | None = None,
                      options: TheoryOptions | None = None,
-                     profiles: Iterable[Profile] | None = None) -> Outcome:
+                     profiles: Iterable[Profile] | None = None) -> CalibrationOutcome:
     """Measure ``device`` and build its calibrated profile (theoretical figures resolved first, so a
     missing clock fails before minutes of measuring). Writes nothing. Without ``options``, what the
     environment states (``TheoryOptions.from_env``: ``$TILEOPS_DRAM_BANDWIDTH``)."""
@@ -132,7 +133,7 @@ def calibrate_device(device: str = "auto", *, quick: bool = False, progress: Pro
     base, notes = base_profile(info.kind, info.name, options, profiles)
     run = measure_device(device, quick=quick, progress=progress)
     profile, warnings = build_profile(base, [run])
-    return Outcome(profile=profile, run=run, warnings=[*run.warnings, *notes, *warnings])
+    return CalibrationOutcome(profile=profile, run=run, warnings=[*run.warnings, *notes, *warnings])
 
 
 def calibrate_cpu(quick: bool = False, progress: Progress | None = None,

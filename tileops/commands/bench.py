@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
 from pathlib import Path
 
@@ -21,6 +22,15 @@ Ctrl-C, 143 stopped by SIGTERM (docker stop): resume with --resume DIR.
 #: here, so that a resumed run can tell a flag given again from one left out.
 RESTORED = ("ops", "families", "labels", "tags", "backends", "dtypes", "all_rows", "device", "quick",
             "row_timeout_s", "timer", "profile", "calibrate", "plot", "push_url", "textfile_dir", "job", "instance")
+
+
+def _duration(text: str) -> "dt.timedelta":
+    from tileops.calibrate.results import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,8 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GPU timer (default auto): auto = CUPTI where it works, else CUDA events that record "
                         "why; cupti = CUPTI or exit 2; cuda-events rows are priced blank (docs/timing.md)")
     p.add_argument("--profile", default=None, help="price against this profile name or file")
-    p.add_argument("--calibrate", choices=("auto", "never"), default=None,
-                   help="auto (the default): calibrate a CPU that no profile matches before pricing")
+    p.add_argument("--calibrate", choices=("auto", "quick", "full", "never"), default=None,
+                   help="calibrate the device first when the profile store holds no calibration of it, or one "
+                        "older than --calibration-max-age: auto (the default) is quick on a GPU, full on a CPU; "
+                        "never leaves uncalibrated rows blank (docs/profiles.md)")
+    p.add_argument("--calibration-max-age", type=_duration, default=None, metavar="DURATION",
+                   help="how old a device's calibration may be before it is measured again: 12h, 7d, 1d12h "
+                        "(default 7d)")
     p.add_argument("--no-plot", dest="plot", action="store_false", default=None,
                    help="do not write the roofline plot")
     from tileops.commands.export import add_sink_arguments
@@ -74,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         req = new_request(flags, out=args.out, argv=sys.argv[1:], push_policy=retry_policy(args))
     req.output.metrics_detail = args.metrics_detail  # how much the sinks publish; not part of the measurement
+    if args.calibration_max_age is not None:
+        req.output.calibration_max_age = args.calibration_max_age
     console = Console()
     if not console.is_terminal:  # logs (docker, CI, files): wide enough for the SOL table
         console = Console(width=200)

@@ -23,7 +23,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tileops.calibrate.base import TheoryOptions, base_profile
+from tileops.calibrate.theoretical import TheoryOptions, base_profile
 from tileops.calibrate.cpupeak import PeakUnknown
 from tileops.calibrate.dram import bandwidth_from_env, parse_bandwidth, read_bandwidth_file
 from tileops.calibrate.results import (DeviceCalibration, Freshness, build_profile, device_key, devices_dir,

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from tileops import exitcodes
+from tileops.calibrate.results import device_profile_reader
 from tileops.commands import argtypes
 from tileops.errors import TileOpsError
 from tileops.export.calibration import device_calibrations
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         check_sinks(args.push, args.textfile)
         policy = retry_policy(args)
-        chooser = ProfileChooser.resolve(args.profile)
+        chooser = ProfileChooser.resolve(args.profile, per_device=device_profile_reader())
         calibrations = device_calibrations()
         snaps = latest_per_device(s for path in args.results for s in load_run(path, chooser, calibrations))
     except TileOpsError as exc:

@@ -17,6 +17,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tileops import exitcodes
+from tileops.calibrate.results import device_profile_reader
 from tileops.commands import argtypes
 from tileops.errors import TileOpsError
 from tileops.fsutil import unwritable_dir
@@ -85,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         records = _load(args.results, "results")
         baseline = _load(args.baseline, "baseline") if args.baseline else None
-        chooser = ProfileChooser.resolve(args.profile)  # --profile: a file, a name, or a device name it matches
+        # --profile: a file, a name, or a device name it matches; else each device's own calibration
+        chooser = ProfileChooser.resolve(args.profile, per_device=device_profile_reader())
     except (FileNotFoundError, RecordFileError, ProfileError, InputError) as exc:
         print(f"tileops roofline: error: {exc}", file=sys.stderr)
         return exitcodes.USAGE

@@ -33,6 +33,7 @@ from socketserver import ThreadingMixIn
 from typing import Callable, Iterable
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from tileops.calibrate.results import device_profile_reader
 from tileops.errors import TileOpsError
 from tileops.fsutil import FileRefused, check_regular
 from tileops.profiles import Profile, ProfileChooser, ProfileError, load_profile, shipped_dir, store_dir
@@ -64,7 +65,8 @@ def _file_stamp(path: Path) -> tuple | None:
 
 
 class CachedProfiles:
-    """``ProfileChooser.resolve(choice)``, re-read only when a profile file changes, never failing a scrape.
+    """``ProfileChooser.resolve(choice)``, re-read only when a profile file (or a device's calibration)
+    changes, never failing a scrape.
 
     Parsing every profile YAML takes a few hundred milliseconds; a scrape every
     15 s should not pay it when nothing changed, yet a fresh calibration must
@@ -89,6 +91,9 @@ class CachedProfiles:
         for _, d in self._dirs():
             if d.is_dir():
                 files += sorted([*d.glob("*.yaml"), *d.glob("*.yml")])
+        devices = store_dir() / "devices"  # each device's own calibration prices its rows (§5.1)
+        if devices.is_dir():
+            files += sorted(devices.glob("*.yaml"))
         if self.choice and Path(self.choice).exists():
             files.append(Path(self.choice))
         return files
@@ -124,7 +129,8 @@ class CachedProfiles:
         if key != self._stamp:
             self.problems = {}
             try:
-                self._value = ProfileChooser.resolve(self.choice, read=self._read, on_error=self._problem)
+                self._value = ProfileChooser.resolve(self.choice, read=self._read, on_error=self._problem,
+                                                     per_device=device_profile_reader())
             except ProfileError as exc:
                 if self._stamp is None:  # the first read: a bad --profile is the caller's error (exit 2)
                     raise

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from tileops import exitcodes
+from tileops.calibrate.results import device_profile_reader
 from tileops.errors import TileOpsError
 from tileops.fsutil import unwritable_dir
 from tileops.profiles import ProfileChooser
@@ -91,7 +92,8 @@ def export_run(run_dir: Path | str, push_url: str | None = None, textfile_dir: P
     records are untouched); ``exitcodes.USAGE`` (2) when the run cannot be read.
     """
     try:
-        snapshots = load_run(Path(run_dir), chooser or ProfileChooser.resolve(), device_calibrations())
+        snapshots = load_run(Path(run_dir), chooser or ProfileChooser.resolve(per_device=device_profile_reader()),
+                             device_calibrations())
         return export_snapshots(snapshots, push_url, Path(textfile_dir) if textfile_dir else None, job=job,
                                 instance=instance, policy=policy, log=log, detail=detail)
     except TileOpsError as exc:

@@ -129,7 +129,7 @@ def build_snapshots(run_dir: Path, info: RunInfo | None, priced: Sequence[Priced
         finished = info.finished_at if info and info.finished_at else max(r.finished_at for r in recs)
         snap = RunSnapshot(
             run_dir=run_dir, run_id=info.run_id if info else recs[0].run_id, device=device, records=recs,
-            priced=tuple(rows), health=health(rows), profile=chooser(device.model), started_at=started,
+            priced=tuple(rows), health=health(rows), profile=chooser(device.model, device.uuid), started_at=started,
             finished_at=finished, status=info.status if info else "unknown", info=info, audit=tuple(audit),
             calibration=(calibrations or {}).get(device.uuid))
         out.append(snap.with_last_success(None))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from tileops.manifest import expr as E
+from tileops.manifest import expr
 from tileops.ops.primitives import DTYPE_BITS, PRIMITIVES
 from tileops.ops.spec import (
     OpEntry, ParamSpec, Roofline, Signature, TensorSpec, Workload,
@@ -483,7 +483,7 @@ class _Analyzer:
 
     def read_shape(self, raw: Any, path: str, *, is_input: bool) -> tuple[str, ...] | None:
         if isinstance(raw, list):
-            if not all((isinstance(x, str) and len(x) <= E.MAX_CHARS)
+            if not all((isinstance(x, str) and len(x) <= expr.MAX_CHARS)
                        or (isinstance(x, int) and not isinstance(x, bool) and 0 < x <= MAX_INDEX) for x in raw):
                 self.defect("bad-shape", path, f"shape items must be names or positive integers, got {_short(raw)}",
                             "write the shape as \"[*B, N]\"")
@@ -491,7 +491,7 @@ class _Analyzer:
             items = [str(x) for x in raw]
         else:
             node = None
-            if len(raw) <= E.MAX_CHARS:
+            if len(raw) <= expr.MAX_CHARS:
                 try:
                     node = ast.parse(raw.strip(), mode="eval").body
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -541,7 +541,7 @@ class _Analyzer:
                     ok = False
                     continue
             else:
-                p = E.parse(body)
+                p = expr.parse(body)
                 if p.problems:
                     for pr in p.problems:
                         self.defect("bad-shape", path, f"dim {i}: {pr.message}", pr.fix)
@@ -617,7 +617,7 @@ class _Analyzer:
                             "use letters, digits and underscores")
                 ok = False
                 continue
-            if not _is_str(v) and not (isinstance(v, int) and not isinstance(v, bool) and abs(v) < E.MAX_LITERAL):
+            if not _is_str(v) and not (isinstance(v, int) and not isinstance(v, bool) and abs(v) < expr.MAX_LITERAL):
                 self.defect("bad-type", path, f"let {k} must be an expression string, got {_short(v)}",
                             f"write {k}: \"H * D\"")
                 self.mark_broken(k, path)
@@ -648,7 +648,7 @@ class _Analyzer:
                       | {n for n, _ in self.lets})
 
     def check_expr(self, source: str, path: str, *, allow_tensors: bool, names_known: bool = True) -> bool:
-        p = E.parse(source)
+        p = expr.parse(source)
         ok = True
         for pr in p.problems:
             self.defect(pr.code, path, pr.message, pr.fix)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tileops.manifest import expr as E
+from tileops.manifest import expr
 from tileops.manifest.load import ManifestReport, read_manifest
 from tileops.ops.catalog import GENERATED_NAME, shipped_manifest_dir, source_digests
 from tileops.ops.spec import OpEntry, Signature
@@ -48,9 +48,9 @@ def _ix(name: str) -> str:
 
 
 def _py(source: str) -> str:
-    parsed = E.parse(source)
+    parsed = expr.parse(source)
     assert parsed.tree is not None and not parsed.problems, source  # the analysis checked it
-    return E.to_python(parsed.tree, _ix)
+    return expr.to_python(parsed.tree, _ix)
 
 
 def storages(sig: Signature) -> list[tuple[str, bool, bool]]:

@@ -5,7 +5,8 @@ The order is what a user sees happen::
     0. a resumed run restores its selection and options from run.json (a flag that differs is refused)
     1. check every input: the profile, the sinks, the device, the rows, the run directory (locked from
        here to the end; a bad --profile, --push or --out fails here, before any row)
-    2. calibrate the device first when no profile can price it (a CPU no profile matches)
+    2. calibrate the device first when the store holds no calibration of it, or one older than
+       --calibration-max-age (quick on a GPU, full on a CPU; tileops.pipeline.calibration)
     3. the sweep (tileops.bench): one record per row, appended as each finishes
     4. price the records once (tileops.roofline) and decide the run's health there
     5. from that one pricing: the table, roofline.json, the plot, run.json's health, the metrics sinks
@@ -20,6 +21,7 @@ is kept, and ``tileops bench --resume DIR`` finishes the run.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,9 +31,11 @@ from rich.console import Console
 from tileops import exitcodes, interrupts
 from tileops.bench import sweep as bench
 from tileops.bench.select import Selection
+from tileops.calibrate.results import device_key, device_profile_reader
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
-from tileops.pipeline.progress import RowProgress
+from tileops.pipeline.calibration import DEFAULT_MAX_AGE, ensure_calibrated
+from tileops.pipeline.progress import CalibrationProgress, RowProgress
 from tileops.profiles import Profile, ProfileChooser
 from tileops.records import RunOptions, read_run_info, utcnow
 from tileops.roofline import Health, Priced, health, price_all
@@ -45,7 +49,8 @@ class OutputOptions:
     """What to do with the measured run: pricing, files, metrics sinks."""
 
     profile: str | None = None  # a profile name or file; default: the profile matching the device
-    calibrate: str = "auto"  # auto: calibrate a CPU that no profile matches, before the rows; never
+    calibrate: str = "auto"  # tileops.pipeline.calibration.POLICIES: auto (quick on a GPU, full on a CPU), never
+    calibration_max_age: dt.timedelta = DEFAULT_MAX_AGE
     plot: bool = True
     push_url: str | None = None
     textfile_dir: Path | None = None
@@ -173,7 +178,8 @@ def run_bench(req: BenchRequest, console: Console) -> int:
     """Run ``tileops bench``; returns its exit code (tileops.exitcodes)."""
     with interrupts.handled():
         out = req.output
-        chooser = ProfileChooser.resolve(out.profile)  # validated before the first row
+        # validated before the first row; each device is priced on its own calibration where the store has one
+        chooser = ProfileChooser.resolve(out.profile, per_device=device_profile_reader())
         if out.push_url or out.textfile_dir:
             from tileops.export.sinks import check_sinks
 
@@ -249,10 +255,10 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions,
                   + (f", {prep.threads} threads" if prep.threads else "") + f") -> {prep.run_dir}")
     for notice in prep.notices:
         _say(console, f"[yellow]note[/]: {notice}")
-    profile = chooser(device.name)
-    if profile is None and out.calibrate == "auto" and device.kind == "cpu":
-        profile = _calibrate_cpu(console)
-        chooser.add(profile)
+    with CalibrationProgress(console) as progress:
+        ensure_calibrated(device, chooser, out.calibrate, out.calibration_max_age, lambda text: _say(console, text),
+                          progress)
+    profile = chooser(device.name, device_key(device.uuid, device.hostname))
     if profile is None:
         console.print(f"[yellow]no profile matches {device.name!r}[/]: SOL will be left blank (never guessed). "
                       "Run `tileops calibrate` on this device, or pass --profile.")
@@ -317,20 +323,3 @@ def _export(result: bench.Sweep, priced: list[Priced], chooser: ProfileChooser, 
                                 device_calibrations())
     return export_snapshots(snapshots, out.push_url, out.textfile_dir, job=out.job or DEFAULT_JOB,
                             instance=out.instance, policy=out.push_policy or RetryPolicy(), detail=out.metrics_detail)
-
-
-def _calibrate_cpu(console: Console) -> Profile:
-    """A CPU no profile matches is calibrated once, first (stored in the profile store): SOL is measured,
-    not guessed, and the calibration runs on a host the sweep is not yet loading."""
-    from tileops.calibrate.run import calibrate_cpu
-    from tileops.profiles import write_profile
-
-    console.print("no profile matches this CPU: calibrating it first (bandwidth mixes, FMA and matmul peaks; "
-                  "about a minute; pass --calibrate never to skip)")
-    try:
-        profile = calibrate_cpu(quick=False)
-    except ValueError as exc:
-        raise TileOpsError(f"the CPU calibration failed: {exc}") from None
-    path = write_profile(profile)
-    console.print(f"wrote CPU profile {path}")
-    return profile

@@ -52,3 +52,28 @@ class RowProgress:
             self.console.print(f"[{index}/{total}] {describe(planned)}: {row_line(record)}", highlight=False)
         elif record.status != "ok":
             self.progress.console.print(f"  {describe(planned)}: {row_line(record)}", highlight=False)
+
+
+class CalibrationProgress:
+    """The device's calibration before the rows (``progress(what, step, steps)``): a bar on a terminal,
+    nothing in a log (the calibration's own lines say what happens). Starts only if a step is reported."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(TextColumn("[bold]calibrating[/] {task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True,
+                                 disable=not console.is_terminal)
+        self.task = None
+
+    def __enter__(self) -> "CalibrationProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.task is not None:
+            self.progress.stop()
+
+    def __call__(self, what: str, step: int, steps: int) -> None:
+        if self.task is None:
+            self.progress.start()
+            self.task = self.progress.add_task(what, total=steps)
+        self.progress.update(self.task, description=what, completed=step)
