@@ -52,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "why; cupti = CUPTI or exit 2; cuda-events rows are priced blank (docs/timing.md)")
     p.add_argument("--profile", default=None, help="price against this profile name or file")
     p.add_argument("--calibrate", choices=("auto", "never"), default=None,
-                   help="auto (the default): calibrate a CPU that no profile matches before pricing")
+                   help="auto (the default): a CPU that no profile matches is calibrated first, before its rows; "
+                        "never: it is not, and its rows are priced blank")
     p.add_argument("--no-plot", dest="plot", action="store_false", default=None,
                    help="do not write the roofline plot")
     from tileops.commands.export import add_sink_arguments
