@@ -162,6 +162,7 @@ def docs_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 RUNNABLE = marked("runnable")
 
 
+@pytest.mark.slow  # each page's examples run tileops for real: seconds to tens of seconds a page
 @pytest.mark.parametrize("block", RUNNABLE, ids=[b.where for b in RUNNABLE])
 def test_runnable_example(block: Block, docs_env: dict[str, str], docs_tmp: Path) -> None:
     """The example exits with the code the docs state, and prints what they show (docs/conventions.md)."""
@@ -178,6 +179,7 @@ def test_runnable_example(block: Block, docs_env: dict[str, str], docs_tmp: Path
 OUTPUTS = marked("output")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", OUTPUTS, ids=[b.where for b in OUTPUTS])
 def test_output_example_has_the_structure_of_a_real_run(block: Block, docs_env: dict[str, str],
                                                          docs_tmp: Path) -> None:
