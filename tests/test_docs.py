@@ -107,13 +107,14 @@ class PageRun:
 @pytest.fixture(scope="session")
 def docs_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The environment a runnable example sees: this checkout's tileops and python3 first on PATH, no
-    TILEOPS_* variable of the caller's, a profile store holding a quick calibration of this CPU."""
+    TILEOPS_* variable of the caller's, a profile store holding a quick calibration of this CPU, and no GPU
+    (the examples marked runnable are the CPU's, on a GPU host too)."""
     shims = tmp_path_factory.mktemp("bin")
     for name, argv in (("tileops", f'"{sys.executable}" -m tileops.cli'), ("python3", f'"{sys.executable}"')):
         (shims / name).write_text(f'#!/bin/sh\nexec {argv} "$@"\n')
         (shims / name).chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILEOPS_")}
-    env.update(PATH=f"{shims}{os.pathsep}{env.get('PATH', '')}", COLUMNS="250",
+    env.update(PATH=f"{shims}{os.pathsep}{env.get('PATH', '')}", COLUMNS="250", CUDA_VISIBLE_DEVICES="",
                TILEOPS_PROFILE_DIR=str(tmp_path_factory.mktemp("profiles")),
                PYTHONPATH=os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH")))))
     r = subprocess.run([sys.executable, "-m", "tileops.cli", "calibrate", "--device", "cpu", "--quick"],
