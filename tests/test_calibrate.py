@@ -368,6 +368,29 @@ def test_calibrate_rejects_a_bad_bandwidth_before_measuring(tmp_path: Path, caps
     assert not list(tmp_path.iterdir())
 
 
+def test_both_nominal_flags_at_once_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """--dram-bandwidth and --dram-bandwidth-file state the same figure: given both, neither silently wins;
+    either one alone wins over TILEOPS_DRAM_BANDWIDTH (docs/profiles.md, the order of precedence)."""
+    import argparse
+
+    from tileops.cli import main
+    from tileops.commands.calibrate import _options
+
+    f = tmp_path / "bw.txt"
+    f.write_text("dram_bandwidth: 76.8GB/s\n")
+    monkeypatch.setenv("TILEOPS_DRAM_BANDWIDTH", "204.8GB/s")
+    opts = _options(argparse.Namespace(dram_bandwidth=None, dram_bandwidth_file=f, cpu_ghz=None))
+    assert opts.memory_bandwidth == pytest.approx(76.8e9) and opts.memory_bandwidth_ref == f"file {f}"
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "--device", "cpu", "--profile-dir", str(tmp_path / "store"),
+              "--dram-bandwidth", "51.2GB/s", "--dram-bandwidth-file", str(f)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--dram-bandwidth-file: not allowed with argument --dram-bandwidth" in err
+    assert not (tmp_path / "store").exists()
+
+
 def test_calibrate_cpu_function_reports_progress_and_writes_nothing(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from tileops.calibrate import calibrate_cpu

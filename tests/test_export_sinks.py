@@ -94,6 +94,12 @@ def test_push_to_nothing_fails_after_retries_and_loses_nothing(tmp_path: Path, s
     assert (tmp_path / "tf" / "tileops_cpu-node-a.prom").exists()  # the textfile is still written
     assert sum("retry" in line for line in logs) == 2
     assert any("failed after 3 attempt(s)" in line and "tileops export" in line for line in logs)
+    logs.clear()  # the hint re-pushes the same group: the run's job, instance and detail
+    rc = export_run(run, push_url=url, job="nightly", instance="gpu-07", detail="full",
+                    policy=RetryPolicy(attempts=1, backoff_s=0, timeout_s=1), log=logs.append)
+    assert rc == exitcodes.PUSH
+    assert any(f"`tileops export {run} --push {url} --job nightly --instance gpu-07 --metrics-detail full`" in line
+               for line in logs), logs
 
 
 class _Flaky(http.server.BaseHTTPRequestHandler):

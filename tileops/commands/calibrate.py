@@ -52,11 +52,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--write-shipped", action="store_true",
                    help="write the model profile into the shipped profiles/ folder instead of the store")
     p.add_argument("--no-write", action="store_true", help="measure and print only")
-    p.add_argument("--dram-bandwidth", metavar="BW",
-                   help="nominal memory bandwidth, e.g. 76.8GB/s or 7.68e10 (bytes/s), when DMI cannot tell "
-                        "(default: $TILEOPS_DRAM_BANDWIDTH)")
-    p.add_argument("--dram-bandwidth-file", type=Path, metavar="FILE",
-                   help="a file holding the nominal bandwidth (`dram_bandwidth: 76.8GB/s`)")
+    # One nominal, one source: both flags at once is exit 2 from the parser, never one silently winning.
+    nominal = p.add_mutually_exclusive_group()
+    nominal.add_argument("--dram-bandwidth", metavar="BW",
+                         help="nominal memory bandwidth, e.g. 76.8GB/s or 7.68e10 (bytes/s), when DMI cannot tell "
+                              "(default: $TILEOPS_DRAM_BANDWIDTH; the flag wins over it)")
+    nominal.add_argument("--dram-bandwidth-file", type=Path, metavar="FILE",
+                         help="a file holding the nominal bandwidth (`dram_bandwidth: 76.8GB/s`); wins over "
+                              "$TILEOPS_DRAM_BANDWIDTH")
     p.add_argument("--cpu-ghz", type=argtypes.positive, metavar="GHZ",
                    help="CPU all-core clock for the peak estimate")
     p.add_argument("--format", choices=("table", "json"), default="table", help="summary format (stdout)")

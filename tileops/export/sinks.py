@@ -73,9 +73,22 @@ def export_snapshots(snapshots: list[RunSnapshot], push_url: str | None = None, 
             else:
                 log(f"tileops export: push to {res.url} failed after {res.attempts} attempt(s): {res.error}; "
                     f"the results in {snap.run_dir} are untouched, re-export them with "
-                    f"`tileops export {snap.run_dir} --push {push_url}`")
+                    f"`{_reexport(snap.run_dir, push_url, job, instance, detail)}`")
                 rc = rc or exitcodes.PUSH
     return rc
+
+
+def _reexport(run_dir: Path, push_url: str, job: str, instance: str | None, detail: str) -> str:
+    """The command that pushes the same group again: a hint without the run's --job or --instance would push
+    into another group and leave this one stale."""
+    cmd = f"tileops export {run_dir} --push {push_url}"
+    if job != DEFAULT_JOB:
+        cmd += f" --job {job}"
+    if instance:
+        cmd += f" --instance {instance}"
+    if detail != DEFAULT_DETAIL:
+        cmd += f" --metrics-detail {detail}"
+    return cmd
 
 
 def export_run(run_dir: Path | str, push_url: str | None = None, textfile_dir: Path | str | None = None, *,
