@@ -36,7 +36,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from tileops.errors import TileOpsError
 from tileops.fsutil import FileRefused, check_regular
-from tileops.profiles import Profile, ProfileChooser, ProfileError, load_profile, shipped_dir, store_dir
+from tileops.profiles import (Profile, ProfileChooser, ProfileError, load_profile, shipped_dir, store_dir,
+                              store_problem)
 from tileops.records import AUDIT_FILE, RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYTES
 
 from .calibration import device_calibrations
@@ -99,6 +100,8 @@ class CachedProfiles:
             return "--profile"
         path = Path(path)
         for label, d in self._dirs():
+            if path == d:  # the folder itself (a store that is a file)
+                return label
             if path.parent == d:
                 return f"{label}/{path.name}"
         return "--profile" if self.choice and path == Path(self.choice) else path.name
@@ -121,10 +124,13 @@ class CachedProfiles:
         return prof
 
     def __call__(self) -> ProfileChooser:
-        key = tuple((str(f), _file_stamp(f)) for f in self._files())
+        key = tuple((str(f), _file_stamp(f)) for f in self._files()) + (("store", _file_stamp(store_dir())),)
         if key != self._stamp:
             self.problems = {}
             try:
+                bad_store = store_problem(store_dir())  # a file where the store belongs: the caller's error
+                if bad_store is not None:
+                    raise bad_store
                 self._value = ProfileChooser.resolve(self.choice, read=self._read, on_error=self._problem)
             except ProfileError as exc:
                 if self._stamp is None:  # the first read: a bad --profile is the caller's error (exit 2)
