@@ -74,7 +74,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         req = new_request(flags, out=args.out, argv=sys.argv[1:], push_policy=retry_policy(args))
     req.output.metrics_detail = args.metrics_detail  # how much the sinks publish; not part of the measurement
-    console = Console()
+    console = Console()  # stdout: the run's header, the SOL table and health, the files written
     if not console.is_terminal:  # logs (docker, CI, files): wide enough for the SOL table
         console = Console(width=200)
-    return run_bench(req, console)
+    err = Console(stderr=True)  # stderr: progress, notes, warnings and errors
+    if not err.is_terminal:
+        err = Console(stderr=True, width=200)
+    return run_bench(req, console, err)
