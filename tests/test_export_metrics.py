@@ -400,6 +400,7 @@ def test_the_newest_audit_of_a_device_is_published_with_its_newest_run(tmp_path:
         return out
 
     assert verdicts(run, older, gpu_only) == {"cpu-node-a": {"FAIL"}, "GPU-9": {"ERROR"}}
+    assert verdicts(run / "audit.jsonl") == {"cpu-node-a": {"FAIL"}}  # the audit file of a run is that run
     assert verdicts(run, older, newer, gpu_only) == {"cpu-node-a": {"WARN"}, "GPU-9": {"ERROR"}}
     kinds = [type(s) for s in latest_per_device(s for d in (run, gpu_only) for s in load_results(d, chooser))]
     assert sorted(kinds, key=lambda t: t.__name__) == [AuditSnapshot, RunSnapshot]

@@ -178,12 +178,9 @@ def resolve_run_dir(path: Path) -> Path:
         "`tileops bench --out DIR` or `tileops audit --out DIR` wrote")
 
 
-def _is_audit_only(path: Path) -> bool:
-    """A folder (or its ``audit.jsonl``) holding an audit and no records."""
-    path = Path(path)
-    if path.is_file():
-        return path.name == AUDIT_FILE and not (path.parent / RECORDS_FILE).exists()
-    return not (path / RECORDS_FILE).exists() and (path / AUDIT_FILE).exists()
+def _is_audit_only(directory: Path) -> bool:
+    """A folder holding an audit and no records."""
+    return not (directory / RECORDS_FILE).exists() and (directory / AUDIT_FILE).exists()
 
 
 def build_snapshots(run_dir: Path, info: RunInfo | None, priced: Sequence[Priced], chooser: ProfileChooser,
@@ -246,8 +243,11 @@ def load_audit(path: Path) -> list[AuditSnapshot]:
 def load_results(path: Path, chooser: ProfileChooser,
                  calibrations: Mapping[str, DeviceCalibration] | None = None) -> list[Snapshot]:
     """What one results path holds: a run's snapshots (:func:`load_run`), or an audit folder's (:func:`load_audit`)."""
+    path = Path(path)
     resolve_run_dir(path)  # the located error when it is neither
-    if _is_audit_only(path):
+    if path.is_file() and path.name == AUDIT_FILE:
+        path = path.parent  # an audit.jsonl stands for its folder: the run beside it, or the audit alone
+    if path.is_dir() and _is_audit_only(path):
         return list(load_audit(path))
     return list(load_run(path, chooser, calibrations))
 
