@@ -18,10 +18,15 @@
 ARG BASE_IMAGE=nvidia/cuda:12.8.1-devel-ubuntu24.04
 ARG WHEELHOUSE=build/wheelhouse
 
-# ---- python: the base plus python3-venv and tini (no-ops when the base already has them) ----
+# ---- python: the base plus python3-venv, tini and a C/C++ compiler (no-ops when the base has them) ----
 # tini is the image's PID 1: it hands SIGTERM (docker stop, Kubernetes) to tileops
 # and reaps the processes tileops's workers leave behind. Debian's and Ubuntu's
-# package puts it at /usr/bin/tini; scripts/build-base-image includes it.
+# package puts it at /usr/bin/tini.
+# gcc, g++ and the Python headers: the CPU calibration builds its streaming-store
+# kernel (tileops/calibrate/streaming.c, OpenMP) at first use, and the `compile`
+# backend on a CPU (torch.compile's inductor) builds C++ with <Python.h>; without
+# them the calibration falls back to torch's slower mixes and `compile` rows fail.
+# About 300 MB (docs/deploy.md, "Image size"). scripts/build-base-image includes all of these.
 FROM ${BASE_IMAGE} AS python
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # The distribution's own packages are the pins: their versions are the base image's choice.
@@ -29,12 +34,16 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN need=(); \
     python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3 python3-venv); \
     [ -x /usr/bin/tini ] || need+=(tini); \
+    { command -v gcc && command -v g++; } >/dev/null 2>&1 || need+=(gcc g++ libc6-dev); \
+    [ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] \
+        || need+=(python3-dev); \
     if [ ${#need[@]} -gt 0 ]; then \
         apt-get update \
         && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" \
-        && rm -rf /var/lib/apt/lists/*; \
+        && apt-get clean \
+        && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/*; \
     fi \
-    && python3 --version && /usr/bin/tini --version
+    && python3 --version && /usr/bin/tini --version && gcc --version | head -n1 && g++ --version | head -n1
 
 # ---- deps: every dependency from the wheelhouse into /opt/tileops (cached apart from the app) ----
 FROM python AS deps

@@ -95,6 +95,11 @@ def test_crash_hang_and_exception_become_error_records(tmp_path: Path, faulty_pa
     assert by_op["relu"] and all(x.status == "ok" for x in by_op["relu"])  # the sweep went on
     info = read_run_info(out)
     assert info.status == "completed" and info.rows_error == 3 and info.exit_code == 1
+    # The table on stdout; the errors (each failed row, the count) and the progress on stderr.
+    assert "SOL efficiency" in r.stdout and "SOL efficiency" not in r.stderr
+    assert "ERROR (crash)" in r.stderr and "ERROR (timeout)" in r.stderr and "deliberate failure" in r.stderr
+    assert "error: 3 row(s) failed" in r.stderr
+    assert "ERROR (" not in r.stdout and "row(s) failed" not in r.stdout and "deliberate failure" not in r.stdout
 
 
 def test_interrupt_leaves_a_valid_file_and_resume_finishes(tmp_path: Path, faulty_path: dict[str, str],

@@ -59,3 +59,53 @@ def test_when_nvml_cannot_tell_it_says_so() -> None:
 
 def test_a_cpu_device_has_no_gpu_processes() -> None:
     assert gpu_processes("cpu") == []
+
+
+# --------------------------------------------------------------------------- what the calibration's idle check says
+
+
+def _fake_gpu(monkeypatch, listed: dict[int, int | None], after: dict[int, int | None] | None) -> None:
+    """The GPU-only pieces (a GPU's NVML) stand in; which processes are others, and the message, are real."""
+    import tileops.device as D
+
+    monkeypatch.setattr(D, "nvml_status", lambda: (object(), ""))
+    monkeypatch.setattr(D, "_gpu_uuid", lambda index: "GPU-1234")
+    monkeypatch.setattr(D, "_nvml_handle", lambda uuid: object())
+    monkeypatch.setattr(D, "_nvml_processes", lambda lib, h: dict(listed))
+    monkeypatch.setattr(D, "_holds_context", lambda index: True)
+    monkeypatch.setattr(D, "_probe_listing", lambda lib, h, index: after)
+
+
+def _idle_warnings() -> list[str]:
+    from tileops.calibrate.run import idle_warnings
+    from tileops.device import DeviceInfo
+
+    return idle_warnings(DeviceInfo(kind="cuda", name="NVIDIA H200", index=0, uuid="GPU-1234"))
+
+
+def test_the_idle_check_says_nvml_is_missing_only_when_it_is(monkeypatch) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("pynvml") is not None:
+        import pytest
+
+        pytest.skip("nvidia-ml-py is installed here")
+    (warning,) = _idle_warnings()  # this host, for real: no nvidia-ml-py
+    assert "could not check that cuda:0 is idle" in warning and "nvidia-ml-py is not installed" in warning
+
+
+def test_the_idle_check_says_when_this_process_cannot_be_told_apart_in_a_container(monkeypatch) -> None:
+    both = {81234: 600 * MiB, 90001: 600 * MiB}
+    _fake_gpu(monkeypatch, both, {p: m + PROBE_BYTES for p, m in both.items()})  # two grew: ambiguous
+    (warning,) = _idle_warnings()
+    assert "could not check that cuda:0 is idle" in warning and "nvidia-ml-py" not in warning
+    assert "none is this process's PID" in warning and "--pid=host" in warning and "2 process(es)" in warning
+
+
+def test_the_idle_check_names_the_other_processes_and_is_quiet_when_alone(monkeypatch) -> None:
+    before = {81234: 600 * MiB, 90001: 20_000 * MiB}
+    _fake_gpu(monkeypatch, before, {81234: 600 * MiB + PROBE_BYTES, 90001: 20_000 * MiB})
+    (warning,) = _idle_warnings()
+    assert "1 other process(es) on cuda:0 (pid 90001)" in warning
+    _fake_gpu(monkeypatch, {81234: 600 * MiB}, {81234: 600 * MiB + PROBE_BYTES})
+    assert _idle_warnings() == []

@@ -205,3 +205,77 @@ def test_serve_healthcheck(client, image: str) -> None:
     finally:
         for cid in (good, bad):
             client.containers.get(cid).remove(force=True, v=True)
+
+
+#: A dozen quick CPU rows: enough that `docker stop` lands mid-run, few enough that the resume is short.
+STOP_OPS = ("abs", "exp", "neg", "relu", "sigmoid", "tanh")
+
+
+def test_docker_stop_mid_bench_keeps_the_records_and_resume_finishes(client, image: str, tmp_path: Path) -> None:
+    """A real `docker stop` of a bench: SIGTERM reaches tileops through tini, the container exits 143, run.json
+    says interrupted with the reason, every finished record reads back; `--resume` in a new container finishes."""
+    from tileops.records import iter_records, read_run_info
+
+    results = tmp_path / "results"
+    results.mkdir()
+    results.chmod(0o777)  # the container's user is uid 10001
+    volumes = {str(results): {"bind": "/data/results", "mode": "rw"}}
+    run_dir, records = results / "run", results / "run" / "records.jsonl"
+    selection = [a for op in STOP_OPS for a in ("--op", op)]
+    bench = client.containers.run(image, ["bench", "--quick", *selection, "--calibrate", "never", "--no-plot",
+                                          "--out", "/data/results/run"], detach=True, volumes=volumes)
+    try:
+        deadline = time.monotonic() + 600
+        while not (records.exists() and records.read_bytes().count(b"\n") >= 1):
+            bench.reload()
+            assert bench.status in ("created", "running"), bench.logs()[-3000:].decode()
+            assert time.monotonic() < deadline, "no record within 600 s"
+            time.sleep(0.2)
+        started = time.monotonic()
+        bench.stop(timeout=60)  # SIGTERM, then SIGKILL after 60 s
+        assert time.monotonic() - started < 30  # it stopped on SIGTERM, not on the SIGKILL
+        assert bench.wait(timeout=60)["StatusCode"] == 143
+        logs = bench.logs().decode()
+    finally:
+        bench.remove(force=True, v=True)
+    info = read_run_info(run_dir)
+    assert info.status == "interrupted" and info.reason == "stopped by SIGTERM" and info.exit_code == 143
+    kept = list(iter_records(run_dir))  # whole lines, every one a valid record
+    assert 1 <= len(kept) < 2 * len(STOP_OPS) and records.read_bytes().endswith(b"\n")
+    assert f"tileops bench --resume {'/data/results/run'}" in logs
+
+    resume = client.containers.run(image, ["bench", "--resume", "/data/results/run"], detach=True, volumes=volumes)
+    try:
+        rc = resume.wait(timeout=900)["StatusCode"]
+        out = resume.logs().decode()
+    finally:
+        resume.remove(force=True, v=True)
+    assert rc == 0, out[-3000:]
+    assert f"resuming: {sum(r.status == 'ok' for r in kept)} row(s) already recorded OK" in out
+    done = list(iter_records(run_dir))
+    keys = [r.key for r in done if r.status == "ok"]
+    assert len(keys) == len(set(keys)) == 2 * len(STOP_OPS)  # every row once: none lost, none run twice
+    assert {r.op for r in done} == set(STOP_OPS) and read_run_info(run_dir).status == "completed"
+
+
+def _compose_tmpfs() -> list[str]:
+    """The /tmp mount compose gives every TileOps service (what a deployment runs with)."""
+    import yaml
+
+    return yaml.safe_load((REPO / "compose.yaml").read_text())["x-tileops"]["tmpfs"]
+
+
+def test_the_image_builds_c_at_run_time(image: str) -> None:
+    """The image's compilers: a CPU calibration uses the streaming-store kernel (streaming.c, built at first use)
+    even on a read-only root with a noexec /tmp, and torch.compile on a CPU builds and loads its C++ under the
+    /tmp mount compose gives the services."""
+    cal = ok(run(["docker", "run", "--rm", "--read-only", "--tmpfs", "/tmp", image, "calibrate", "--device", "cpu",
+                  "--quick", "--no-write"], timeout=900))
+    text = cal.stdout + cal.stderr
+    assert "[streaming.c: " in cal.stdout and "OpenMP threads" in cal.stdout, text[-3000:]
+    assert "torch's kernels, not streaming.c" not in text and "no C compiler" not in text
+    (tmpfs,) = _compose_tmpfs()
+    probe = "import torch; print(torch.compile(torch.relu)(torch.tensor([-1.0, 2.0])).tolist())"
+    compiled = ok(run(["docker", "run", "--rm", "--read-only", "--tmpfs", tmpfs, "--entrypoint",
+                       "/opt/tileops/bin/python", image, "-c", probe], timeout=900))
+    assert compiled.stdout.strip().splitlines()[-1] == "[0.0, 2.0]", compiled.stderr[-3000:]

@@ -108,6 +108,20 @@ def test_tini_is_installed_where_the_entrypoint_runs(steps: list[tuple[str, str]
     assert "need+=(tini)" in runs and "/usr/bin/tini --version" in runs
 
 
+def test_a_compiler_is_installed_where_the_runtime_runs(steps: list[tuple[str, str]]) -> None:
+    """The CPU calibration's streaming kernel (C, OpenMP) and torch.compile on a CPU (C++ with <Python.h>) build
+    at run time: the runtime's stage installs gcc, g++ and the Python headers when its base lacks them, cleans
+    apt's caches in the same layer, and checks the compilers run. (test_docker_e2e.py checks the built image.)"""
+    runtime_from = [a for k, a in steps if k == "FROM"][-1].split()[0]
+    start = next(i for i, (k, a) in enumerate(steps) if k == "FROM" and a.endswith(f" AS {runtime_from}"))
+    end = next(i for i, (k, _) in enumerate(steps) if k == "FROM" and i > start)
+    runs = " ".join(a for k, a in steps[start:end] if k == "RUN")
+    assert "need+=(gcc g++ libc6-dev)" in runs and "need+=(python3-dev)" in runs
+    assert "apt-get clean" in runs and "gcc --version" in runs and "g++ --version" in runs
+    base = (REPO / "scripts" / "build-base-image").read_text()
+    assert "--include=python3,python3-venv,tini,gcc,g++,libc6-dev,python3-dev" in base
+
+
 def test_the_revision_reaches_the_environment(steps: list[tuple[str, str]]) -> None:
     """`--build-arg REVISION=<sha>` lands in TILEOPS_GIT_REVISION, which records and tileops_build_info read."""
     final = final_stage(steps)

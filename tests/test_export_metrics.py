@@ -363,3 +363,44 @@ def test_every_sink_takes_the_detail_level(tmp_path: Path):
     lean = parse(write_textfile(tmp_path / "tf", snap).read_bytes())
     full = parse(write_textfile(tmp_path / "tf-full", snap, detail="full").read_bytes())
     assert "tileops_sol_time_seconds" not in lean and "tileops_sol_time_seconds" in full
+
+
+def test_the_newest_audit_of_a_device_is_published_with_its_newest_run(tmp_path: Path):
+    """An audit folder of its own joins the device's run when it is newer than the run's own audit; an older one
+    does not, and an audit of a device with no run is published alone, with no run series."""
+    import json
+
+    from tileops.export.snapshot import AuditSnapshot, RunSnapshot, load_results
+
+    def entry(verdict: str, at, **device) -> dict:
+        return {"op": "relu", "label": "small", "dtype": "float32", "backend": "torch", "verdict": verdict,
+                "finished_at": at.isoformat(), **device}
+
+    cpu = {"hostname": "node-a", "device_uuid": "cpu-node-a", "device_name": "Test CPU 9000"}
+    run = write_run(tmp_path / "run", [record()], audit=[entry("FAIL", T0 + timedelta(hours=1))])
+
+    def folder(name: str, *entries: dict) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "audit.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+        return d
+
+    older = folder("older", entry("PASS", T0, **cpu))
+    newer = folder("newer", entry("WARN", T0 + timedelta(hours=2), **cpu))
+    gpu_only = folder("gpu", entry("ERROR", T0, hostname="node-a", device_uuid="GPU-9", device_name="NVIDIA H200"))
+    chooser = ProfileChooser.only(profile())
+
+    def verdicts(*dirs: Path) -> dict[str, set[str]]:
+        snaps = latest_per_device(s for d in dirs for s in load_results(d, chooser))
+        m = parse(render(snaps))
+        assert {s.labels["UUID"] for s in m["tileops_run_info"]} == {"cpu-node-a"}  # no run for the GPU's audit
+        out: dict[str, set[str]] = {}
+        for s in m["tileops_audit_verdict"]:
+            out.setdefault(s.labels["UUID"], set()).add(s.labels["verdict"])
+        return out
+
+    assert verdicts(run, older, gpu_only) == {"cpu-node-a": {"FAIL"}, "GPU-9": {"ERROR"}}
+    assert verdicts(run / "audit.jsonl") == {"cpu-node-a": {"FAIL"}}  # the audit file of a run is that run
+    assert verdicts(run, older, newer, gpu_only) == {"cpu-node-a": {"WARN"}, "GPU-9": {"ERROR"}}
+    kinds = [type(s) for s in latest_per_device(s for d in (run, gpu_only) for s in load_results(d, chooser))]
+    assert sorted(kinds, key=lambda t: t.__name__) == [AuditSnapshot, RunSnapshot]

@@ -101,9 +101,9 @@ def test_bench_calibrates_a_device_it_has_no_calibration_of_first_then_reuses_it
 
     r = _bench(store, tmp_path / "first", "--calibrate", "quick")
     assert r.returncode == 0, r.stdout + r.stderr
-    first_line = next(line for line in r.stdout.splitlines() if line.startswith("calibrating"))
+    first_line = next(line for line in r.stderr.splitlines() if line.startswith("calibrating"))
     assert "cpu-bench-host" in first_line and "no stored calibration" in first_line
-    assert r.stdout.index("calibrating") < r.stdout.index("[1/")  # calibrated before the first row
+    assert r.stderr.index("calibrating") < r.stderr.index("[1/")  # calibrated before the first row
     result = read_device_result(store / "devices" / "cpu-bench-host.yaml")
     assert result.quick and result.machine.hostname == "bench-host"
     (rec,) = list(iter_records(tmp_path / "first"))
@@ -114,10 +114,10 @@ def test_bench_calibrates_a_device_it_has_no_calibration_of_first_then_reuses_it
 
     r = _bench(store, tmp_path / "again", "--calibrate", "quick")  # fresh: reused, nothing measured
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "calibration of cpu-bench-host: calibrated" in r.stdout and "calibrating cpu" not in r.stdout
+    assert "calibration of cpu-bench-host: calibrated" in r.stderr and "calibrating cpu" not in r.stderr
     assert read_device_result(store / "devices" / "cpu-bench-host.yaml").run_id == result.run_id
 
     r = _bench(store, tmp_path / "stale", "--calibrate", "quick", "--calibration-max-age", "1s")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "over the maximum age 1s" in r.stdout
+    assert "over the maximum age 1s" in r.stderr
     assert read_device_result(store / "devices" / "cpu-bench-host.yaml").run_id != result.run_id

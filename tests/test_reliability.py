@@ -192,7 +192,7 @@ def test_torn_tail_is_set_aside_before_resume_appends(tmp_path: Path, env: dict[
 
     r = bench("--resume", str(out), env=without_faulty(env))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "torn" in r.stdout and "records.jsonl.torn-" in r.stdout
+    assert "torn" in r.stderr and "records.jsonl.torn-" in r.stderr  # a note: stderr
     assert "resuming: 1 row(s) already recorded OK, 1 to run" in r.stdout
     (aside,) = out.glob("records.jsonl.torn-*")
     assert aside.read_bytes() == fragment  # kept, byte for byte

@@ -127,6 +127,57 @@ def test_serve_reads_around_a_bad_profile_but_a_bad_choice_is_the_callers_error(
         ProfileChooser.resolve(str(store / "bad.yaml"), store_path=store, on_error=seen.append)
 
 
+@pytest.mark.parametrize("argv", [["profile", "list"], ["profile", "match", "Some CPU"], ["export", "RUN"],
+                                  ["roofline", "RUN"]])
+def test_a_profile_store_that_is_a_file_is_named_not_ignored(argv: list[str], tmp_path: Path, monkeypatch,
+                                                             capsys: pytest.CaptureFixture) -> None:
+    """TILEOPS_PROFILE_DIR naming a file: every reader says so (exit 2, the variable and the fix) instead of
+    finding no store profile in it and pricing every row blank."""
+    run = write_run(tmp_path / "run", [record()])
+    store = tmp_path / "profiles.yaml"
+    store.write_text(yaml.safe_dump(GOOD))  # a profile where the store's folder belongs: an easy slip
+    monkeypatch.setenv("TILEOPS_PROFILE_DIR", str(store))
+    assert main([str(run) if a == "RUN" else a for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert f"{store}: TILEOPS_PROFILE_DIR={store} is a file, not a directory" in err
+    assert "point TILEOPS_PROFILE_DIR (or --profile-dir) at a directory" in err
+
+
+@pytest.mark.parametrize("argv", [["profile", "--profile-dir", "FILE", "list"],
+                                  ["calibrate", "--profile-dir", "FILE", "--no-write"],
+                                  ["fleet", "bench", "--profile-dir", "FILE"]])
+def test_a_profile_dir_flag_naming_a_file_is_exit_2_naming_the_flag(argv: list[str], tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    store = tmp_path / "p.yaml"
+    store.write_text("x: 1\n")
+    with pytest.raises(SystemExit) as exc:
+        main([str(store) if a == "FILE" else a for a in argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --profile-dir: {store} is a file, not a directory" in err and "give a directory" in err
+
+
+def test_serve_refuses_a_store_that_is_a_file_at_start_and_keeps_its_profiles_if_it_becomes_one(
+        tmp_path: Path, monkeypatch) -> None:
+    from tileops.export.server import CachedProfiles
+
+    store = tmp_path / "store"
+    monkeypatch.setenv("TILEOPS_PROFILE_DIR", str(store))
+    store.write_text("")
+    with pytest.raises(ProfileError, match="is a file, not a directory"):
+        CachedProfiles()()  # `tileops serve` exits 2 with this at start
+    store.unlink()
+    store.mkdir()
+    (store / "good.yaml").write_text(yaml.safe_dump(GOOD))
+    cached = CachedProfiles()
+    assert cached()("Some CPU").name == "P" and not cached.problems
+    (store / "good.yaml").unlink()
+    store.rmdir()
+    store.write_text("")  # it went bad while serving: the last good chooser stays, and /healthz says why
+    assert cached()("Some CPU").name == "P"
+    assert list(cached.problems) == ["store"] and "is a file, not a directory" in cached.problems["store"]
+
+
 # --------------------------------------------------------------------------- numbers at the bounds
 
 

@@ -116,3 +116,26 @@ def test_a_func_that_is_not_a_plain_function_of_the_formulas_module_is_a_located
     assert "is a type, not a function" in got[f"{f}:via_class.roofline.func"]
     assert "is a module, not a function" in got[f"{f}:via_module.roofline.func"]
     assert "defines no 'nope'" in got[f"{f}:via_missing.roofline.func"]
+
+
+def test_a_fifo_is_refused_with_its_name_not_read(tmp_path: Path) -> None:
+    """A FIFO given as a manifest (or left in a manifest directory) would block the read forever: it is refused,
+    named, with the fix, and the rest is still validated. validate() times out at 120 s, so a hang fails."""
+    import os
+
+    fifo = tmp_path / "ops.yaml"
+    os.mkfifo(fifo)
+    r = validate(str(fifo))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{fifo}: a FIFO, not a regular file" in r.stderr and "replace it with one, or remove it" in r.stderr
+    mdir = tmp_path / "manifest"
+    shutil.copytree(shipped_manifest_dir(), mdir)
+    os.mkfifo(mdir / "zz-fifo.yaml")
+    r = validate(str(mdir), "--format", "json")
+    assert r.returncode == 2, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert [u.split(":")[0] for u in out["unreadable"]] == [str(mdir / "zz-fifo.yaml")]
+    from tileops.manifest.load import read_manifest
+
+    shipped = len(read_manifest([shipped_manifest_dir()]).analyses)
+    assert out["entries"] == shipped > 0 and not out["defects"]  # the shipped files were read as usual

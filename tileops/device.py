@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, NamedTuple
 
 CPUINFO = Path("/proc/cpuinfo")
 CPU_SYSFS = Path("/sys/devices/system/cpu")
@@ -149,15 +149,23 @@ def cpu_max_mhz() -> float | None:
 
 
 @lru_cache(maxsize=1)
-def nvml() -> Any | None:
-    """The initialised ``pynvml`` module, or None when it is missing or NVML cannot start."""
+def nvml_status() -> tuple[Any | None, str]:
+    """(the initialised ``pynvml`` module, "") or (None, why not: the package missing, or NVML not starting)."""
     try:
         import pynvml  # type: ignore[import-not-found]
-
-        pynvml.nvmlInit()
-        return pynvml
     except Exception:
-        return None
+        return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py; the image's `gpu` extra has it)"
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:
+        return None, (f"NVML could not start ({type(exc).__name__}: {exc}); the driver's libnvidia-ml is missing "
+                      "or does not match it (in a container: run it with the NVIDIA runtime)")
+    return pynvml, ""
+
+
+def nvml() -> Any | None:
+    """The initialised ``pynvml`` module, or None when it is missing or NVML cannot start."""
+    return nvml_status()[0]
 
 
 def _nvml_handle(uuid: str | None) -> Any | None:
@@ -347,8 +355,15 @@ def _gpu_clocks(index: int, uuid: str | None) -> dict[str, Any] | None:  # pragm
     return out or None
 
 
-def gpu_processes(device: str) -> list[dict[str, Any]] | None:
-    """Other processes on this GPU (NVML), excluding this one; None when NVML cannot tell.
+class ProcessCheck(NamedTuple):
+    """Other processes on a GPU (``others``), or None with ``why`` NVML could not tell."""
+
+    others: list[dict[str, Any]] | None
+    why: str = ""
+
+
+def other_gpu_processes(device: str) -> ProcessCheck:
+    """Other processes on this GPU (NVML), excluding this one; or None and the reason it cannot tell.
 
     A calibration needs an idle device: another process's kernels would steal
     bandwidth and make the ceilings look lower than they are. Inside a container
@@ -356,23 +371,38 @@ def gpu_processes(device: str) -> list[dict[str, Any]] | None:
     ``/proc/self/status`` lists only the namespaces of the container's own procfs.
     So when neither finds this process but it holds a CUDA context, it finds itself
     by what only it can do: it allocates ``PROBE_BYTES`` and the one process whose
-    NVML memory grows by that much is this one (:func:`own_pids_in`).
+    NVML memory grows by that much is this one (:func:`own_pids_in`). When that
+    does not single one out, the answer is None, never a guess: counting this
+    process as another would call every device busy, missing another would call
+    a busy one idle.
     """
     kind, index = parse_device(device)
     if kind == "cpu":
-        return []
-    lib = nvml()  # pragma: no cover - needs a GPU
-    h = _nvml_handle(_gpu_uuid(index or 0))  # pragma: no cover - needs a GPU
-    if lib is None or h is None:  # pragma: no cover - needs a GPU
-        return None
+        return ProcessCheck([])
+    lib, why = nvml_status()  # pragma: no cover - needs a GPU
+    if lib is None:  # pragma: no cover - needs a GPU
+        return ProcessCheck(None, why)
+    uuid = _gpu_uuid(index or 0)  # pragma: no cover - needs a GPU
+    h = _nvml_handle(uuid)  # pragma: no cover - needs a GPU
+    if h is None:  # pragma: no cover - needs a GPU
+        return ProcessCheck(None, f"NVML does not know {device} (uuid {uuid or 'unknown'})")
     listed = _nvml_processes(lib, h)  # pragma: no cover - needs a GPU
     if listed is None:  # pragma: no cover - needs a GPU
-        return None
+        return ProcessCheck(None, f"NVML could not list the processes on {device}")
     mine = own_pids_in(listed, namespace_pids(), _holds_context(index or 0),  # pragma: no cover - needs a GPU
                        lambda: _probe_listing(lib, h, index or 0))
     if mine is None:  # pragma: no cover - needs a GPU
-        return None
-    return [{"pid": pid, "used_memory_bytes": used} for pid, used in listed.items() if pid not in mine]
+        return ProcessCheck(None, (
+            f"NVML lists {len(listed)} process(es) on {device} by host PID, and none is this process's PID (inside "
+            f"a container PIDs differ), nor did a {PROBE_BYTES // 2**20} MiB allocation single this process out; "
+            "run the container with --pid=host, or check with nvidia-smi on the host that nothing else runs"))
+    return ProcessCheck([{"pid": pid, "used_memory_bytes": used} for pid, used in listed.items() if pid not in mine])
+
+
+def gpu_processes(device: str) -> list[dict[str, Any]] | None:
+    """Other processes on this GPU, excluding this one; None when NVML cannot tell
+    (:func:`other_gpu_processes` says why)."""
+    return other_gpu_processes(device).others
 
 
 #: What this process allocates to find itself in NVML's process list (a container's PIDs are not the host's).

@@ -62,8 +62,8 @@ def _kind(mode: int) -> str:
 def check_regular(path: Path | str, st: os.stat_result, max_bytes: int | None = None) -> None:
     """FileRefused unless ``st`` (of ``path``) is a regular file of at most ``max_bytes``."""
     if not stat.S_ISREG(st.st_mode):
-        raise FileRefused(f"{path}: {_kind(st.st_mode)}, not a regular file; results and profiles are plain files "
-                          "(replace it with one, or remove it)")
+        raise FileRefused(f"{path}: {_kind(st.st_mode)}, not a regular file; tileops reads results, profiles and "
+                          "manifests only from plain files (replace it with one, or remove it)")
     if max_bytes is not None and st.st_size > max_bytes:
         raise FileRefused(f"{path}: {st.st_size} bytes, above the {max_bytes}-byte limit for this file "
                           "(remove or split it, or raise the limit)")

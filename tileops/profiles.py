@@ -383,8 +383,37 @@ def load_profiles(*, shipped: bool = True, store: bool = True, store_path: Path 
     if shipped:
         merged.update(_load_dir(shipped_dir(), read, on_error))
     if store:
-        merged.update(_load_dir(store_path or store_dir(), read, on_error))
+        directory = store_path or store_dir()
+        problem = store_problem(directory, explicit=store_path is not None)
+        if problem is None:
+            merged.update(_load_dir(directory, read, on_error))
+        elif on_error is None:
+            raise problem
+        else:
+            on_error(problem)
     return sorted(merged.values(), key=lambda p: p.name)
+
+
+def store_problem(directory: Path, *, explicit: bool = False) -> ProfileError | None:
+    """Why ``directory`` cannot be the profile store (it exists and is not a directory), naming what set it
+    and the fix; None when it is a directory or absent (absent: no store profiles yet, calibrate makes it).
+
+    Without this, every reader would find no store profile in a file and price rows blank (``no-profile``)
+    without saying why. ``explicit``: the path was passed in rather than read from the environment."""
+    if not directory.exists() or directory.is_dir():
+        return None
+    env = os.environ.get(PROFILE_DIR_ENV)
+    if explicit:
+        origin, fix = "the profile store given", "give a directory"
+    elif env:
+        origin = f"{PROFILE_DIR_ENV}={env}"
+        fix = f"point {PROFILE_DIR_ENV} (or --profile-dir) at a directory, or unset it for the default store"
+    else:
+        origin = "the default profile store"
+        fix = f"move the file away, or set {PROFILE_DIR_ENV} to a directory"
+    return ProfileError(f"{directory}: {origin} is a file, not a directory; the profile store is a folder of "
+                        f"profile YAML files (fix: {fix}; calibrate creates the directory when missing)",
+                        file=directory, field=PROFILE_DIR_ENV, fix=fix)
 
 
 def is_store_profile(profile: Profile, store_path: Path | None = None) -> bool:

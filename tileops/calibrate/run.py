@@ -23,7 +23,7 @@ from tileops import __version__
 from tileops.calibrate import measure
 from tileops.calibrate.theoretical import TheoryOptions, base_profile
 from tileops.calibrate.results import DeviceCalibration, build_profile, new_run_id
-from tileops.device import DeviceInfo, cpu_busy_fraction, describe_device, gpu_processes, read_clocks
+from tileops.device import DeviceInfo, cpu_busy_fraction, describe_device, other_gpu_processes, read_clocks
 from tileops.profiles import Profile
 from tileops.records import Machine
 from tileops.revision import git_revision
@@ -58,9 +58,9 @@ def idle_warnings(info: DeviceInfo) -> list[str]:
             return [f"the host is busy (1-minute load {load:.2f} per usable CPU): other work competes with the "
                     "calibration, so its figures may be low; calibrate on an idle host"]
         return []
-    procs = gpu_processes(info.device)  # pragma: no cover - needs a GPU
+    procs, why = other_gpu_processes(info.device)
     if procs is None:
-        return ["NVML is unavailable (install nvidia-ml-py): could not check that the GPU is idle"]
+        return [f"could not check that {info.device} is idle: {why}"]
     if procs:
         pids = ", ".join(str(p["pid"]) for p in procs)
         return [f"{len(procs)} other process(es) on {info.device} (pid {pids}): the GPU is not idle, so its "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Callable
 
 #: The longest wait any flag accepts: about 11.6 days, past any row or push, below what timers can hold.
@@ -75,3 +76,15 @@ def port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a TCP port from 0 to 65535 (0 picks a free one); got {text!r}")
     return value
+
+
+def profile_store(text: str) -> Path:
+    """``--profile-dir``: a directory, or a path where one will be made; an existing file is refused (read-only
+    commands would otherwise find no profiles in it and price every row blank without a word)."""
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{text} is a file, not a directory: the profile store is a folder of profile YAML files; give a "
+            "directory (calibrate creates it when missing), or leave --profile-dir out for $TILEOPS_PROFILE_DIR "
+            "or the default store")
+    return path

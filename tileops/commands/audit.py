@@ -39,8 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     sel.add_argument("--dtype", action="append", default=[], help="dtype (bfloat16, ...) or dtype case name")
     p.add_argument("--device", default="cuda:0", help="the GPU to audit on (default cuda:0)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="where audit.jsonl and the reports go (default results/audit-<run-id>/); a bench run "
-                        "directory puts audit.jsonl beside its records, so `tileops export` publishes both")
+                   help="where audit.jsonl and the reports go (default results/audit-<run-id>/); `tileops export` "
+                        "and `serve` publish it under the GPU it audited, with that GPU's newest run; a bench run "
+                        "directory puts audit.jsonl beside its records instead")
     p.add_argument("--config", type=Path, default=None, metavar="PATH",
                    help="EXEMPT configuration: a YAML file or a folder of them (default: the shipped audit/)")
     p.add_argument("--ncu", default=None, metavar="PATH", help="the ncu executable (default: ncu on PATH, then "

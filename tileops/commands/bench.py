@@ -91,7 +91,10 @@ def run(args: argparse.Namespace) -> int:
     req.output.metrics_detail = args.metrics_detail  # how much the sinks publish; not part of the measurement
     if args.calibration_max_age is not None:
         req.output.calibration_max_age = args.calibration_max_age
-    console = Console()
+    console = Console()  # stdout: the run's header, the SOL table and health, the files written
     if not console.is_terminal:  # logs (docker, CI, files): wide enough for the SOL table
         console = Console(width=200)
-    return run_bench(req, console)
+    err = Console(stderr=True)  # stderr: progress, notes, warnings and errors
+    if not err.is_terminal:
+        err = Console(stderr=True, width=200)
+    return run_bench(req, console, err)

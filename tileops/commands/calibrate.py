@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-age", metavar="DURATION",
                    help="skip a device whose stored result (<store>/devices/<uuid>.yaml) is newer than this "
                         "(e.g. 12h, 7d; a quick result never stands in for a full one), say so, exit 0")
-    p.add_argument("--profile-dir", type=Path, default=None,
+    p.add_argument("--profile-dir", type=argtypes.profile_store, default=None,
                    help="profile store to write (default: $TILEOPS_PROFILE_DIR or the user data dir)")
     p.add_argument("--write-shipped", action="store_true",
                    help="write the model profile into the shipped profiles/ folder instead of the store")

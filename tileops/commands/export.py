@@ -20,7 +20,7 @@ from tileops.export.calibration import device_calibrations
 from tileops.export.metrics import DEFAULT_DETAIL, DETAILS, render
 from tileops.export.push import DEFAULT_JOB, RetryPolicy
 from tileops.export.sinks import check_sinks, export_snapshots
-from tileops.export.snapshot import latest_per_device, load_run
+from tileops.export.snapshot import latest_per_device, load_results
 from tileops.profiles import ProfileChooser
 
 
@@ -56,8 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "the exposition. Exit 0 exported, 4 push failed after retries (results untouched), "
                     "2 unreadable input.")
     p.add_argument("results", nargs="+", type=Path, metavar="RESULTS",
-                   help="run directories (holding records.jsonl) or records.jsonl files; the newest run of each "
-                        "device is exported")
+                   help="run directories (holding records.jsonl), records.jsonl files, or audit folders "
+                        "(`tileops audit --out DIR`, holding audit.jsonl); the newest run of each device is "
+                        "exported with the device's newest audit")
     p.add_argument("--profile", metavar="NAME|FILE",
                    help="a profile name or YAML file (default: the profile matching each device)")
     add_sink_arguments(p)
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         policy = retry_policy(args)
         chooser = ProfileChooser.resolve(args.profile, per_device=device_profile_reader())
         calibrations = device_calibrations()
-        snaps = latest_per_device(s for path in args.results for s in load_run(path, chooser, calibrations))
+        snaps = latest_per_device(s for path in args.results for s in load_results(path, chooser, calibrations))
     except TileOpsError as exc:
         print(f"tileops export: error: {exc}", file=sys.stderr)
         return exitcodes.USAGE

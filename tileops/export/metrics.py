@@ -45,7 +45,7 @@ from tileops.revision import git_revision
 from tileops.roofline import HEALTH_STATES, VERDICTS, Priced
 
 from .exposition import render_text
-from .snapshot import RunSnapshot
+from .snapshot import AuditSnapshot, RunSnapshot, Snapshot
 
 DEVICE_LABELS: tuple[str, ...] = ("Hostname", "UUID", "modelName")
 ROW_LABELS: tuple[str, ...] = DEVICE_LABELS + ("op", "label", "dtype", "backend")
@@ -298,7 +298,7 @@ def _profile(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
     fam.add("tileops_profile_latency_floor_seconds", lab, prof.latency_floor_s)
 
 
-def _audit(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
+def _audit(fam: Samples, dev: tuple[str, ...], s: Snapshot) -> None:
     for a in s.audit:
         lab = dev + a.key
         if a.verdict in AUDIT_VERDICTS:
@@ -318,13 +318,17 @@ def _check_detail(detail: str) -> bool:
     return detail == "full"
 
 
-def collect_samples(snapshots: Iterable[RunSnapshot], *, build_info: bool = True,
+def collect_samples(snapshots: Iterable[Snapshot], *, build_info: bool = True,
                     detail: str = DEFAULT_DETAIL) -> Samples:
-    """Every sample for these snapshots at ``detail`` (and ``tileops_build_info`` unless told not)."""
+    """Every sample for these snapshots at ``detail`` (and ``tileops_build_info`` unless told not).
+    An :class:`AuditSnapshot` (an audit with no run) gives its audit series only."""
     full = _check_detail(detail)
     fam = Samples()
     for s in snapshots:
         dev = s.device.labels()
+        if isinstance(s, AuditSnapshot):
+            _audit(fam, dev, s)
+            continue
         for p in s.priced:
             _row(fam, dev, p, full)
         _run(fam, dev, s)
@@ -348,7 +352,7 @@ def to_families(samples: Samples) -> list[Metric]:
     return out
 
 
-def families(snapshots: Iterable[RunSnapshot], *, build_info: bool = True,
+def families(snapshots: Iterable[Snapshot], *, build_info: bool = True,
              detail: str = DEFAULT_DETAIL) -> list[Metric]:
     """Every metric family for these snapshots as prometheus_client objects."""
     return to_families(collect_samples(snapshots, build_info=build_info, detail=detail))
@@ -357,7 +361,7 @@ def families(snapshots: Iterable[RunSnapshot], *, build_info: bool = True,
 class SnapshotCollector(Collector):
     """A collector over whatever ``source`` returns at scrape time (a fixed list, or a directory scan)."""
 
-    def __init__(self, source: Callable[[], Iterable[RunSnapshot]], *, build_info: bool = True,
+    def __init__(self, source: Callable[[], Iterable[Snapshot]], *, build_info: bool = True,
                  detail: str = DEFAULT_DETAIL) -> None:
         _check_detail(detail)
         self._source = source
@@ -368,7 +372,7 @@ class SnapshotCollector(Collector):
         yield from families(self._source(), build_info=self._build_info, detail=self._detail)
 
 
-def registry_for(source: Callable[[], Iterable[RunSnapshot]], *, build_info: bool = True,
+def registry_for(source: Callable[[], Iterable[Snapshot]], *, build_info: bool = True,
                  detail: str = DEFAULT_DETAIL) -> CollectorRegistry:
     """A private registry (no process/platform collectors) holding only our metrics."""
     reg = CollectorRegistry(auto_describe=False)
@@ -376,7 +380,7 @@ def registry_for(source: Callable[[], Iterable[RunSnapshot]], *, build_info: boo
     return reg
 
 
-def render(snapshots: Iterable[RunSnapshot], *, build_info: bool = True, detail: str = DEFAULT_DETAIL) -> bytes:
+def render(snapshots: Iterable[Snapshot], *, build_info: bool = True, detail: str = DEFAULT_DETAIL) -> bytes:
     """The Prometheus text exposition (format 0.0.4) of these snapshots at ``detail`` (``lean`` or ``full``).
 
     Written by :func:`tileops.export.exposition.render_text`, which a test holds

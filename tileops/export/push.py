@@ -3,6 +3,10 @@
 The grouping key is ``job`` / ``instance`` (the host) / ``UUID`` (the device), so
 a host with eight GPUs keeps eight groups and each run replaces only its own
 (HTTP PUT: a row that vanished from the bench vanishes from Prometheus too).
+A device's read-side bytes audit goes to its own group, job ``<job>-audit``
+(``AUDIT_JOB_SUFFIX``): a bench run without an audit never erases the audit's
+verdicts, and an audit exported alone never erases the run. Every rule and
+panel aggregates ``without (job, instance)``, so the two groups read as one.
 
 A push that fails is retried with exponential backoff; transport errors and
 5xx/429 answers are retried, other 4xx answers are not (the request itself is
@@ -29,9 +33,11 @@ from urllib.parse import quote, urlparse
 
 from .exposition import CONTENT_TYPE
 from .metrics import DEFAULT_DETAIL, render
-from .snapshot import DeviceLabels, RunSnapshot
+from .snapshot import AuditSnapshot, DeviceLabels, Snapshot
 
 DEFAULT_JOB = "tileops"
+#: The audit's group is ``job=<job>-audit`` beside the run's ``job=<job>``.
+AUDIT_JOB_SUFFIX = "-audit"
 LAST_SUCCESS = "tileops_run_last_success_timestamp_seconds"
 
 
@@ -56,6 +62,7 @@ class PushResult:
     ok: bool
     attempts: int
     error: str | None = None
+    job: str = DEFAULT_JOB  # the group's job: ``<job>-audit`` for an audit
 
 
 def gateway_base(url: str) -> str:
@@ -157,12 +164,20 @@ def previous_last_success(url: str, job: str, key: dict[str, str], timeout_s: fl
     return None
 
 
-def push_snapshot(url: str, snapshot: RunSnapshot, *, job: str = DEFAULT_JOB, instance: str | None = None,
+def push_snapshot(url: str, snapshot: Snapshot, *, job: str = DEFAULT_JOB, instance: str | None = None,
                   policy: RetryPolicy = RetryPolicy(), log: Callable[[str], None] = lambda msg: None,
                   detail: str = DEFAULT_DETAIL) -> PushResult:
-    """PUT one device's group (metrics at ``detail``), retrying with backoff. Never raises for a network failure."""
+    """PUT one device's group (metrics at ``detail``), retrying with backoff. Never raises for a network failure.
+
+    A run's audit is not pushed with it: split it off first (``snapshot.split_audit``; ``export_snapshots``
+    does) and push the :class:`AuditSnapshot` on its own, which goes to the ``<job>-audit`` group.
+    """
     key = grouping_key(snapshot.device, instance)
-    snap = snapshot.with_last_success(previous_last_success(url, job, key, policy.timeout_s))
+    if isinstance(snapshot, AuditSnapshot):
+        job = job + AUDIT_JOB_SUFFIX
+        snap: Snapshot = snapshot
+    else:
+        snap = snapshot.with_last_success(previous_last_success(url, job, key, policy.timeout_s))
     body = render([snap], detail=detail)
     base = gateway_base(url)
     target = group_url(base, job, key)
@@ -170,12 +185,12 @@ def push_snapshot(url: str, snapshot: RunSnapshot, *, job: str = DEFAULT_JOB, in
     for attempt in range(1, policy.attempts + 1):
         try:
             put_group(target, body, policy.timeout_s)
-            return PushResult(snapshot.device, base, True, attempt)
+            return PushResult(snapshot.device, base, True, attempt, job=job)
         except Exception as exc:  # noqa: BLE001 - every failure is reported, none may lose the run
             error = _describe(exc)
             if not _retryable(exc) or attempt == policy.attempts:
-                return PushResult(snapshot.device, base, False, attempt, error)
+                return PushResult(snapshot.device, base, False, attempt, error, job=job)
             wait = policy.delay(attempt - 1)
             log(f"push to {base} failed ({error}); retry {attempt + 1}/{policy.attempts} in {wait:.1f} s")
             time.sleep(wait)
-    return PushResult(snapshot.device, base, False, policy.attempts, error)
+    return PushResult(snapshot.device, base, False, policy.attempts, error, job=job)

@@ -2,7 +2,8 @@
 
 ``/metrics`` publishes each device's newest run found under the directory
 (``DIR/records.jsonl``, ``DIR/<run-id>/``, ``DIR/<host>/<run-id>/``), priced
-against the current profiles; ``/healthz`` answers whether the exporter can
+against the current profiles, with the device's newest audit (beside a run, or
+in an audit folder of its own such as ``DIR/audit-<run-id>/``); ``/healthz`` answers whether the exporter can
 read the directory (liveness of the exporter, not the bench's health, which is
 a metric), and lists what it had to leave out.
 
@@ -36,13 +37,14 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from tileops.calibrate.results import device_profile_reader
 from tileops.errors import TileOpsError
 from tileops.fsutil import FileRefused, check_regular
-from tileops.profiles import Profile, ProfileChooser, ProfileError, load_profile, shipped_dir, store_dir
+from tileops.profiles import (Profile, ProfileChooser, ProfileError, load_profile, shipped_dir, store_dir,
+                              store_problem)
 from tileops.records import AUDIT_FILE, RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYTES
 
 from .calibration import device_calibrations
 from .exposition import CONTENT_TYPE
 from .metrics import DEFAULT_DETAIL, render
-from .snapshot import RunSnapshot, find_run_dirs, latest_per_device, load_run
+from .snapshot import Snapshot, find_run_dirs, latest_per_device, load_results
 
 DEFAULT_PORT = 9469
 #: The largest records or audit file a scrape reads (``tileops serve --max-file-mb``). 100,000 records
@@ -103,6 +105,8 @@ class CachedProfiles:
             return "--profile"
         path = Path(path)
         for label, d in self._dirs():
+            if path == d:  # the folder itself (a store that is a file)
+                return label
             if path.parent == d:
                 return f"{label}/{path.name}"
         return "--profile" if self.choice and path == Path(self.choice) else path.name
@@ -125,10 +129,13 @@ class CachedProfiles:
         return prof
 
     def __call__(self) -> ProfileChooser:
-        key = tuple((str(f), _file_stamp(f)) for f in self._files())
+        key = tuple((str(f), _file_stamp(f)) for f in self._files()) + (("store", _file_stamp(store_dir())),)
         if key != self._stamp:
             self.problems = {}
             try:
+                bad_store = store_problem(store_dir())  # a file where the store belongs: the caller's error
+                if bad_store is not None:
+                    raise bad_store
                 self._value = ProfileChooser.resolve(self.choice, read=self._read, on_error=self._problem,
                                                      per_device=device_profile_reader())
             except ProfileError as exc:
@@ -141,13 +148,13 @@ class CachedProfiles:
 
 @dataclass
 class DirectorySource:
-    """The snapshots to publish: each device's newest run under ``root``, cached by file stamps."""
+    """The snapshots to publish: each device's newest run and audit under ``root``, cached by file stamps."""
 
     root: Path
     profiles: Callable[[], ProfileChooser]
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
-    _cache: dict[Path, tuple[_Stamp, list[RunSnapshot]]] = field(default_factory=dict)
+    _cache: dict[Path, tuple[_Stamp, list[Snapshot]]] = field(default_factory=dict)
     _failed: dict[Path, tuple[_Stamp, str]] = field(default_factory=dict)
     _chooser: ProfileChooser | None = None
     _profiles_version: int = 0
@@ -196,11 +203,11 @@ class DirectorySource:
         cal_fp = "|".join(f"{k}:{c.run_id}:{c.finished_at.isoformat()}" for k, c in sorted(calibrations.items()))
         return profiles, calibrations, cal_fp
 
-    def _scan(self) -> tuple[list[RunSnapshot], _Stamp]:
+    def _scan(self) -> tuple[list[Snapshot], _Stamp]:
         """Every run's snapshots (cached per run by file stamps), and the stamp of all inputs together."""
         profiles, calibrations, cal_fp = self._inputs()
         dirs = find_run_dirs(self.root) if self.root.is_dir() else []
-        snaps: list[RunSnapshot] = []
+        snaps: list[Snapshot] = []
         stamps = []
         for d in dirs:
             stamp = tuple(_file_stamp(d / n) for n in (RECORDS_FILE, RUN_FILE, AUDIT_FILE)) + (
@@ -217,7 +224,7 @@ class DirectorySource:
                 why = self._refusal(d)
                 if why is not None:
                     raise FileRefused(why)
-                loaded = load_run(d, profiles, calibrations)
+                loaded = load_results(d, profiles, calibrations)
             except (TileOpsError, OSError, ValueError) as exc:
                 self._fail(d, stamp, self._short(d, str(exc)))
                 continue
@@ -240,14 +247,14 @@ class DirectorySource:
         self._failed[run_dir] = (stamp, message)
         self._cache.pop(run_dir, None)
 
-    def scan(self) -> list[RunSnapshot]:
+    def scan(self) -> list[Snapshot]:
         """Each device's newest run, as published now."""
         with self._lock:
             return self._scan()[0]
 
     # ------------------------------------------------------------------ the exposition
 
-    def _render(self, snaps: list[RunSnapshot], detail: str) -> bytes:
+    def _render(self, snaps: list[Snapshot], detail: str) -> bytes:
         """The exposition; a snapshot that cannot be rendered is left out (and listed), not the whole page."""
         try:
             return render(snaps, detail=detail)
@@ -258,9 +265,9 @@ class DirectorySource:
                     render([s], detail=detail)
                     good.append(s)
                 except Exception as exc:  # noqa: BLE001
-                    self.log(f"tileops serve: cannot render {s.run_dir}:\n{traceback.format_exc()}")
-                    stamp = self._cache.get(s.run_dir, ((),))[0]
-                    self._fail(s.run_dir, stamp, f"cannot be rendered ({type(exc).__name__}); see the exporter's log")
+                    self.log(f"tileops serve: cannot render {s.results_dir}:\n{traceback.format_exc()}")
+                    stamp = self._cache.get(s.results_dir, ((),))[0]
+                    self._fail(s.results_dir, stamp, f"cannot be rendered ({type(exc).__name__}); see the exporter's log")
             return render(good, detail=detail)
 
     def metrics(self, gzipped: bool = False, detail: str = DEFAULT_DETAIL) -> bytes:

@@ -20,7 +20,7 @@ from tileops.profiles import ProfileChooser
 from .calibration import device_calibrations
 from .metrics import DEFAULT_DETAIL
 from .push import DEFAULT_JOB, RetryPolicy, check_gateway_url, push_snapshot
-from .snapshot import RunSnapshot, load_run
+from .snapshot import AuditSnapshot, Snapshot, load_results, split_audit
 from .textfile import write_textfile
 
 __all__ = ["check_sinks", "export_run", "export_snapshots"]
@@ -45,15 +45,17 @@ def check_sinks(push_url: str | None, textfile_dir: Path | None) -> None:
                                "writable directory (node_exporter --collector.textfile.directory)")
 
 
-def export_snapshots(snapshots: list[RunSnapshot], push_url: str | None = None, textfile_dir: Path | None = None,
+def export_snapshots(snapshots: list[Snapshot], push_url: str | None = None, textfile_dir: Path | None = None,
                      *, job: str = DEFAULT_JOB, instance: str | None = None, policy: RetryPolicy = RetryPolicy(),
                      log: Callable[[str], None] = _stderr, detail: str = DEFAULT_DETAIL) -> int:
     """Send already-loaded snapshots to the sinks, their metrics at ``detail`` (``lean`` or ``full``).
 
+    A device's audit goes apart from its run (``split_audit``): its own textfile and Pushgateway group.
     0; ``exitcodes.PUSH`` when any device's push failed; ``exitcodes.USAGE`` when the
     textfile directory cannot be written (the push is still attempted).
     """
     rc = exitcodes.OK
+    snapshots = [part for snap in snapshots for part in split_audit(snap)]
     if textfile_dir is not None:
         for snap in snapshots:
             try:
@@ -67,13 +69,14 @@ def export_snapshots(snapshots: list[RunSnapshot], push_url: str | None = None, 
     if push_url:
         for snap in snapshots:
             res = push_snapshot(push_url, snap, job=job, instance=instance, policy=policy, log=log, detail=detail)
+            what = "the audit of " if isinstance(snap, AuditSnapshot) else ""
+            device = f"{snap.device.model} {snap.device.uuid}".strip() or f"no device ({snap.device.hostname})"
             if res.ok:
-                log(f"tileops export: pushed {snap.device.model} {snap.device.uuid} to {res.url} "
-                    f"(job={job}, attempt {res.attempts})")
+                log(f"tileops export: pushed {what}{device} to {res.url} (job={res.job}, attempt {res.attempts})")
             else:
-                log(f"tileops export: push to {res.url} failed after {res.attempts} attempt(s): {res.error}; "
-                    f"the results in {snap.run_dir} are untouched, re-export them with "
-                    f"`{_reexport(snap.run_dir, push_url, job, instance, detail)}`")
+                log(f"tileops export: push of {what}{device} to {res.url} failed after {res.attempts} attempt(s): "
+                    f"{res.error}; the results in {snap.results_dir} are untouched, re-export them with "
+                    f"`{_reexport(snap.results_dir, push_url, job, instance, detail)}`")
                 rc = rc or exitcodes.PUSH
     return rc
 
@@ -95,7 +98,8 @@ def export_run(run_dir: Path | str, push_url: str | None = None, textfile_dir: P
                chooser: ProfileChooser | None = None, job: str = DEFAULT_JOB, instance: str | None = None,
                policy: RetryPolicy = RetryPolicy(), log: Callable[[str], None] = _stderr,
                detail: str = DEFAULT_DETAIL) -> int:
-    """Export a finished run (``tileops bench --out DIR``) to a Pushgateway and/or a textfile directory.
+    """Export a finished run (``tileops bench --out DIR``), or an audit folder of its own (``tileops audit
+    --out DIR``), to a Pushgateway and/or a textfile directory.
 
     Call it after ``run.json`` holds the run's final status: a run is healthy
     (and sets the last-success timestamp) only when it completed without a
@@ -105,8 +109,8 @@ def export_run(run_dir: Path | str, push_url: str | None = None, textfile_dir: P
     records are untouched); ``exitcodes.USAGE`` (2) when the run cannot be read.
     """
     try:
-        snapshots = load_run(Path(run_dir), chooser or ProfileChooser.resolve(per_device=device_profile_reader()),
-                             device_calibrations())
+        snapshots = load_results(Path(run_dir), chooser or ProfileChooser.resolve(per_device=device_profile_reader()),
+                                 device_calibrations())
         return export_snapshots(snapshots, push_url, Path(textfile_dir) if textfile_dir else None, job=job,
                                 instance=instance, policy=policy, log=log, detail=detail)
     except TileOpsError as exc:

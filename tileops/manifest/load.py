@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from tileops.fsutil import FileRefused, read_regular
 from tileops.manifest.analysis import Analysis, Defect, analyze
 from tileops.ops.catalog import ENV_PATH, extra_manifest_dirs, manifest_dirs, manifest_files, shipped_manifest_dir
 from tileops.ops.spec import OpEntry
@@ -175,7 +176,11 @@ def load_yaml(path: Path) -> tuple[Any, list[DuplicateKey], yaml.Node | None]:
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise Unreadable(f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB; a manifest file is a few kB")
-        raw = path.read_bytes()
+        # Refused before it is opened, and again once open: a FIFO would block the read forever, a device
+        # (/dev/zero) would never end. The message names the file and the fix.
+        raw = read_regular(path, MAX_FILE_BYTES)
+    except FileRefused as exc:
+        raise Unreadable(str(exc)) from None
     except OSError as exc:
         raise Unreadable(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:

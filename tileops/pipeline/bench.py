@@ -174,8 +174,14 @@ def _request(sel: Selection, opts: RunOptions, *, out: Path | None, resume: Path
 # --------------------------------------------------------------------------- the run
 
 
-def run_bench(req: BenchRequest, console: Console) -> int:
-    """Run ``tileops bench``; returns its exit code (tileops.exitcodes)."""
+def run_bench(req: BenchRequest, console: Console, err: Console | None = None) -> int:
+    """Run ``tileops bench``; returns its exit code (tileops.exitcodes).
+
+    ``console`` (stdout) gets the run's results: its header, the SOL table and health, the files written.
+    ``err`` (default: a console on stderr) gets everything else: per-row progress, notes, warnings, errors,
+    so ``tileops bench > table.txt`` keeps the table apart and a log keeps the errors on stderr.
+    """
+    err = err if err is not None else Console(stderr=True)
     with interrupts.handled():
         out = req.output
         # validated before the first row; each device is priced on its own calibration where the store has one
@@ -186,15 +192,15 @@ def run_bench(req: BenchRequest, console: Console) -> int:
             check_sinks(out.push_url, out.textfile_dir)
         prep = bench.prepare(req.sweep)  # the run directory is locked from here
         try:
-            return _run(prep, chooser, out, console)
+            return _run(prep, chooser, out, console, err)
         except KeyboardInterrupt as exc:  # outside the sweep: calibrating first, or pricing after
             info = prep.info
             info.status, info.exit_code = "interrupted", interrupts.exit_code(exc)
             info.reason = f"stopped by {interrupts.signal_name(exc)}"
             info.finished_at = info.finished_at or utcnow()
-            return _stopped(prep, console, info.exit_code)
+            return _stopped(prep, err, info.exit_code)
         except bench.RunWriteError as exc:
-            _say(console, f"[red]error[/]: {exc}")
+            _say(err, f"[red]error[/]: {exc}")
             return exitcodes.USAGE
         except OSError as exc:  # an output after the sweep (roofline.json, the plot, a calibrated profile)
             where = f"{exc.filename}: " if exc.filename else ""
@@ -202,7 +208,7 @@ def run_bench(req: BenchRequest, console: Console) -> int:
             info.status, info.exit_code = "failed", exitcodes.USAGE
             info.reason = f"cannot write {where}{bench.describe_oserror(exc)}"
             info.finished_at = info.finished_at or utcnow()
-            return _failed(prep, console)
+            return _failed(prep, err)
         except Exception as exc:  # reported by the CLI (TileOpsError: exit 2); run.json must not say "running"
             _mark_failed(prep, str(exc) if isinstance(exc, TileOpsError) else f"{type(exc).__name__}: {exc}")
             raise
@@ -227,51 +233,52 @@ def _say(console: Console, text: str) -> None:
     console.print(text, soft_wrap=True, highlight=False)
 
 
-def _stopped(prep: bench.PreparedSweep, console: Console, rc: int) -> int:
+def _stopped(prep: bench.PreparedSweep, err: Console, rc: int) -> int:
     try:
         prep.save(prep.info)
     except bench.RunWriteError as exc:
-        _say(console, f"[red]error[/]: {exc}")
-    _say(console, f"[yellow]interrupted[/] ({prep.info.reason}): the records written are kept in "
+        _say(err, f"[red]error[/]: {exc}")
+    _say(err, f"[yellow]interrupted[/] ({prep.info.reason}): the records written are kept in "
                   f"{prep.records_path}; finish with `tileops bench --resume {prep.run_dir}`")
     return rc
 
 
-def _failed(prep: bench.PreparedSweep, console: Console) -> int:
+def _failed(prep: bench.PreparedSweep, err: Console) -> int:
     try:
         prep.save(prep.info)
     except bench.RunWriteError as exc:
-        _say(console, f"[red]error[/]: {exc}")
+        _say(err, f"[red]error[/]: {exc}")
         return exitcodes.USAGE
-    _say(console, f"[red]error[/]: {prep.info.reason}. The records already written in {prep.records_path} are "
+    _say(err, f"[red]error[/]: {prep.info.reason}. The records already written in {prep.records_path} are "
                   f"whole and kept; run.json says failed. Free space (or fix the permissions), then finish the run "
                   f"with `tileops bench --resume {prep.run_dir}`")
     return exitcodes.USAGE
 
 
-def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions, console: Console) -> int:
+def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions, console: Console,
+         err: Console) -> int:
     device = prep.device
     console.print(f"[bold]tileops bench[/] run {prep.info.run_id} on {device.name} ({device.device}"
                   + (f", {prep.threads} threads" if prep.threads else "") + f") -> {prep.run_dir}")
     for notice in prep.notices:
-        _say(console, f"[yellow]note[/]: {notice}")
-    with CalibrationProgress(console) as progress:
-        ensure_calibrated(device, chooser, out.calibrate, out.calibration_max_age, lambda text: _say(console, text),
+        _say(err, f"[yellow]note[/]: {notice}")
+    with CalibrationProgress(err) as progress:
+        ensure_calibrated(device, chooser, out.calibrate, out.calibration_max_age, lambda text: _say(err, text),
                           progress)
     profile = chooser(device.name, device_key(device.uuid, device.hostname))
     if profile is None:
-        console.print(f"[yellow]no profile matches {device.name!r}[/]: SOL will be left blank (never guessed). "
-                      "Run `tileops calibrate` on this device, or pass --profile.")
+        _say(err, f"[yellow]warning: no profile matches {device.name!r}[/]: SOL will be left blank (never guessed). "
+                  "Run `tileops calibrate` on this device, or pass --profile.")
     if prep.done:
         console.print(f"resuming: {prep.done} row(s) already recorded OK, {len(prep.todo)} to run")
 
-    with RowProgress(console, len(prep.todo)) as progress:
+    with RowProgress(err, len(prep.todo)) as progress:
         result = bench.run(prep, progress)
     info = result.info
     if result.failure:
-        return _failed(prep, console)
+        return _failed(prep, err)
     if result.interrupted is not None:
-        _say(console, f"[yellow]interrupted[/] ({info.reason}): {len(result.records)} row(s) recorded in "
+        _say(err, f"[yellow]interrupted[/] ({info.reason}): {len(result.records)} row(s) recorded in "
                       f"{result.records_path}; finish with `tileops bench --resume {result.run_dir}`")
         return info.exit_code or exitcodes.INTERRUPTED
 
@@ -291,7 +298,7 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions,
             rc = info.exit_code = push_rc
             prep.save(info)
     if info.rows_error:
-        console.print(f"[red]{info.rows_error} row(s) failed[/] (error records in {result.records_path})")
+        _say(err, f"[red]error: {info.rows_error} row(s) failed[/] (error records in {result.records_path})")
     return rc
 
 
