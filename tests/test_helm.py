@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from appliance_support import REPO, unavailable
+from appliance_support import REPO, helm_library, render_chart, unavailable
 
 CHART = REPO / "helm" / "tileops"
 DOCS = REPO / "docs" / "deploy.md"
@@ -20,19 +20,10 @@ DOCS = REPO / "docs" / "deploy.md"
 
 @pytest.fixture(scope="module")
 def helm():
-    try:
-        import helm_python
-    except ImportError:
-        unavailable("helm-python-sdk is not installed (the project's `test` extra)")
-    helm_python.disable_logging()
-    return helm_python
+    return helm_library()
 
 
-def render(helm, values: dict[str, Any] | None = None, chart: Path = CHART) -> list[dict[str, Any]]:
-    with helm.Chart.load(str(chart)) as c:
-        manifests = c.render(values or {}, name="tileops", namespace="gpu")
-    return [doc for path, text in manifests.items() if path.endswith((".yaml", ".yml"))
-            for doc in yaml.safe_load_all(text) if doc]
+render = render_chart
 
 
 def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
