@@ -21,7 +21,7 @@ import torch
 from tileops.bench.stopping import StoppingRule, quantile, rel_noise
 from tileops.bench.timers import (CUPTI_FIX, AttributionError, CacheFlusher, CpuWallTimer, CudaEventTimer,
                                   CuptiTimer, Timer, cupti_unavailable_reason)
-from tileops.errors import TileOpsError
+from tileops.errors import BackendUnavailableError, CompileError, TileOpsError
 from tileops.ops.catalog import load_entries
 from tileops.ops.spec import Workload
 from tileops.ops.workload import bind_row, build_inputs, instantiate
@@ -126,6 +126,10 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timi
 
 
 def _error_kind(exc: BaseException) -> str:
+    if isinstance(exc, CompileError):  # the compile or triton backend failed on its first call
+        return "compile"
+    if isinstance(exc, BackendUnavailableError):
+        return "unsupported"
     if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(  # CUDA, and the CPU allocator's words
             w in str(exc).lower() for w in ("out of memory", "can't allocate memory", "cannot allocate memory")):
         return "oom"
@@ -144,8 +148,12 @@ def find_row(op: str, label: str) -> Workload:
     raise KeyError(f"{op}: no workload row labelled {label!r}")
 
 
-def run_task(task: Task, cache_bytes: int | None = None) -> Record:
-    """Run one row; every failure becomes an error record (never an exception)."""
+def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[], None] | None = None) -> Record:
+    """Run one row; every failure becomes an error record (never an exception).
+
+    ``on_prepared`` is called once the backend is ready (compiled) and before the timing starts: the
+    worker tells its parent, whose compile time limit then gives way to the row's own.
+    """
     from tileops.device import read_clocks
 
     started = utcnow()
@@ -161,6 +169,8 @@ def run_task(task: Task, cache_bytes: int | None = None) -> Record:
         inputs = build_inputs(op, bound, task.device)
         timer = make_timer(task, cache_bytes)
         prepared = op.prepare(**inputs)  # one checked call (last_call is what eval_roofline prices), compiled
+        if on_prepared is not None:
+            on_prepared()
         timing = measure(prepared.run, timer, task.rule)  # then the implementation only
         if prepared.setup_s is not None:
             timing = dataclasses.replace(timing, compile_s=prepared.setup_s)
