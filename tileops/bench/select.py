@@ -26,7 +26,7 @@ from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
 from tileops.ops.backends import BACKENDS
 from tileops.ops.spec import OpEntry, Workload, dtype_case_name
-from tileops.ops.workload import bind_row, build_inputs, instantiate
+from tileops.ops.workload import BoundRow, bind_row, build_inputs, instantiate
 
 #: ``--backend all``: every backend the op offers.
 ALL = "all"
@@ -138,8 +138,9 @@ def plan(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection, 
                 if sel.dtypes and not (_case_dtypes(case) & set(sel.dtypes) or dtype_case_name(case) in sel.dtypes):
                     continue
                 why = _skip_reason(e, row, case, device)
+                bound = bind_row(e, row, case) if why is None and backends != ["torch"] else None
                 for b in backends:
-                    out.append(Planned(name, row, case, b, why or _backend_skip(cls, b, e, row, case, device)))
+                    out.append(Planned(name, row, case, b, why or _backend_skip(cls, b, bound, device)))
     return out
 
 
@@ -154,11 +155,10 @@ def _skip_reason(entry: OpEntry, row: Workload, case: Any, device: DeviceInfo) -
     return None
 
 
-def _backend_skip(cls: type, backend: str, entry: OpEntry, row: Workload, case: Any,
-                  device: DeviceInfo) -> str | None:
-    """Why the op cannot run this row on ``backend`` here (the op class decides), or None. Eager runs
-    wherever the row does, so only the other backends are asked."""
-    if backend == "torch":
+def _backend_skip(cls: type, backend: str, bound: BoundRow | None, device: DeviceInfo) -> str | None:
+    """Why the op cannot run this (row, dtype case) on ``backend`` here (the op class decides), or None.
+    Eager runs wherever the row does, so only the other backends are asked."""
+    if backend == "torch" or bound is None:
         return None
-    bound = bind_row(entry, row, case)
-    return cls.unsupported(backend, device.device, bound.dtypes, bound.shapes, row.params)  # type: ignore[attr-defined]
+    return cls.unsupported(backend, device.device, bound.dtypes, bound.shapes,  # type: ignore[attr-defined]
+                           bound.row.params)

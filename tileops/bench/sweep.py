@@ -251,7 +251,10 @@ def prepare(opts: SweepOptions) -> PreparedSweep:
     check_timer(opts.timer, device.kind)  # --timer cupti without CUPTI: exit 2 before anything is written
     planned = plan(load_entries(), load_all(), opts.selection, device)
     if not planned:
-        raise TileOpsError("no workload row matches the selection; list rows with `tileops ops NAME`")
+        named = opts.selection.backends
+        hint = (f"; --backend {', '.join(named)} has rows only for ops that offer it (the ops with a Triton kernel "
+                "are listed in docs/ops.md, Backends)" if named else "")
+        raise TileOpsError(f"no workload row matches the selection; list rows with `tileops ops NAME`{hint}")
     notices: list[str] = []
     if opts.resume is not None:
         run_dir = Path(opts.resume)

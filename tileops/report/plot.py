@@ -350,11 +350,13 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
     leg1 = ax.legend(handles=handles, loc="upper left", fontsize=7.5, title="ceilings", title_fontsize=8,
                      framealpha=0.9)
     ax.add_artist(leg1)
+    shapes = bool(backends) and backends != ["torch"]  # shapes say something once a run has another backend
     if verdict_handles:
         leg2 = ax.legend(handles=verdict_handles, loc="lower right", fontsize=7.5, title="verdict",
                          title_fontsize=8, framealpha=0.9)
-        ax.add_artist(leg2)
-    if backends != ["torch"] and backends:  # shapes say something once a run has another backend
+        if shapes:  # the next legend replaces the axes' own: keep this one as an artist
+            ax.add_artist(leg2)
+    if shapes:
         ax.legend(handles=[Line2D([], [], marker=backend_marker(b), ls="", color="#555555", label=b)
                            for b in backends], loc="lower center", fontsize=7.5, title="backend",
                   title_fontsize=8, framealpha=0.9)
@@ -392,7 +394,7 @@ def _table_lines(legend_rows: list[tuple[str, Priced, str | None]]) -> list[tupl
 def _legend_table(tax, legend_rows: list[tuple[str, Priced, str | None]], lines: list[tuple[str, bool]],
                   summary: list[str], row_h: float) -> None:
     """The id → row table beside the plot and the summary of what it leaves out: one monospace line per
-    row (red for a formula error) and one scatter of verdict-coloured squares, not a cell per value."""
+    row (red for a formula error) and a verdict-coloured mark in its backend's shape, not a cell per value."""
     tax.axis("off")
     tax.set_xlim(0, 1)
     tax.set_ylim(0, 1)
@@ -401,10 +403,14 @@ def _legend_table(tax, legend_rows: list[tuple[str, Priced, str | None]], lines:
     for k, (line, red) in enumerate(lines):
         tax.text(x_text, 1.0 - (k + 0.5) * row_h, line, color="red" if red else "black",
                  weight="bold" if k == 0 or red else "normal", **text)
-    if legend_rows:
-        tax.scatter([x_text / 2] * len(legend_rows), [1.0 - (k + 1.5) * row_h for k in range(len(legend_rows))],
-                    marker="s", s=30, transform=tax.transAxes, clip_on=False,
-                    c=[VERDICT_COLOR.get(p.verdict, "#ffffff") for _, p, _ in legend_rows])
+    if legend_rows:  # each row's verdict colour in its backend's shape, one scatter per shape
+        by_marker: dict[str, list[int]] = {}
+        for k, (_, p, _) in enumerate(legend_rows):
+            by_marker.setdefault(backend_marker(p.record.backend), []).append(k)
+        for marker, ks in by_marker.items():
+            tax.scatter([x_text / 2] * len(ks), [1.0 - (k + 1.5) * row_h for k in ks], marker=marker, s=30,
+                        transform=tax.transAxes, clip_on=False,
+                        c=[VERDICT_COLOR.get(legend_rows[k][1].verdict, "#ffffff") for k in ks])
     else:
         tax.text(x_text, 1.0 - 1.5 * row_h, "no rows", **text)
     if summary:
