@@ -242,6 +242,7 @@ def test_bench_all_on_the_cpu_shows_eager_and_compile_side_by_side(tmp_path: Pat
         assert eager.timing.compile_s is None and compiled.timing.compile_s > 0
         assert kernel.status == "skipped" and triton_reason() in kernel.skip_reason
     assert re.search(r"backends: torch, compile, triton; compile cache \S+; compile time is reported apart", r.stdout)
+    assert re.search(r"\] relu cpu-512x1024 float32 \[compile\]: [\d.]+ us", r.stdout)  # progress names it
     assert "compile time, reported apart" in r.stdout and "vs best" in r.stdout
     assert "triton skipped on" in r.stdout
     assert (out.parent / ".compile-cache" / "inductor").is_dir()  # beside the run, for the next one

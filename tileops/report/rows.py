@@ -76,8 +76,10 @@ def achieved_and_roof(p: Priced) -> tuple[str, str]:
 
 
 def points(ratio: float) -> str:
-    """A SOL difference in percentage points: ``25.1 pts``."""
-    return f"{ratio * 100:.1f} pts"
+    """A SOL difference in percentage points: ``25.1 pts``; two significant figures below one point
+    (``0.07 pts``), so a small lead does not read as none."""
+    pts = ratio * 100
+    return f"{pts:.1f} pts" if abs(pts) >= 1 or pts == 0 else f"{pts:.2g} pts"
 
 
 def versus_best(p: Priced, race: BackendRace | None) -> str:
