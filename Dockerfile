@@ -80,7 +80,10 @@ RUN /opt/tileops/bin/pip install --no-cache-dir --no-index --no-deps /tmp/app/*.
 # TILEOPS_PROFILE_DIR is the profile store calibrate writes and bench reads.
 # TILEOPS_SERVE_HOST: `tileops serve` binds 127.0.0.1 on a host; in a container it
 # must bind every interface for a published port (or a Service) to reach it.
-# Caches point at /tmp so the root filesystem can be mounted read-only.
+# Caches point at /tmp so the root filesystem can be mounted read-only; TRITON_HOME
+# moves Triton's fallback ~/.triton there too. The bench's compile caches (torch.compile,
+# Triton) live on the results volume, /data/results/.compile-cache, so a nightly run
+# loads yesterday's compiled code (`tileops bench --compile-cache DIR` to move them).
 ENV PATH="/opt/tileops/bin:${PATH}" \
     TILEOPS_PROFILE_DIR=/data/profiles \
     TILEOPS_SERVE_HOST=0.0.0.0 \
@@ -88,7 +91,8 @@ ENV PATH="/opt/tileops/bin:${PATH}" \
     PYTHONDONTWRITEBYTECODE=1 \
     HOME=/home/tileops \
     MPLCONFIGDIR=/tmp/matplotlib \
-    XDG_CACHE_HOME=/tmp/cache
+    XDG_CACHE_HOME=/tmp/cache \
+    TRITON_HOME=/tmp
 
 WORKDIR /data
 VOLUME ["/data/results", "/data/profiles"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "device-check"
-STEPS = ["setup", "versions", "timers", "calibrate", "bench", "do-bench", "gpu-tests", "ncu", "audit"]
+STEPS = ["setup", "versions", "timers", "calibrate", "bench", "do-bench", "backends", "gpu-tests", "ncu", "audit"]
 
 
 def test_the_step_budgets_in_the_script_match_its_header_and_fit_five_minutes() -> None:

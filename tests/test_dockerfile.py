@@ -161,3 +161,22 @@ def test_build_context_is_the_wheelhouse_only() -> None:
              if x.strip() and not x.startswith("#")]
     assert lines[0] == "*"
     assert all(x.startswith("!build/wheelhouse/") for x in lines[1:])
+
+
+def test_the_compile_cache_lives_on_the_results_volume(steps: list[tuple[str, str]]) -> None:
+    """A bench in the image keeps its compile caches on the results volume (kept across runs), and Triton's
+    fallback home is /tmp (the root filesystem may be read-only)."""
+    from pathlib import PurePosixPath
+
+    from tileops.bench.sweep import compile_cache_env
+
+    final = final_stage(steps)
+    env = " ".join(a for k, a in final if k == "ENV")
+    assert "TRITON_HOME=/tmp" in env
+    workdir = dict(final)["WORKDIR"]
+    volumes = json.loads(dict(final)["VOLUME"])
+    run_dir = PurePosixPath(workdir) / "results" / "20260101-030000-abcd"  # the bench's default --out
+    cache = compile_cache_env(None, Path(str(run_dir)))
+    assert set(cache) == {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
+    for path in cache.values():
+        assert any(PurePosixPath(path).is_relative_to(v) for v in volumes), (path, volumes)

@@ -351,3 +351,22 @@ def test_a_broken_template_fails_validation(helm, k8s, tmp_path: Path) -> None:
     (cron,) = of_kind(render(helm, chart=broken), "CronJob")
     error = schema_errors(k8s, cron, supported_versions(k8s)[-1])
     assert error is not None and "fieldPat" in error
+
+
+def test_the_compile_cache_persists_on_the_results_claim(helm) -> None:
+    """The bench keeps torch.compile's and Triton's caches beside its runs (results/.compile-cache): in the
+    chart that is the results claim, per node, so a CronJob loads last night's compiled code."""
+    from tileops.bench.sweep import compile_cache_env
+
+    (cron,) = of_kind(render(helm), "CronJob")
+    spec = pod_spec(cron)
+    (bench,) = spec["containers"]
+    assert not any(a.startswith("--compile-cache") or a == "--out" for a in bench["args"])
+    mount = next(m for m in bench["volumeMounts"] if m["mountPath"] == "/data/results")
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert "persistentVolumeClaim" in volume and mount["subPathExpr"] == "$(NODE_NAME)"
+    # the image's WORKDIR is /data, so a run goes to /data/results/<run-id> and its cache beside it
+    env = compile_cache_env(None, Path("/data/results/20260101-030000-abcd"))
+    assert set(env) == {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
+    for path in env.values():
+        assert Path(path).is_relative_to("/data/results/.compile-cache")

@@ -38,7 +38,7 @@ RUN_FILE_MAX_BYTES = 16 * 2**20
 
 TimerKind = Literal["cupti", "cuda-events", "cpu-wall"]
 Status = Literal["ok", "error", "skipped"]
-ErrorKind = Literal["exception", "crash", "timeout", "oom", "unsupported", "cuda"]
+ErrorKind = Literal["exception", "crash", "timeout", "oom", "unsupported", "cuda", "compile"]
 RunStatus = Literal["running", "completed", "interrupted", "failed"]
 # PASS: measured reads within tolerance of the declared read half (tileops.audit.verdict).
 AuditVerdict = Literal["PASS", "FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT"]
@@ -199,6 +199,8 @@ class RunOptions:
     textfile_dir: str | None = None
     job: str | None = None
     instance: str | None = None
+    compile_cache: str | None = None  # absolute; None: beside the run directory (or the environment's)
+    compile_timeout_s: float | None = field(default=None, metadata=_positive())  # None: the bench's default
 
 
 @dataclass(kw_only=True)

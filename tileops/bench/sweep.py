@@ -32,12 +32,19 @@ from tileops.bench.worker import Worker, default_threads
 from tileops.device import DeviceInfo, describe_device
 from tileops.errors import TileOpsError
 from tileops.interrupts import deferred, exit_code, signal_name
+from tileops.ops.backends import cache_env
 from tileops.ops.catalog import load_entries
 from tileops.ops.registry import load_all
 from tileops.records import (RECORDS_FILE, RUN_FILE, Environment, Record, RunInfo, RunOptions, append_record,
                              iter_records, read_run_info, set_aside_torn_tail, utcnow, write_run_info)
 
 DEFAULT_ROW_TIMEOUT_S = {"cpu": 60.0, "cuda": 180.0}
+#: How long a compiled backend's first call (its compile) may take before the row is a timeout; the timing
+#: after it has the row timeout of its own. A MoE composite compiles tens of graphs (minutes on 2 cores).
+DEFAULT_COMPILE_TIMEOUT_S = 600.0
+#: The compile caches' folder, beside the run directories (``results/.compile-cache``), shared by the
+#: runs written there: a nightly job loads yesterday's compiled code instead of compiling again.
+COMPILE_CACHE_DIR = ".compile-cache"
 
 
 class RunWriteError(TileOpsError):
@@ -60,6 +67,8 @@ class SweepOptions:
     row_timeout_s: float | None = None
     quick: bool = False
     timer: str = "auto"
+    compile_cache: Path | None = None  # None: <run dir's parent>/.compile-cache
+    compile_timeout_s: float | None = None  # None: DEFAULT_COMPILE_TIMEOUT_S
     argv: list[str] = field(default_factory=list)
     #: The options run.json keeps for ``--resume`` (a new run writes them; a resumed run keeps its own).
     run_options: RunOptions = field(default_factory=RunOptions)
@@ -101,6 +110,14 @@ class PreparedSweep:
     timer: str
     lock: RunLock
     notices: list[str] = field(default_factory=list)  # what opening the run directory repaired
+    compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S
+    compile_env: dict[str, str] = field(default_factory=dict)  # the compile caches' folders, for the worker
+
+    @property
+    def compile_cache(self) -> Path | None:
+        """Where compiled code is kept (None when nothing is compiled)."""
+        d = self.compile_env.get("TORCHINDUCTOR_CACHE_DIR")
+        return Path(d).parent if d else None
 
     @property
     def records_path(self) -> Path:
@@ -234,7 +251,10 @@ def prepare(opts: SweepOptions) -> PreparedSweep:
     check_timer(opts.timer, device.kind)  # --timer cupti without CUPTI: exit 2 before anything is written
     planned = plan(load_entries(), load_all(), opts.selection, device)
     if not planned:
-        raise TileOpsError("no workload row matches the selection; list rows with `tileops ops NAME`")
+        named = opts.selection.backends
+        hint = (f"; --backend {', '.join(named)} has rows only for ops that offer it (the ops with a Triton kernel "
+                "are listed in docs/ops.md, Backends)" if named else "")
+        raise TileOpsError(f"no workload row matches the selection; list rows with `tileops ops NAME`{hint}")
     notices: list[str] = []
     if opts.resume is not None:
         run_dir = Path(opts.resume)
@@ -249,6 +269,8 @@ def prepare(opts: SweepOptions) -> PreparedSweep:
     lock.reserve()
     threads = default_threads() if device.kind == "cpu" else None
     todo = [p for p in planned if p.key not in done]
+    compiles = any(p.backend != "torch" and not p.skip_reason for p in todo)
+    compile_env = compile_cache_env(opts.compile_cache, run_dir) if compiles else {}
     info.rows_total = len(planned)
     try:
         save_run_info(run_dir, info, lock)
@@ -259,7 +281,17 @@ def prepare(opts: SweepOptions) -> PreparedSweep:
         device=device, run_dir=run_dir, info=info, env=run_environment(device, info.run_id, threads),
         planned=planned, todo=todo, done=len(planned) - len(todo), rule=stopping_rule(device, opts.quick),
         row_timeout_s=opts.row_timeout_s or DEFAULT_ROW_TIMEOUT_S[device.kind], threads=threads,
-        timer=opts.timer, lock=lock, notices=notices)
+        timer=opts.timer, lock=lock, notices=notices,
+        compile_timeout_s=opts.compile_timeout_s or DEFAULT_COMPILE_TIMEOUT_S, compile_env=compile_env)
+
+
+def compile_cache_env(given: Path | None, run_dir: Path) -> dict[str, str]:
+    """The worker's compile-cache variables (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR): under ``given``
+    (``--compile-cache``), else under ``COMPILE_CACHE_DIR`` beside the run directory. They replace whatever
+    the environment says: inductor writes its default into the environment when it is first imported (the
+    planning asks it for a C++ compiler), so an inherited value cannot be told from its own."""
+    root = Path(given) if given is not None else Path(run_dir).absolute().parent / COMPILE_CACHE_DIR
+    return cache_env(root.expanduser().absolute())
 
 
 def _skipped(p: Planned, family: str, env: Environment) -> Record:
@@ -281,7 +313,7 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
     """
     observer = observer or _Silent()
     entries = load_entries()
-    worker = Worker(cache_bytes=prep.device.l2_bytes, threads=prep.threads)
+    worker = Worker(cache_bytes=prep.device.l2_bytes, threads=prep.threads, env=prep.compile_env)
     stopped: KeyboardInterrupt | None = None
     failure: str | None = None
     total = len(prep.todo)
@@ -294,7 +326,7 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
             else:
                 task = Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
                             device=prep.device.device, rule=prep.rule, env=prep.env, timer=prep.timer)
-                rec = worker.run(task, family, prep.row_timeout_s).record
+                rec = worker.run(task, family, prep.row_timeout_s, prep.compile_timeout_s).record
             try:
                 with deferred():  # a signal now waits until the record is written
                     append_record(prep.records_path, rec)

@@ -11,6 +11,9 @@ from tileops.commands import argtypes
 
 EPILOG = """\
 default rows: on a CPU the rows tagged `cpu`; on a GPU every row the device can run.
+default backends: on a GPU torch, compile and triton (where the op has a Triton kernel); on a CPU torch
+only (torch.compile costs seconds of C++ compilation per row there: --backend all shows both). A backend
+a row cannot run here is a skipped record with the reason (Triton on a CPU: its interpreter is not timed).
 --resume DIR restores the run's selection and options from DIR/run.json; a flag that differs is refused.
 exit codes: 0 ok; 1 some rows failed (error records written); 2 bad arguments, unreadable input, or an
 unwritable run directory (a full disk: run.json says failed, resume after freeing space); 3 physics-check
@@ -21,7 +24,17 @@ Ctrl-C, 143 stopped by SIGTERM (docker stop): resume with --resume DIR.
 #: Flags kept in run.json (tileops.pipeline.bench.SELECTION_FLAGS / OPTION_FLAGS): they default to None
 #: here, so that a resumed run can tell a flag given again from one left out.
 RESTORED = ("ops", "families", "labels", "tags", "backends", "dtypes", "all_rows", "device", "quick",
-            "row_timeout_s", "timer", "profile", "calibrate", "plot", "push_url", "textfile_dir", "job", "instance")
+            "row_timeout_s", "timer", "profile", "calibrate", "plot", "push_url", "textfile_dir", "job", "instance",
+            "compile_cache", "compile_timeout_s")
+
+
+def add_backend_argument(group: argparse._ArgumentGroup, default: object, what: str) -> None:
+    """``--backend``, shared by bench and audit: repeatable, ``all`` for every backend the op has."""
+    from tileops.ops.backends import BACKENDS
+
+    group.add_argument("--backend", dest="backends", action="append", default=default,
+                       choices=BACKENDS + ("all",), help=f"backend: {', '.join(BACKENDS)}, or all (every backend the "
+                                                         f"op has); {what} (docs/ops.md, Backends)")
 
 
 def _duration(text: str) -> "dt.timedelta":
@@ -43,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sel.add_argument("--family", dest="families", action="append", help="op family (elementwise, gemm, ...)")
     sel.add_argument("--label", dest="labels", action="append", help="workload row label")
     sel.add_argument("--tag", dest="tags", action="append", help="workload tag (e.g. cpu)")
-    sel.add_argument("--backend", dest="backends", action="append", help="backend (torch, ...)")
+    add_backend_argument(sel, None, "default: torch, compile and triton on a GPU, torch on a CPU")
     sel.add_argument("--dtype", dest="dtypes", action="append", help="dtype (bfloat16, float32, ...)")
     sel.add_argument("--all-rows", action="store_true", default=None,
                      help="on a CPU, also run rows not tagged `cpu` (GPU-sized shapes: slow)")
@@ -60,6 +73,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timer", choices=("auto", "cupti", "cuda-events"), default=None,
                    help="GPU timer (default auto): auto = CUPTI where it works, else CUDA events that record "
                         "why; cupti = CUPTI or exit 2; cuda-events rows are priced blank (docs/timing.md)")
+    p.add_argument("--compile-cache", dest="compile_cache", type=Path, default=None, metavar="DIR",
+                   help="where torch.compile and Triton keep compiled code (TORCHINDUCTOR_CACHE_DIR, "
+                        "TRITON_CACHE_DIR under DIR, set for the bench's workers), shared across runs; default: "
+                        ".compile-cache beside the run directory (results/.compile-cache)")
+    p.add_argument("--compile-timeout", dest="compile_timeout_s", type=argtypes.seconds(example="600"),
+                   default=None, metavar="S",
+                   help="seconds a compile or triton row's first call (its compile) may take before the row is "
+                        "recorded as a timeout (default 600); the timing after it has --row-timeout of its own")
     p.add_argument("--profile", default=None, help="price against this profile name or file")
     p.add_argument("--calibrate", choices=("auto", "quick", "full", "never"), default=None,
                    help="calibrate the device first when the profile store holds no calibration of it, or one "

@@ -42,7 +42,7 @@ from tileops import __version__
 from tileops.profiles import MIXES
 from tileops.records import AUDIT_VERDICTS
 from tileops.revision import git_revision
-from tileops.roofline import HEALTH_STATES, VERDICTS, Priced
+from tileops.roofline import HEALTH_STATES, VERDICTS, Priced, compare_backends
 
 from .exposition import render_text
 from .snapshot import AuditSnapshot, RunSnapshot, Snapshot
@@ -84,12 +84,19 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
           ROW_LABELS + ("verdict", "blank_reason", "bound", "roof", "physics"), "row"),
     _spec("tileops_physics_breach_ratio", "Implied rate / theoretical ceiling for each breached ceiling "
           "(above 1 by definition; only on rows that breach).", ROW_LABELS + ("ceiling",), "row"),
+    _spec("tileops_best_backend_margin_ratio", "On a row (op, label, dtype) run on several backends, one series "
+          "for the backend with the highest SOL (the backend label): its SOL ratio minus the runner-up's "
+          "(runner_up; 0.25 = 25 points ahead). Absent when fewer than two of its backends were priced.",
+          ROW_LABELS + ("runner_up",), "row"),
     # ---- per workload row: full detail (derivable, or descriptive)
     _spec("tileops_sol_time_seconds", "Speed-of-light time of one call: max(memory time, compute time) "
           "on the effective roofs.", ROW_LABELS, "row", "full"),
     _spec("tileops_achieved_bytes_per_second", "Bytes the roofline formula moves per second of device time.",
           ROW_LABELS, "row", "full"),
     _spec("tileops_achieved_flops_per_second", "FLOPs the roofline formula counts per second of device time.",
+          ROW_LABELS, "row", "full"),
+    _spec("tileops_compile_seconds", "A compile or triton row's first call, compilation included (or the "
+          "compiled code loaded from the compile cache); recorded apart, never part of the device time.",
           ROW_LABELS, "row", "full"),
     _spec("tileops_row_info", "Descriptive detail of a row (value 1): family, roof key, shapes, params, timer, "
           "profile, and the values that decided a value-dependent bytes figure (data_terms, §4.7).",
@@ -211,12 +218,22 @@ def _row(fam: Samples, dev: tuple[str, ...], p: Priced, full: bool) -> None:
         fam.add("tileops_physics_breach_ratio", lab + (b.ceiling,), b.ratio)
     if not full:
         return
+    fam.add("tileops_compile_seconds", lab, r.timing.compile_s if r.timing else None)
     fam.add("tileops_sol_time_seconds", lab, p.sol_time_s)
     fam.add("tileops_achieved_bytes_per_second", lab, p.achieved_bytes_per_s)
     fam.add("tileops_achieved_flops_per_second", lab, p.achieved_flops_per_s)
     fam.add("tileops_row_info", lab + (
         r.family, r.roof_key or "", p.roof or "", p.profile or "", r.timing.timer if r.timing else "", r.status,
         _compact(r.shapes), _compact(r.params), _compact(r.data_terms)), 1)
+
+
+def _races(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
+    """One series per row run on several backends with two priced: the best backend's lead."""
+    for race in compare_backends(s.priced).values():
+        if race.margin is not None:
+            _, op, label, dtype = race.key
+            fam.add("tileops_best_backend_margin_ratio", dev + (op, label, dtype, race.best, race.runner_up),
+                    race.margin)
 
 
 def _run(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
@@ -331,6 +348,7 @@ def collect_samples(snapshots: Iterable[Snapshot], *, build_info: bool = True,
             continue
         for p in s.priced:
             _row(fam, dev, p, full)
+        _races(fam, dev, s)
         _run(fam, dev, s)
         _physics(fam, dev, s)
         _calibration(fam, dev, s)

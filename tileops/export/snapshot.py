@@ -254,7 +254,10 @@ def load_results(path: Path, chooser: ProfileChooser,
 
 def find_run_dirs(root: Path, max_depth: int = 3) -> list[Path]:
     """Results folders at or under ``root`` (``root`` itself, ``root/<run-id>``, ``root/<host>/<run-id>``):
-    run directories, and audit folders of their own (``audit-<run-id>``)."""
+    run directories, and audit folders of their own (``audit-<run-id>``).
+
+    Hidden folders below ``root`` are not searched: the compile caches the bench keeps beside its runs
+    (``.compile-cache``, thousands of files) hold no run, and a scrape must not walk them."""
     root = Path(root)
     found: list[Path] = []
     base_depth = len(root.parts)
@@ -264,7 +267,7 @@ def find_run_dirs(root: Path, max_depth: int = 3) -> list[Path]:
             found.append(Path(dirpath))
         if depth >= max_depth:
             dirnames[:] = []
-        dirnames.sort()
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
     return found
 
 

@@ -168,7 +168,15 @@ class Op:
         if self.backend == "torch":
             return PreparedCall(run=lambda: self._compute_unchecked(bound), setup_s=None)
         impl = self.implementation()  # compiled code keeps its stages' bookkeeping: it was traced with it
-        return PreparedCall(run=lambda: impl(**bound), setup_s=seconds)
+
+        def run() -> Any:
+            # A composite's code was traced from an empty stage record (forward starts one): start each call
+            # from a fresh one, or its guard ("not self._stages") fails and the call would recompile (it
+            # raises instead); last_call keeps the checked call's own record.
+            self._stages = {}
+            return impl(**bound)
+
+        return PreparedCall(run=run, setup_s=seconds)
 
     def _compute_unchecked(self, bound: dict[str, Any]) -> Any:
         self._unchecked = True

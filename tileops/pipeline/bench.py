@@ -73,7 +73,8 @@ SELECTION_FLAGS = {"ops": "--op", "families": "--family", "labels": "--label", "
                    "backends": "--backend", "dtypes": "--dtype", "all_rows": "--all-rows"}
 OPTION_FLAGS = {"device": "--device", "quick": "--quick", "row_timeout_s": "--row-timeout", "timer": "--timer",
                 "profile": "--profile", "calibrate": "--calibrate", "plot": "--no-plot", "push_url": "--push",
-                "textfile_dir": "--textfile", "job": "--job", "instance": "--instance"}
+                "textfile_dir": "--textfile", "job": "--job", "instance": "--instance",
+                "compile_cache": "--compile-cache", "compile_timeout_s": "--compile-timeout"}
 
 
 def _stored_path(value: str | Path | None, *, only_files: bool = False) -> str | None:
@@ -97,6 +98,7 @@ def new_request(flags: dict[str, Any], *, out: Path | None = None, argv: list[st
     opts = RunOptions(**{k: flags[k] for k in OPTION_FLAGS if flags.get(k) is not None})
     opts.profile = _stored_path(opts.profile, only_files=True)
     opts.textfile_dir = _stored_path(opts.textfile_dir)
+    opts.compile_cache = _stored_path(opts.compile_cache)
     return _request(sel, opts, out=out, resume=None, argv=argv or [], push_policy=push_policy)
 
 
@@ -130,8 +132,8 @@ def resume_request(run_dir: Path, flags: dict[str, Any], *, out: Path | None = N
             same = sorted(value) == sorted(saved[key])
         elif key == "profile":
             same = _stored_path(value, only_files=True) == saved["profile"]
-        elif key == "textfile_dir":
-            same = _stored_path(value) == saved["textfile_dir"]
+        elif key in ("textfile_dir", "compile_cache"):
+            same = _stored_path(value) == saved[key]
         else:
             same = value == saved[key]
         if not same:
@@ -165,7 +167,8 @@ def _request(sel: Selection, opts: RunOptions, *, out: Path | None, resume: Path
     return BenchRequest(
         sweep=bench.SweepOptions(selection=sel, device=opts.device, out=out, resume=resume,
                                  row_timeout_s=opts.row_timeout_s, quick=opts.quick, timer=opts.timer, argv=argv,
-                                 run_options=opts),
+                                 compile_cache=Path(opts.compile_cache) if opts.compile_cache else None,
+                                 compile_timeout_s=opts.compile_timeout_s, run_options=opts),
         output=OutputOptions(profile=opts.profile, calibrate=opts.calibrate, plot=opts.plot, push_url=opts.push_url,
                              textfile_dir=Path(opts.textfile_dir) if opts.textfile_dir else None, job=opts.job,
                              instance=opts.instance, push_policy=push_policy))
@@ -262,6 +265,7 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions,
                   + (f", {prep.threads} threads" if prep.threads else "") + f") -> {prep.run_dir}")
     for notice in prep.notices:
         _say(err, f"[yellow]note[/]: {notice}")
+    _say(err, _backends_line(prep))
     with CalibrationProgress(err) as progress:
         ensure_calibrated(device, chooser, out.calibrate, out.calibration_max_age, lambda text: _say(err, text),
                           progress)
@@ -300,6 +304,23 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions,
     if info.rows_error:
         _say(err, f"[red]error: {info.rows_error} row(s) failed[/] (error records in {result.records_path})")
     return rc
+
+
+def _backends_line(prep: bench.PreparedSweep) -> str:
+    """Which backends run, why when by default, and where compiled code is kept."""
+    from tileops.bench.select import DEFAULT_BACKENDS
+
+    names = list(dict.fromkeys(p.backend for p in prep.planned))
+    line = f"backends: {', '.join(names)}"
+    if not prep.info.selection.get("backends"):
+        default = ", ".join(DEFAULT_BACKENDS[prep.device.kind])
+        line += (" (this device's default; --backend all adds torch.compile)" if prep.device.kind == "cpu"
+                 else f" (this device's default: {default} where the op has them)")
+    if prep.compile_cache is not None:
+        line += f"; compile cache {prep.compile_cache}"
+    if any(b != "torch" for b in names):
+        line += "; compile time is reported apart, never in a row's time"
+    return line
 
 
 def _report(priced: list[Priced], h: Health, device: DeviceInfo, profile: Profile | None, run_dir: Path,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
@@ -44,14 +45,15 @@ class RowProgress:
         self.progress.stop()
 
     def row_started(self, index: int, total: int, planned: Planned) -> None:
-        self.progress.update(self.bar, description=describe(planned))
+        self.progress.update(self.bar, description=escape(describe(planned)))  # "[compile]" is no markup tag
 
     def row_finished(self, index: int, total: int, planned: Planned, record: Record) -> None:
         self.progress.advance(self.bar)
         if not self.live:  # logs (docker, CI): one line per row
-            self.console.print(f"[{index}/{total}] {describe(planned)}: {row_line(record)}", highlight=False)
+            self.console.print(f"[{index}/{total}] {describe(planned)}: {row_line(record)}", highlight=False,
+                               markup=False)
         elif record.status != "ok":
-            self.progress.console.print(f"  {describe(planned)}: {row_line(record)}", highlight=False)
+            self.progress.console.print(f"  {describe(planned)}: {row_line(record)}", highlight=False, markup=False)
 
 
 class CalibrationProgress:

@@ -3,8 +3,9 @@
 Log-log: arithmetic intensity (FLOP/byte) across, achieved FLOP/s up. One
 ceiling per roof of the profile: the memory slope (bytes/s × intensity) and
 each compute roof as a flat line, theoretical dashed and effective solid in
-the same colour. Each row is a point coloured by its verdict (one scatter per
-verdict, so thousands of rows cost what a few do). Up to ``LABEL_CAP`` points
+the same colour. Each row is a point coloured by its verdict and shaped by its
+backend (``BACKEND_MARKER``: torch a circle, compile a square, triton a triangle;
+one scatter per verdict and backend, so thousands of rows cost what a few do). Up to ``LABEL_CAP`` points
 carry a short id — all of them in a small run; in a large one the formula
 errors and anomalies, then the worst rows and the best at-ceiling ones — and
 the table beside the plot lists what each id is, followed by rows that cannot
@@ -45,6 +46,9 @@ VERDICT_COLOR = {
     "blank": "#9e9e9e",
     "error": "#d73027",
 }
+#: One marker shape per backend, so a row's backends stand side by side at the same intensity.
+BACKEND_MARKER = {"torch": "o", "compile": "s", "triton": "^"}
+OTHER_MARKER = "D"  # a backend this table does not name
 MEMORY_COLOR = "#333333"
 ROOF_COLORS = ("#e6550d", "#756bb1", "#31a354", "#3182bd", "#de2d26", "#636363", "#8c6d31", "#d6616b", "#17becf")
 FILES = ("roofline.png", "roofline.svg")
@@ -79,6 +83,11 @@ class Layout:
     labelled: list[_Point]  # the placed rows that carry their id on the plot
     listed: list[tuple[str, Priced, str | None]]  # the table: labelled rows, then unplaced ones, in id order
     summary: list[str]  # what the table leaves out, counted
+
+
+def backend_marker(backend: str) -> str:
+    """The marker shape of a backend's points (``OTHER_MARKER`` for one not in ``BACKEND_MARKER``)."""
+    return BACKEND_MARKER.get(backend, OTHER_MARKER)
 
 
 def _why_not_placed(p: Priced, profile: Profile) -> str | None:
@@ -304,11 +313,15 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
     handles, _ = ax.get_legend_handles_labels()
 
     by_verdict: dict[str, list[_Point]] = {}
+    by_kind: dict[tuple[str, str], list[_Point]] = {}
     for pt in points:
         by_verdict.setdefault(pt.priced.verdict, []).append(pt)
-    for verdict, pts in by_verdict.items():
+        by_kind.setdefault((pt.priced.verdict, pt.priced.record.backend), []).append(pt)
+    for (verdict, backend), pts in by_kind.items():
         ax.scatter([q.x for q in pts], [q.y for q in pts], s=46, color=VERDICT_COLOR[verdict], zorder=5,
-                   edgecolors="white", linewidths=0.6)
+                   marker=backend_marker(backend), edgecolors="white", linewidths=0.6,
+                   gid=f"points-{backend}-{verdict}")
+    backends = list(dict.fromkeys(pt.priced.record.backend for pt in points))
     breached = [pt for pt in points if pt.priced.breaches]
     if breached:
         ax.scatter([q.x for q in breached], [q.y for q in breached], s=180, facecolors="none",
@@ -337,9 +350,16 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
     leg1 = ax.legend(handles=handles, loc="upper left", fontsize=7.5, title="ceilings", title_fontsize=8,
                      framealpha=0.9)
     ax.add_artist(leg1)
+    shapes = bool(backends) and backends != ["torch"]  # shapes say something once a run has another backend
     if verdict_handles:
-        ax.legend(handles=verdict_handles, loc="lower right", fontsize=7.5, title="verdict", title_fontsize=8,
-                  framealpha=0.9)
+        leg2 = ax.legend(handles=verdict_handles, loc="lower right", fontsize=7.5, title="verdict",
+                         title_fontsize=8, framealpha=0.9)
+        if shapes:  # the next legend replaces the axes' own: keep this one as an artist
+            ax.add_artist(leg2)
+    if shapes:
+        ax.legend(handles=[Line2D([], [], marker=backend_marker(b), ls="", color="#555555", label=b)
+                           for b in backends], loc="lower center", fontsize=7.5, title="backend",
+                  title_fontsize=8, framealpha=0.9)
     placed = len(points)
     title = f"Roofline — {profile.name} ({placed} of {n_rows} row(s) placed)"
     ax.set_title(title, fontsize=11, loc="left")
@@ -374,7 +394,7 @@ def _table_lines(legend_rows: list[tuple[str, Priced, str | None]]) -> list[tupl
 def _legend_table(tax, legend_rows: list[tuple[str, Priced, str | None]], lines: list[tuple[str, bool]],
                   summary: list[str], row_h: float) -> None:
     """The id → row table beside the plot and the summary of what it leaves out: one monospace line per
-    row (red for a formula error) and one scatter of verdict-coloured squares, not a cell per value."""
+    row (red for a formula error) and a verdict-coloured mark in its backend's shape, not a cell per value."""
     tax.axis("off")
     tax.set_xlim(0, 1)
     tax.set_ylim(0, 1)
@@ -383,10 +403,14 @@ def _legend_table(tax, legend_rows: list[tuple[str, Priced, str | None]], lines:
     for k, (line, red) in enumerate(lines):
         tax.text(x_text, 1.0 - (k + 0.5) * row_h, line, color="red" if red else "black",
                  weight="bold" if k == 0 or red else "normal", **text)
-    if legend_rows:
-        tax.scatter([x_text / 2] * len(legend_rows), [1.0 - (k + 1.5) * row_h for k in range(len(legend_rows))],
-                    marker="s", s=30, transform=tax.transAxes, clip_on=False,
-                    c=[VERDICT_COLOR.get(p.verdict, "#ffffff") for _, p, _ in legend_rows])
+    if legend_rows:  # each row's verdict colour in its backend's shape, one scatter per shape
+        by_marker: dict[str, list[int]] = {}
+        for k, (_, p, _) in enumerate(legend_rows):
+            by_marker.setdefault(backend_marker(p.record.backend), []).append(k)
+        for marker, ks in by_marker.items():
+            tax.scatter([x_text / 2] * len(ks), [1.0 - (k + 1.5) * row_h for k in ks], marker=marker, s=30,
+                        transform=tax.transAxes, clip_on=False,
+                        c=[VERDICT_COLOR.get(legend_rows[k][1].verdict, "#ffffff") for k in ks])
     else:
         tax.text(x_text, 1.0 - 1.5 * row_h, "no rows", **text)
     if summary:

@@ -12,10 +12,14 @@ import json
 import math
 from typing import Any, Iterable
 
-from tileops.roofline import Priced, si
+from tileops.roofline import BackendRace, Priced, si
 
 #: The human table's columns, in order (``op`` is the group heading).
 DISPLAY_COLUMNS = ("label", "dtype", "backend", "time", "achieved", "roof", "bound", "efficiency", "verdict")
+#: Columns the human table adds before the verdict when the run has them (:func:`display_columns`):
+#: ``compile time``, a compile/triton row's first call, compilation included, and never part of ``time``;
+#: ``vs best``, where a row ran on several backends, each backend's SOL points behind the best.
+BACKEND_COLUMNS = ("compile time", "vs best")
 
 #: The machine formats' columns, in order.
 RAW_COLUMNS = (
@@ -24,6 +28,7 @@ RAW_COLUMNS = (
     "memory_time_s", "compute_time_s", "sol_time_s", "efficiency", "bound",
     "achieved_bytes_per_s", "achieved_flops_per_s", "effective_bandwidth", "effective_peak",
     "verdict", "blank_reason", "blank_detail", "formula_error", "breaches", "notes", "data_terms",
+    "compile_s", "best_backend", "best_margin", "behind_best",
 )
 
 _TIME = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
@@ -70,17 +75,50 @@ def achieved_and_roof(p: Priced) -> tuple[str, str]:
     return DASH, DASH
 
 
-def display(p: Priced) -> dict[str, str]:
+def points(ratio: float) -> str:
+    """A SOL difference in percentage points: ``25.1 pts``; two significant figures below one point
+    (``0.07 pts``), so a small lead does not read as none."""
+    pts = ratio * 100
+    return f"{pts:.1f} pts" if abs(pts) >= 1 or pts == 0 else f"{pts:.2g} pts"
+
+
+def versus_best(p: Priced, race: BackendRace | None) -> str:
+    """``best, +25.1 pts`` on the row's best backend (ahead of the next), ``-25.1 pts`` on the others;
+    empty when the row ran on one backend or this backend has no SOL (its verdict says why)."""
+    if race is None or race.best is None:
+        return ""
+    if p.record.backend == race.best:
+        return "best" if race.margin is None else f"best, +{points(race.margin)}"
+    behind = race.behind(p.record.backend)
+    return "" if behind is None else f"-{points(behind)}"
+
+
+def compile_seconds(p: Priced) -> float | None:
+    """A compile/triton row's first call, compilation included (recorded apart from its timing)."""
+    return p.record.timing.compile_s if p.record.timing else None
+
+
+def display_columns(priced: Iterable[Priced], races: dict) -> tuple[str, ...]:
+    """The human table's columns for this run: ``DISPLAY_COLUMNS``, plus ``compile time`` when a row was
+    compiled and ``vs best`` when a row ran on several backends, both before the verdict."""
+    extra = (("compile time",) if any(compile_seconds(p) is not None for p in priced) else ()) + \
+        (("vs best",) if races else ())
+    return DISPLAY_COLUMNS[:-1] + extra + DISPLAY_COLUMNS[-1:]
+
+
+def display(p: Priced, race: BackendRace | None = None) -> dict[str, str]:
     achieved, roof = achieved_and_roof(p)
     r = p.record
+    compile_s = compile_seconds(p)
     return {
         "op": r.op, "label": r.label, "dtype": r.dtype, "backend": r.backend,
         "time": seconds(p.actual_time_s), "achieved": achieved, "roof": roof,
         "bound": p.bound or DASH, "efficiency": percent(p.efficiency), "verdict": verdict_text(p),
+        "compile time": DASH if compile_s is None else seconds(compile_s), "vs best": versus_best(p, race),
     }
 
 
-def raw(p: Priced) -> dict[str, Any]:
+def raw(p: Priced, race: BackendRace | None = None) -> dict[str, Any]:
     r = p.record
     return {
         "run_id": r.run_id, "op": r.op, "family": r.family, "label": r.label, "dtype": r.dtype,
@@ -99,6 +137,10 @@ def raw(p: Priced) -> dict[str, Any]:
                       "message": b.describe(r)} for b in p.breaches],
         "notes": list(p.notes),
         "data_terms": dict(r.data_terms),
+        "compile_s": compile_seconds(p),
+        "best_backend": race.best if race else None,
+        "best_margin": race.margin if race else None,
+        "behind_best": race.behind(r.backend) if race else None,
     }
 
 

@@ -18,7 +18,8 @@ from rich.text import Text
 
 from tileops.report import rows
 from tileops.report.baseline import Comparison
-from tileops.roofline import BLANK_REASONS, NOT_JUDGED_REASONS, CeilingHealth, Health, Priced, si
+from tileops.roofline import (BLANK_REASONS, NOT_JUDGED_REASONS, BackendRace, CeilingHealth, Health, Priced,
+                              backend_races, compare_backends, si)
 from tileops.roofline import health as compute_health
 
 VERDICT_STYLE = {
@@ -32,8 +33,9 @@ VERDICT_STYLE = {
 _ORDER = ("at-ceiling", "below", "latency-bound", "anomaly", "blank", "error")
 
 
-def summary_lines(priced: Sequence[Priced], h: Health | None = None) -> list[str]:
-    """The summary a person reads under the table: counts, blanks by reason, breaches, health."""
+def summary_lines(priced: Sequence[Priced], h: Health | None = None,
+                  races: dict[tuple, BackendRace] | None = None) -> list[str]:
+    """The summary a person reads under the table: counts, blanks by reason, breaches, backends, health."""
     h = h or compute_health(priced)
     counts = ", ".join(f"{h.by_verdict.get(v, 0)} {v}" for v in _ORDER if h.by_verdict.get(v, 0))
     lines = [f"{h.rows} row(s): {counts or 'none'}",
@@ -49,7 +51,64 @@ def summary_lines(priced: Sequence[Priced], h: Health | None = None) -> list[str
             lines.append(b.describe(p.record))
     for note in dict.fromkeys(n for p in priced for n in p.notes):
         lines.append(f"note: {note}")
-    return lines + physics_lines(h)
+    return lines + backend_lines(priced, races) + physics_lines(h)
+
+
+#: The most distinct skip reasons of one backend the summary names (kernel limits can vary by row).
+SKIP_REASONS_SHOWN = 4
+
+
+def backend_lines(priced: Sequence[Priced], races: dict | None = None) -> list[str]:
+    """What a run on several backends adds to the summary: rows per backend, compile time (reported apart
+    from every timing), the best backend per row and its margin, and why a backend was skipped."""
+    rows_of: dict[str, int] = {}
+    compiled: dict[str, list[float]] = {}
+    slowest: dict[str, Priced] = {}
+    skipped: dict[str, dict[str, int]] = {}
+    for p in priced:  # one pass: a run can hold 100,000 rows
+        r = p.record
+        b = r.backend
+        rows_of[b] = rows_of.get(b, 0) + 1
+        t = r.timing
+        if t is not None and t.compile_s is not None:
+            compiled.setdefault(b, []).append(t.compile_s)
+            if b not in slowest or t.compile_s > slowest[b].record.timing.compile_s:  # type: ignore[union-attr, operator]
+                slowest[b] = p
+        elif r.status == "skipped" and b != "torch":
+            why = skipped.setdefault(b, {})
+            reason = r.skip_reason or "no reason given"
+            why[reason] = why.get(reason, 0) + 1
+    if set(rows_of) <= {"torch"} and not compiled:
+        return []
+    lines = ["backends: " + "; ".join(f"{b} {n} row(s)" for b, n in rows_of.items())]
+    for b, secs in compiled.items():
+        secs.sort()
+        r = slowest[b].record
+        lines.append(f"compile time, reported apart (a {b} row's first call, compilation included; never in its "
+                     f"time): {len(secs)} row(s), median {rows.seconds(secs[len(secs) // 2])}, "
+                     f"{rows.seconds(sum(secs))} in all; slowest {r.op} [{r.label} {r.dtype}] {rows.seconds(secs[-1])}")
+    races = compare_backends(priced) if races is None else races
+    wins: dict[str, int] = {}
+    margins: list[float] = []
+    for race in races.values():
+        if race.best is not None:
+            wins[race.best] = wins.get(race.best, 0) + 1
+            if race.margin is not None:
+                margins.append(race.margin)
+    if wins:
+        margins.sort()
+        median = f"; median margin over the next {rows.points(margins[len(margins) // 2])}" if margins else ""
+        lines.append(f"best backend (highest SOL) of {sum(wins.values())} row(s) run on several backends: "
+                     + ", ".join(f"{b} {n}" for b, n in sorted(wins.items(), key=lambda kv: -kv[1])) + median)
+    for b, reasons in skipped.items():
+        ranked = sorted(reasons.items(), key=lambda kv: -kv[1])
+        for why, n in ranked[:SKIP_REASONS_SHOWN]:
+            lines.append(f"{b} skipped on {n} row(s): {why}")
+        if len(ranked) > SKIP_REASONS_SHOWN:
+            rest = sum(n for _, n in ranked[SKIP_REASONS_SHOWN:])
+            lines.append(f"{b} skipped on {rest} more row(s) for {len(ranked) - SKIP_REASONS_SHOWN} other reason(s) "
+                         "(each row's skip_reason is in roofline.json)")
+    return lines
 
 
 def _percent(ratio: float) -> str:
@@ -125,16 +184,19 @@ def render_table(priced: Sequence[Priced], console: Console, *, comparison: Comp
     table = Table(title=title or f"Roofline — profile {', '.join(profiles) or 'none'}",
                   title_justify="left", show_lines=False)
     table.add_column("op", style="bold")
-    for col in rows.DISPLAY_COLUMNS:
-        table.add_column(col, justify="right" if col in ("time", "achieved", "efficiency") else "left")
+    races, of_row = backend_races(priced)
+    race_of = {id(p): race for p, race in zip(priced, of_row) if race is not None}
+    columns = rows.display_columns(priced, races)
+    for col in columns:
+        table.add_column(col, justify="right" if col in ("time", "achieved", "efficiency", "compile time") else "left")
     for op, group in rows.grouped(priced).items():
         for i, p in enumerate(group):
-            d = rows.display(p)
+            d = rows.display(p, race_of.get(id(p)))
             style = "bold red" if p.breaches else VERDICT_STYLE.get(p.verdict, "")
-            cells = [op if i == 0 else ""] + [d[c] for c in rows.DISPLAY_COLUMNS[:-1]]
+            cells = [op if i == 0 else ""] + [d[c] for c in columns[:-1]]
             table.add_row(*cells, Text(d["verdict"], style=style), end_section=(i == len(group) - 1))
     console.print(table)
-    for line in summary_lines(priced, h):
+    for line in summary_lines(priced, h, races):
         style = "bold red" if line.startswith(("FORMULA ERROR", "health: FAILED", "physics check BREACHED")) else \
             "green" if line.startswith("health: OK") else \
             "yellow" if line.startswith(("health: PARTLY", "health: NOT", "physics check NOT")) else ""
@@ -162,18 +224,22 @@ def render_markdown(priced: Sequence[Priced], *, comparison: Comparison | None =
     out: list[str] = []
     profiles = sorted({p.profile for p in priced if p.profile})
     out.append(f"# Roofline — profile {', '.join(profiles) or 'none'}\n")
+    races, of_row = backend_races(priced)
+    race_of = {id(p): race for p, race in zip(priced, of_row) if race is not None}
+    columns = rows.display_columns(priced, races)
     for op, group in rows.grouped(priced).items():
-        cols = rows.DISPLAY_COLUMNS + (("data terms",) if any(p.record.data_terms for p in group) else ())
+        cols = columns + (("data terms",) if any(p.record.data_terms for p in group) else ())
         out.append(f"## {esc(op)}\n")
         out.append("| " + " | ".join(cols) + " |")
-        out.append("|" + "|".join("---:" if c in ("time", "achieved", "efficiency") else "---" for c in cols) + "|")
+        out.append("|" + "|".join("---:" if c in ("time", "achieved", "efficiency", "compile time") else "---"
+                                  for c in cols) + "|")
         for p in group:
-            d = rows.display(p)
+            d = rows.display(p, race_of.get(id(p)))
             d["data terms"] = rows.data_terms_text(p.record.data_terms)
             out.append("| " + " | ".join(esc(d[c]) for c in cols) + " |")
         out.append("")
     out.append("## Summary\n")
-    out += [f"- {esc(line)}" for line in summary_lines(priced)]
+    out += [f"- {esc(line)}" for line in summary_lines(priced, races=races)]
     if comparison is not None:
         out.append("\n## Against the baseline\n")
         changed = _changed(comparison)
@@ -200,8 +266,9 @@ def render_csv(priced: Sequence[Priced], *, comparison: Comparison | None = None
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     w.writeheader()
     idx = _comparison_index(comparison)
-    for p in priced:
-        row: dict[str, Any] = rows.raw(p)
+    _, of_row = backend_races(priced)
+    for p, race in zip(priced, of_row):
+        row: dict[str, Any] = rows.raw(p, race)
         row["breaches"] = "; ".join(b["message"] for b in row["breaches"])
         row["notes"] = "; ".join(row["notes"])
         row["data_terms"] = rows.data_terms_text(row["data_terms"])
@@ -222,11 +289,14 @@ def render_csv(priced: Sequence[Priced], *, comparison: Comparison | None = None
 def as_json(priced: Sequence[Priced], *, comparison: Comparison | None = None,
             health: Health | None = None) -> dict[str, Any]:
     h = health or compute_health(priced)
+    races, of_row = backend_races(priced)
     doc: dict[str, Any] = {
         "health": h.as_dict(),
         "profiles": sorted({p.profile for p in priced if p.profile}),
-        "summary": summary_lines(priced, h),
-        "rows": [rows.raw(p) for p in priced],
+        "summary": summary_lines(priced, h, races),
+        "rows": [rows.raw(p, race) for p, race in zip(priced, of_row)],
+        # every row run on several backends: each backend's SOL ratio, the best and its margin over the next
+        "backends": [race.as_dict() for race in races.values()],
     }
     if comparison is not None:
         doc["baseline"] = {
