@@ -12,9 +12,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -62,3 +63,24 @@ def docker_client():  # -> docker.DockerClient
             return client
         time.sleep(1)
     unavailable(f"dockerd did not start within 60 s (see {log.name})")
+
+
+CHART = REPO / "helm" / "tileops"
+
+
+def helm_library() -> Any:
+    """Helm's own library (helm-python-sdk), for linting, schema checks and rendering the chart."""
+    try:
+        import helm_python
+    except ImportError:
+        unavailable("helm-python-sdk is not installed (the project's `test` extra)")
+    helm_python.disable_logging()
+    return helm_python
+
+
+def render_chart(helm: Any, values: dict[str, Any] | None = None, chart: Path = CHART) -> list[dict[str, Any]]:
+    """Every object the chart renders with ``values`` (release tileops, namespace gpu)."""
+    with helm.Chart.load(str(chart)) as c:
+        manifests = c.render(values or {}, name="tileops", namespace="gpu")
+    return [doc for path, text in manifests.items() if path.endswith((".yaml", ".yml"))
+            for doc in yaml.safe_load_all(text) if doc]

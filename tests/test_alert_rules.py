@@ -34,10 +34,11 @@ def _promtool(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([exe, *args], capture_output=True, text=True, timeout=120, cwd=PROM)
 
 
-def test_the_five_alerts_exist_with_severity_and_annotations():
+def test_the_alerts_exist_with_severity_and_annotations():
     alerts = _alerts()
-    assert set(alerts) == {"TileOpsPhysicsBreach", "TileOpsSOLRegression", "TileOpsCalibrationDrift",
-                           "TileOpsBenchStale", "TileOpsAuditFail"}
+    assert set(alerts) == {"TileOpsPhysicsBreach", "TileOpsPhysicsNotJudged", "TileOpsSOLRegression",
+                           "TileOpsCalibrationDrift", "TileOpsCalibrationDrop", "TileOpsBenchStale",
+                           "TileOpsAuditFail"}
     assert alerts["TileOpsPhysicsBreach"]["labels"]["severity"] == "critical"
     for name, rule in alerts.items():
         text = rule["annotations"]["summary"] + rule["annotations"]["description"]
@@ -57,7 +58,8 @@ def test_rules_use_only_metrics_the_exporter_emits():
         assert used and used <= names, f"{rule.get('alert') or rule.get('record')}: unknown {used - names}"
         for label in re.findall(r"(?:by|without|on) \(([^)]*)\)", rule["expr"]):
             for name in (x.strip() for x in label.split(",")):
-                assert name in set(ROW_LABELS) | {"job", "instance", "mix", "roof"}, f"unknown label {name}"
+                assert name in set(ROW_LABELS) | {"job", "instance", "mix", "roof", "verdict", "state"}, \
+                    f"unknown label {name}"
 
 
 def test_every_alert_is_tested_firing_and_not_firing():
@@ -71,6 +73,25 @@ def test_every_alert_is_tested_firing_and_not_firing():
                 (firing if a.get("exp_alerts") else quiet).add(a["alertname"])
     assert firing == set(_alerts()), f"never tested firing: {set(_alerts()) - firing}"
     assert quiet == set(_alerts()), f"never tested quiet: {set(_alerts()) - quiet}"
+
+
+def test_recording_rules_have_promtool_tests():
+    """The fleet aggregates that replaced per-row series (sol time = sol_ratio x device time) are tested."""
+    tested = {t["expr"] for f in TESTS for case in yaml.safe_load(f.read_text())["tests"]
+              for t in case.get("promql_expr_test", [])}
+    assert {"tileops:sol_ratio:by_model_op", "tileops:sol_ratio:sku_median",
+            "tileops:devices:by_model_physics_state"} <= tested
+
+
+def test_alerts_read_only_the_lean_metric_set():
+    """Every alert must work on what `--metrics-detail lean` (the default) exports."""
+    import re
+
+    recorded = {r["record"]: r["expr"] for r in _rules() if "record" in r}
+    for name, rule in _alerts().items():
+        exprs = [rule["expr"]] + [recorded[m] for m in re.findall(r"\b(tileops:[a-z0-9_:]+)", rule["expr"])]
+        for metric in {m for e in exprs for m in re.findall(r"\b(tileops_[a-z0-9_]+)", e)}:
+            assert METRICS[metric].detail == "lean", f"{name} reads {metric}, exported only at full detail"
 
 
 def test_promtool_checks_the_rules_and_the_config():

@@ -54,7 +54,7 @@ yaml_scalars = st.one_of(
     st.text(max_size=12),
     st.sampled_from(["[M, K]", "[*B, N]", "float16 | bfloat16", "same_as(x)", "param(d)", "prod(S)",
                      "2 * M * N * K", "bytes(x)", "present(b)", "x", "implemented", "spec-only",
-                     "tileops.perf.formulas.f", "[", "1 +", "__import__('os')"]),
+                     "tileops.ops.formulas.f", "[", "1 +", "__import__('os')"]),
 )
 yaml_values = st.recursive(
     yaml_scalars,
@@ -92,6 +92,7 @@ MUTATION_POINTS = [
 def test_analysis_never_raises_on_any_yaml_value(entry: Any, name: Any) -> None:
     a = analyze(entry, name, "fuzz.yaml")
     assert (a.entry is None) or a.ok  # an entry is emitted only from a clean analysis
+    assert "internal" not in {d.code for d in a.defects}, [d.render() for d in a.defects]
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -100,6 +101,7 @@ def test_analysis_never_raises_on_a_mutated_real_entry(point: list, value: Any) 
     """Near-valid entries reach deep checks that random values rarely get to."""
     a = analyze(mutate(good_entry(), point, value), "op", "fuzz.yaml")
     assert (a.entry is None) or a.ok
+    assert "internal" not in {d.code for d in a.defects}, [d.render() for d in a.defects]
 
 
 # -- lossless -------------------------------------------------------------------------------
@@ -158,7 +160,7 @@ PROVOKE: dict[str, Any] = {
     "bad-dtype": mutate(good_entry(), ["signature", "inputs", 0, "dtype"], "float17"),
     "bad-flag": mutate(good_entry(), ["signature", "outputs", 0, "optional"], True),
     "bad-param": mutate(good_entry(), ["signature", "params", "alpha"], {"type": "complex"}),
-    "roofline-mode": mutate(good_entry(), ["roofline"], {"flops": "E", "func": "tileops.perf.formulas.f"}),
+    "roofline-mode": mutate(good_entry(), ["roofline"], {"flops": "E", "func": "tileops.ops.formulas.f"}),
     "syntax": mutate(good_entry(), ["roofline", "flops"], "E +"),
     "bad-form": mutate(good_entry(), ["roofline", "flops"], "E.real"),
     "unknown-function": mutate(good_entry(), ["roofline", "flops"], "sqrt(E)"),
@@ -169,7 +171,40 @@ PROVOKE: dict[str, Any] = {
     "no-workloads": mutate(good_entry(), ["workloads"], []),
     "bad-workload": mutate(good_entry(), ["workloads", 0, "indices"], {"S": [4, 8], "Q": 3}),
     "duplicate-label": mutate(good_entry(), ["workloads", 1, "label"], "small"),
+    "too-complex": mutate(good_entry(), ["roofline", "flops"], " + ".join(["E"] * 300)),
+    "bad-constant": mutate(good_entry(), ["roofline", "flops"], "E * 10 ** 10 ** 10"),
 }
+
+
+def test_a_bad_dtype_on_an_input_is_one_defect_and_its_dependents_are_not_reached() -> None:
+    """Issue 17: a bad dtype on x must not also yield a false "same_as(x) names no tensor" on y;
+    the judgments that need x's dtype are recorded as not reached, naming that fact (§4.4)."""
+    e = good_entry()
+    e["signature"]["inputs"][0]["dtype"] = "float33"  # a, the anchor of b's and y's same_as
+    a = analyze(e, "op", "m.yaml")
+    assert [(d.code, d.location) for d in a.defects] == [("bad-dtype", "m.yaml:op.signature.inputs[0](a).dtype")]
+    unreached = {(u.judgment, u.missing) for u in a.unreached}
+    assert ("same_as(a) resolves", "signature.inputs[0](a).dtype") in unreached
+    assert a.entry is None
+    # the same holds for a tensor referred to by bytes()/present(), and a dtype parameter
+    e = good_entry()
+    e["signature"]["inputs"][2]["shape"] = "[N"  # bias: its shape does not parse
+    e["roofline"]["bytes"] = "bytes(a) + bytes(bias) + bytes(y)"
+    a = analyze(e, "op", "m.yaml")
+    assert [d.code for d in a.defects] == ["bad-shape"], [d.render() for d in a.defects]
+    assert any(u.judgment == "bytes(bias) names a tensor" and u.missing.endswith("(bias).shape")
+               for u in a.unreached), a.unreached
+    # a name an unreadable shape may declare is not reached either: N came from bias' shape
+    assert any(u.judgment == "'N' resolves" for u in a.unreached), a.unreached
+
+
+def test_a_broken_parameter_is_not_reported_again_where_it_is_used() -> None:
+    e = good_entry()
+    e["signature"]["params"] = {"d": {"type": "dtype", "default": "float99"}}
+    e["signature"]["outputs"][0]["dtype"] = "param(d)"
+    a = analyze(e, "op", "m.yaml")
+    assert [d.code for d in a.defects] == ["bad-param"], [d.render() for d in a.defects]
+    assert any(u.judgment == "param(d) names a dtype parameter" for u in a.unreached)
 
 
 def test_every_defect_code_has_a_provoking_case() -> None:

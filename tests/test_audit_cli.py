@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from export_support import env, need_binary, record, write_run
-from tileops.audit import ncu as N
+from export_support import T0, env, need_binary, record, write_run
+from tileops.audit import ncu
 from tileops.audit.child import parse_args as child_args
 from tileops.audit.entry import AUDIT_FILE, AuditEntry, append_entry, read_entries
 from tileops.audit.verdict import judge
@@ -48,15 +48,15 @@ def audit(monkeypatch, tmp_path: Path, *args: str, stub: str | None = None) -> i
 
 
 def test_the_profiling_command_is_the_documented_one(tmp_path: Path) -> None:
-    cmd = N.profile_command("/opt/ncu", tmp_path / "r.ncu-rep", ["--op", "relu"], domain="tileops", python="/py")
+    cmd = ncu.profile_command("/opt/ncu", tmp_path / "r.ncu-rep", ["--op", "relu"], domain="tileops", python="/py")
     assert cmd[:cmd.index("/py")] == [
         "/opt/ncu", "--target-processes", "application-only", "--nvtx", "--nvtx-include", "tileops@call/",
         "--metrics", "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum",
         "--cache-control", "all", "--clock-control", "none", "--replay-mode", "kernel",
         "--export", str(tmp_path / "r.ncu-rep"), "--force-overwrite"]
     assert cmd[cmd.index("/py"):] == ["/py", "-m", "tileops.audit.child", "--op", "relu"]
-    assert N.nvtx_include(None) == "call/"  # torch.cuda.nvtx's default domain when the nvtx module is absent
-    assert N.import_command("/opt/ncu", tmp_path / "r.ncu-rep") == [
+    assert ncu.nvtx_include(None) == "call/"  # torch.cuda.nvtx's default domain when the nvtx module is absent
+    assert ncu.import_command("/opt/ncu", tmp_path / "r.ncu-rep") == [
         "/opt/ncu", "--import", str(tmp_path / "r.ncu-rep"), "--csv", "--page", "raw", "--print-units", "base"]
 
 
@@ -226,21 +226,142 @@ def _expand(template: str, labels: dict[str, str]) -> str:
     return re.sub(r"\{\{\s*\$labels\.(\w+)\s*\}\}", lambda m: labels[m.group(1)], template)
 
 
+GPU = {"hostname": "gpu-node-1", "uuid": "GPU-5e1f", "device": "NVIDIA H200"}
+
+
+def audit_on_a_gpu_host(monkeypatch, tmp_path: Path, out: Path, stub: str = "ncu-permission") -> int:
+    """`tileops audit` as it runs on a GPU host: the GPU is the one thing that cannot exist here, so the device the
+    audit finds stands in for it; the audit, its files, its child and ncu's answer (a stand-in) are real."""
+    from tileops.audit import run as audit_run
+    from tileops.device import DeviceInfo
+
+    monkeypatch.setenv("TILEOPS_HOSTNAME", GPU["hostname"])
+    monkeypatch.setattr(audit_run, "_device", lambda spec: DeviceInfo(
+        kind="cuda", name=GPU["device"], index=0, uuid=GPU["uuid"], capability=(9, 0), memory_bytes=141 * 2**30))
+    return audit(monkeypatch, tmp_path, *ROW, "--out", str(out), stub=stub)
+
+
+def exposition(text: str) -> dict[str, list]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {f.name: f.samples for f in text_string_to_metric_families(text) if f.name.startswith("tileops_")}
+
+
+def export_stdout(capsys, *paths: Path) -> dict[str, list]:
+    capsys.readouterr()
+    assert main(["export", *map(str, paths)]) == 0
+    return exposition(capsys.readouterr().out)
+
+
+def serve_scrape(root: Path) -> dict[str, list]:
+    """One scrape of `tileops serve ROOT`'s HTTP server (the command's own source, server and app)."""
+    import threading
+    import urllib.request
+
+    from tileops.export.server import CachedProfiles, DirectorySource, make_http_server
+
+    server = make_http_server(DirectorySource(root, CachedProfiles(), log=lambda m: None), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/metrics", timeout=30) as resp:
+            return exposition(resp.read().decode())
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+#: All an audit of ERROR rows gives (a read ratio needs a measurement).
+AUDIT_ONLY = {"tileops_audit_verdict", "tileops_build_info"}
+
+
+def test_an_audit_folder_of_its_own_is_exported_as_its_devices_audit(monkeypatch, tmp_path: Path, capsys) -> None:
+    """`tileops audit`'s default output (a folder of its own, no records) through `tileops export` and `serve`:
+    the entries become the audit series of the GPU they name, and no run is invented."""
+    results = tmp_path / "results"
+    out = results / "audit-1"
+    assert audit_on_a_gpu_host(monkeypatch, tmp_path, out) == 1
+    assert not (out / "records.jsonl").exists()
+    labels = {"Hostname": GPU["hostname"], "UUID": GPU["uuid"], "modelName": GPU["device"]}
+    for m in (export_stdout(capsys, out), export_stdout(capsys, out / AUDIT_FILE), serve_scrape(results)):
+        assert set(m) == AUDIT_ONLY  # no run health, no rows, no profile: there was no run
+        verdicts = {(s.labels["dtype"], s.labels["verdict"]) for s in m["tileops_audit_verdict"]}
+        assert verdicts == {(c, "ERROR") for c in CASES}
+        assert all({k: s.labels[k] for k in labels} == labels for s in m["tileops_audit_verdict"])
+
+    # The textfile sink keeps the audit in a file of its own: exporting the run later leaves it alone.
+    tf = tmp_path / "textfile"
+    assert main(["export", str(out), "--textfile", str(tf)]) == 0
+    assert sorted(p.name for p in tf.glob("*.prom")) == ["tileops_GPU-5e1f.audit.prom", "tileops_build.prom"]
+    run = write_run(results / "run-1", [record("relu", "small", e=env(kind="cuda", **GPU))])
+    assert main(["export", str(run), "--textfile", str(tf)]) == 0
+    assert len(exposition((tf / "tileops_GPU-5e1f.audit.prom").read_text())["tileops_audit_verdict"]) == 2
+    assert "tileops_audit_verdict" not in exposition((tf / "tileops_GPU-5e1f.prom").read_text())
+
+
+def test_an_audit_folder_joins_the_devices_newest_run(monkeypatch, tmp_path: Path, capsys) -> None:
+    """A run and the device's audit, each in its own folder: one device, its run's series and the audit's. The run
+    holds an older audit of its own (a FAIL): the newer audit replaces it, the two are not mixed."""
+    results = tmp_path / "results"
+    gpu = env(kind="cuda", run_id="run-1", **GPU)
+    older = [{"op": "embedding", "label": "cpu-small-2k-tokens", "dtype": c, "backend": "torch", "verdict": "FAIL",
+              "finished_at": T0.isoformat()} for c in CASES]
+    run = write_run(results / "host" / "run-1", [record("embedding", "cpu-small-2k-tokens", dtype=c, e=gpu)
+                                                   for c in CASES], audit=older)
+    assert {s.labels["verdict"] for s in export_stdout(capsys, run)["tileops_audit_verdict"]} == {"FAIL"}
+    other = write_run(results / "run-cpu", [record("relu", "small", e=env(run_id="cpu"))])  # another device
+    out = results / "audit-1"
+    assert audit_on_a_gpu_host(monkeypatch, tmp_path, out) == 1
+    for m in (export_stdout(capsys, run, other, out), serve_scrape(results)):
+        (info,) = [s for s in m["tileops_run_info"] if s.labels["UUID"] == GPU["uuid"]]
+        assert info.labels["run_id"] == "run-1"
+        assert {s.labels["UUID"] for s in m["tileops_run_info"]} == {GPU["uuid"], "cpu-node-a"}
+        assert {(s.labels["UUID"], s.labels["Hostname"], s.labels["dtype"], s.labels["verdict"])
+                for s in m["tileops_audit_verdict"]} == {(GPU["uuid"], GPU["hostname"], c, "ERROR") for c in CASES}
+        assert len(m["tileops_run_info"]) == 2  # one run per device, none invented for the audit
+        assert {s.labels["UUID"] for s in m["tileops_run_physics_check"]} == {GPU["uuid"], "cpu-node-a"}
+
+
+def test_an_audit_without_a_gpu_is_published_under_its_host(monkeypatch, tmp_path: Path, capsys) -> None:
+    """On a host with no CUDA device the audit names no device: its ERROR rows keep their host (an audit job
+    scheduled onto the wrong node shows), with no UUID or model, and never join that host's CPU run."""
+    monkeypatch.setenv("TILEOPS_HOSTNAME", "node-a")
+    out = tmp_path / "audit"
+    assert audit(monkeypatch, tmp_path, *ROW, "--out", str(out), stub="ncu-permission") == 1
+    assert {(r.device_uuid, r.device_name, r.hostname) for r in _rows(out)} == {(None, None, "node-a")}
+    cpu_run = write_run(tmp_path / "run", [record("relu", "small")])  # node-a's CPU
+    m = export_stdout(capsys, cpu_run, out)
+    assert {(s.labels["Hostname"], s.labels["UUID"], s.labels["modelName"]) for s in m["tileops_audit_verdict"]} \
+        == {("node-a", "", "")}
+    assert {s.labels["UUID"] for s in m["tileops_run_info"]} == {"cpu-node-a"}
+    tf = tmp_path / "textfile"
+    assert main(["export", str(out), "--textfile", str(tf)]) == 0
+    assert (tf / "tileops_no-device.audit.prom").is_file()
+
+
+def test_a_folder_with_neither_file_names_both(tmp_path: Path, capsys) -> None:
+    assert main(["export", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no records.jsonl" in err and "no audit.jsonl" in err and "tileops audit --out DIR" in err
+
+
 def test_export_and_alert_on_a_real_audit_output(monkeypatch, tmp_path: Path) -> None:
-    """audit.jsonl beside a run's records -> `tileops export --textfile` -> promtool runs TileOpsAuditFail on it."""
+    """audit.jsonl beside a run's records, and an audit folder of its own -> `tileops export --textfile` ->
+    promtool runs TileOpsAuditFail on what was written."""
     promtool = need_binary("promtool")
     gpu = env(kind="cuda", device="NVIDIA H200", uuid="GPU-5e1f", hostname="gpu-node-1")
     run = write_run(tmp_path / "run", [record("embedding", "cpu-small-2k-tokens", dtype=c, e=gpu) for c in CASES])
     # The audit of those rows, for real, on this host: ncu refuses the counters, both rows ERROR.
     assert audit(monkeypatch, tmp_path, *ROW, "--out", str(run), stub="ncu-permission") == 1
-    # A FAIL as the audit writes one: the same writer, the verdict from the same judge.
-    failing = tmp_path / "run-fail"
-    write_run(failing, [record("fused_experts", "cpu-64tok-8e-top2", dtype="topk_ids=int64,x=float32", e=gpu)])
+    # A FAIL as the audit writes one (the same writer, the verdict from the same judge), in an audit folder of
+    # its own, as `tileops audit` writes by default: its entry names the device it ran on.
+    failing = tmp_path / "audit-fail"
+    failing.mkdir()
     j = judge(declared=3_000_000, measured=1_000_000, inputs=5, kernels=40)
     append_entry(failing / AUDIT_FILE, AuditEntry(op="fused_experts", label="cpu-64tok-8e-top2",
                                                   dtype="topk_ids=int64,x=float32", backend="torch", verdict=j.verdict,
                                                   reason=j.reason, expected_read_bytes=3_000_000,
-                                                  measured_read_bytes=1_000_000))
+                                                  measured_read_bytes=1_000_000, device_name="NVIDIA H200",
+                                                  device_uuid="GPU-5e1f", hostname="gpu-node-1"))
     samples: list[tuple[dict[str, str], float]] = []
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -253,7 +374,8 @@ def test_export_and_alert_on_a_real_audit_output(monkeypatch, tmp_path: Path) ->
     verdicts = sorted((s["op"], s["dtype"], s["verdict"]) for s, _ in samples)
     assert verdicts == sorted([("embedding", c, "ERROR") for c in CASES]
                               + [("fused_experts", "topk_ids=int64,x=float32", "FAIL")])
-    assert all(s["UUID"] == "GPU-5e1f" and s["modelName"] == "NVIDIA H200" for s, _ in samples)
+    assert all(s["UUID"] == "GPU-5e1f" and s["modelName"] == "NVIDIA H200" and s["Hostname"] == "gpu-node-1"
+               for s, _ in samples)
 
     rules_dir = REPO / "exporters" / "prometheus" / "rules"
     rule = next(r for f in rules_dir.glob("*.rules.yml") for g in yaml.safe_load(f.read_text())["groups"]
@@ -302,14 +424,14 @@ def test_the_exporter_reads_every_verdict_the_audit_writes(tmp_path: Path) -> No
 
 def test_diagnosis_of_ncu_output() -> None:
     perm = (STUBS / "ncu-permission").read_text()
-    assert N.diagnose(perm).kind == "permission"
-    assert N.diagnose(perm, generic=False).kind == "permission"
-    assert N.diagnose((STUBS / "ncu-busy").read_text()).kind == "profiler-busy"
-    metric = N.diagnose("==PROF== Connected to process 7 (/usr/bin/python3)\n"
+    assert ncu.diagnose(perm).kind == "permission"
+    assert ncu.diagnose(perm, generic=False).kind == "permission"
+    assert ncu.diagnose((STUBS / "ncu-busy").read_text()).kind == "profiler-busy"
+    metric = ncu.diagnose("==PROF== Connected to process 7 (/usr/bin/python3)\n"
                         "==ERROR== Failed to find metric regex:^dram__bytes_read.sum(.*)$\n")
     assert metric.kind == "metric" and "Failed to find metric" in metric.message and "--query-metrics" in metric.message
     # The application's own failure is the child's to explain, not ncu's.
-    assert N.diagnose("==ERROR== The application returned an error code (1).\n") is None
-    assert N.diagnose("==ERROR== Unknown option: --nvtx-includ\n").kind == "ncu-failed"
-    assert N.diagnose("==ERROR== Unknown option: --nvtx-includ\n", generic=False) is None
-    assert N.diagnose("==PROF== Disconnected from process 7\n==WARNING== No kernels were profiled.\n") is None
+    assert ncu.diagnose("==ERROR== The application returned an error code (1).\n") is None
+    assert ncu.diagnose("==ERROR== Unknown option: --nvtx-includ\n").kind == "ncu-failed"
+    assert ncu.diagnose("==ERROR== Unknown option: --nvtx-includ\n", generic=False) is None
+    assert ncu.diagnose("==PROF== Disconnected from process 7\n==WARNING== No kernels were profiled.\n") is None

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from appliance_support import REPO, unavailable
+from appliance_support import REPO, helm_library, render_chart
 
 CHART = REPO / "helm" / "tileops"
 THREE = {"skus": [{"name": "h100-sxm", "product": "NVIDIA-H100-80GB-HBM3", "schedule": "0 2 * * *", "gpus": 8},
@@ -20,18 +20,11 @@ THREE = {"skus": [{"name": "h100-sxm", "product": "NVIDIA-H100-80GB-HBM3", "sche
 
 @pytest.fixture(scope="module")
 def helm():
-    try:
-        import helm_python
-    except ImportError:
-        unavailable("helm-python-sdk is not installed (the project's `test` extra)")
-    helm_python.disable_logging()
-    return helm_python
+    return helm_library()
 
 
 def render(helm, values: dict[str, Any]) -> list[dict[str, Any]]:
-    with helm.Chart.load(str(CHART)) as c:
-        manifests = c.render(values, name="tileops", namespace="gpu")
-    return [d for p, t in manifests.items() if p.endswith(".yaml") for d in yaml.safe_load_all(t) if d]
+    return render_chart(helm, values)
 
 
 def pods(docs: list[dict[str, Any]], component: str) -> dict[str, dict[str, Any]]:

@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tileops.calibrate.base import CPU_ROOF_ALIASES, TheoryOptions, cpu_base_profile, gpu_base_profile
+from tileops.calibrate.theoretical import CPU_ROOF_ALIASES, TheoryOptions, cpu_base_profile, gpu_base_profile
 from tileops.calibrate.cpupeak import PeakUnknown, cpu_peak
 from tileops.calibrate.dram import parse_bandwidth, parse_dmidecode, read_bandwidth_file
-from tileops.calibrate.results import (STREAM_WORDS, DeviceCalibration, MixMeasurement, RoofMeasurement,
-                                       build_profile, load_device_results, read_device_result)
+from tileops.calibrate.results import (HISTORY_KEEP, STREAM_WORDS, DeviceCalibration, MixMeasurement,
+                                       RoofMeasurement, build_profile, history_dir, load_device_history,
+                                       load_device_results, read_device_result, write_device_result)
 from tileops.device import describe_device, parse_cpuinfo
 from tileops.profiles import MIXES, find_profile, load_profile, load_profiles, select_profile, shipped_dir
+from tileops.records import Machine
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[1]
@@ -127,20 +129,55 @@ def test_bandwidth_file(tmp_path: Path) -> None:
         read_bandwidth_file(f)
 
 
+def test_the_environment_states_the_nominal_and_a_flag_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TILEOPS_DRAM_BANDWIDTH is how an image or chart states a fleet's nominal: every calibration without
+    options reads it (the bench's automatic one included); `tileops calibrate --dram-bandwidth` still wins."""
+    import argparse
+
+    from tileops.commands.calibrate import _options
+
+    monkeypatch.delenv("TILEOPS_DRAM_BANDWIDTH", raising=False)
+    assert TheoryOptions.from_env() == TheoryOptions()
+    monkeypatch.setenv("TILEOPS_DRAM_BANDWIDTH", "204.8GB/s")
+    opts = TheoryOptions.from_env()
+    assert opts.memory_bandwidth == pytest.approx(204.8e9)
+    assert opts.memory_bandwidth_ref == "TILEOPS_DRAM_BANDWIDTH=204.8GB/s"
+    base, _ = cpu_base_profile(cpuinfo("amd-epyc-avx2-2core.txt"), None, opts, dmi=lambda: (None, "no DMI"))
+    assert base.memory is not None and base.memory.theoretical == pytest.approx(204.8e9)
+    assert base.memory.theoretical_source.source == "user" and "TILEOPS_DRAM_BANDWIDTH" in (
+        base.memory.theoretical_source.ref or "")
+    args = argparse.Namespace(dram_bandwidth=None, dram_bandwidth_file=None, cpu_ghz=None)
+    assert _options(args).memory_bandwidth == pytest.approx(204.8e9)
+    args.dram_bandwidth = "76.8GB/s"
+    assert _options(args).memory_bandwidth == pytest.approx(76.8e9)
+
+
+def test_a_malformed_environment_nominal_fails_before_measuring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from tileops.cli import main
+
+    monkeypatch.setenv("TILEOPS_DRAM_BANDWIDTH", "fast")
+    assert main(["calibrate", "--device", "cpu", "--profile-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "TILEOPS_DRAM_BANDWIDTH" in err and "76.8GB/s" in err
+    assert not list(tmp_path.iterdir())
+
+
 # --------------------------------------------------------------------------- building a profile from runs
 
 
 def _run(key: str, scale: float = 1.0, *, quick: bool = False) -> DeviceCalibration:
     now = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    # formula-guard: allow a synthetic calibration run: STREAM's byte count for a 1 KiB array, no op priced
     mixes = {m: MixMeasurement(bytes_per_s=bw * scale, bytes=STREAM_WORDS[m] * 1024, array_bytes=1024, best_s=1e-3,
                                reps=3, kernel=m)
              for m, bw in {"copy": 4.3e12, "triad": 4.2e12, "read": 4.4e12, "write": 4.1e12}.items()}
     roofs = {"tensor_core.bf16": RoofMeasurement(flops_per_s=790e12 * scale, flops=1e12, best_s=1e-3, reps=3,
                                                  method="bf16 GEMM")}
-    return DeviceCalibration(run_id="cal-t", started_at=now, finished_at=now, tool_version="tileops 0.1.0",
-                             torch_version="2", quick=quick, kind="cuda", name="NVIDIA H200", uuid=key,
-                             hostname="h", mixes=mixes, roofs=roofs, latency_floor_s=2.5e-6 * scale,
-                             latency_method="kernel", l2_bytes=60 << 20)
+    machine = Machine(device_kind="cuda", device_name="NVIDIA H200", device_uuid=key, hostname="h",
+                      l2_bytes=60 << 20, torch_version="2", tileops_version="0.1.0")
+    return DeviceCalibration(run_id="cal-t", started_at=now, finished_at=now, quick=quick, machine=machine,
+                             mixes=mixes, roofs=roofs, latency_floor_s=2.5e-6 * scale, latency_method="kernel")
 
 
 def test_envelope_is_the_best_mix_and_each_fraction_is_kept() -> None:
@@ -193,6 +230,49 @@ def test_a_quick_run_says_so_in_its_provenance() -> None:
     assert src is not None and "quick" in (src.note or "")
 
 
+# --------------------------------------------------------------------------- per-device history
+
+
+def _at(run: DeviceCalibration, day: int, run_id: str) -> DeviceCalibration:
+    when = dt.datetime(2026, 11, day, tzinfo=dt.timezone.utc)
+    return run.model_copy(update={"run_id": run_id, "started_at": when, "finished_at": when})
+
+
+def test_history_keeps_each_result_and_the_current_file_stays_the_newest(tmp_path: Path) -> None:
+    from tileops.export.calibration import device_calibrations
+
+    write_device_result(_at(_run(GPU_A), 1, "cal-1"), tmp_path)
+    write_device_result(_at(_run(GPU_A, 0.8), 2, "cal-2"), tmp_path)
+    write_device_result(_at(_run(GPU_A, 0.5, quick=True), 3, "cal-3q"), tmp_path)  # quick: its own lineage
+    assert [r.run_id for r in load_device_history(GPU_A, tmp_path)] == ["cal-3q", "cal-2", "cal-1"]
+    assert [r.run_id for r in load_device_results(tmp_path)] == ["cal-3q"]  # history is not a device
+    cur = device_calibrations(tmp_path)[GPU_A]
+    assert cur.run_id == "cal-3q" and cur.previous is None  # no earlier quick run to compare with
+    write_device_result(_at(_run(GPU_A, 0.7), 4, "cal-4"), tmp_path)
+    cur = device_calibrations(tmp_path)[GPU_A]
+    assert cur.run_id == "cal-4" and cur.previous is not None and cur.previous.run_id == "cal-2"
+    assert cur.previous.mixes["copy"].bytes_per_s == pytest.approx(4.3e12 * 0.8)
+
+
+def test_a_store_from_before_history_keeps_its_result_as_the_previous(tmp_path: Path) -> None:
+    from tileops.export.calibration import device_calibrations
+
+    old = _at(_run(GPU_A), 1, "cal-old")
+    write_device_result(old, path=tmp_path / "devices" / f"{GPU_A}.yaml")  # what an older tileops wrote
+    assert device_calibrations(tmp_path)[GPU_A].previous is None  # old stores keep reading
+    write_device_result(_at(_run(GPU_A, 0.85), 2, "cal-new"), tmp_path)
+    assert sorted(p.name for p in history_dir(GPU_A, tmp_path).iterdir()) == ["cal-new.yaml", "cal-old.yaml"]
+    cur = device_calibrations(tmp_path)[GPU_A]
+    assert cur.run_id == "cal-new" and cur.previous is not None and cur.previous.run_id == "cal-old"
+
+
+def test_history_is_bounded(tmp_path: Path) -> None:
+    for day in range(1, HISTORY_KEEP + 4):
+        write_device_result(_at(_run(GPU_A), day, f"cal-{day:02d}"), tmp_path)
+    kept = [r.run_id for r in load_device_history(GPU_A, tmp_path)]
+    assert len(kept) == HISTORY_KEEP and kept[0] == f"cal-{HISTORY_KEEP + 3:02d}" and "cal-01" not in kept
+
+
 # --------------------------------------------------------------------------- end to end on this machine
 
 
@@ -202,6 +282,9 @@ def _tree_digest(d: Path) -> str:
         if p.is_file():
             h.update(p.name.encode() + p.read_bytes())
     return h.hexdigest()
+
+
+GPU_A = "GPU-3f6a9c10-5a1b-4c2d-9e8f-0a1b2c3d4e5f"  # a device id in NVML's real form
 
 
 def _calibrate(store: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -244,6 +327,10 @@ def test_cpu_calibration_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     # the summary table names every mix and roof
     for needle in (*MIXES, "cpu.fp32_matmul", "envelope", "latency floor"):
         assert needle in proc.stdout
+    from tileops.calibrate.streaming import load_kernels
+
+    if load_kernels()[0] is not None:  # the mixes ran through streaming.c, whose build is named once
+        assert proc.stdout.count("[streaming.c: ") == 1 and "copy a[i] = b[i]; triad" in proc.stdout
     # the per-device result, and the store profile is what this device now selects
     devs = load_device_results(store)
     assert len(devs) == 1 and devs[0].kind == "cpu" and devs[0].name == name
@@ -279,6 +366,29 @@ def test_calibrate_rejects_a_bad_bandwidth_before_measuring(tmp_path: Path, caps
     assert main(["calibrate", "--device", "cpu", "--profile-dir", str(tmp_path), "--dram-bandwidth", "lots"]) == 2
     assert "76.8GB/s" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_both_nominal_flags_at_once_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """--dram-bandwidth and --dram-bandwidth-file state the same figure: given both, neither silently wins;
+    either one alone wins over TILEOPS_DRAM_BANDWIDTH (docs/profiles.md, the order of precedence)."""
+    import argparse
+
+    from tileops.cli import main
+    from tileops.commands.calibrate import _options
+
+    f = tmp_path / "bw.txt"
+    f.write_text("dram_bandwidth: 76.8GB/s\n")
+    monkeypatch.setenv("TILEOPS_DRAM_BANDWIDTH", "204.8GB/s")
+    opts = _options(argparse.Namespace(dram_bandwidth=None, dram_bandwidth_file=f, cpu_ghz=None))
+    assert opts.memory_bandwidth == pytest.approx(76.8e9) and opts.memory_bandwidth_ref == f"file {f}"
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "--device", "cpu", "--profile-dir", str(tmp_path / "store"),
+              "--dram-bandwidth", "51.2GB/s", "--dram-bandwidth-file", str(f)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--dram-bandwidth-file: not allowed with argument --dram-bandwidth" in err
+    assert not (tmp_path / "store").exists()
 
 
 def test_calibrate_cpu_function_reports_progress_and_writes_nothing(tmp_path: Path,

@@ -53,6 +53,7 @@ def test_only_the_named_command_is_registered_in_full(argv: list[str]) -> None:
 def test_defaults_written_in_the_light_command_modules_match_their_source() -> None:
     from tileops.commands import export as export_cmd
     from tileops.commands import roofline as roofline_cmd
+    from tileops.export.metrics import DEFAULT_DETAIL, DETAILS
     from tileops.export.push import DEFAULT_JOB, RetryPolicy
     from tileops.report import FORMATS
     from tileops.report.baseline import DEFAULT_THRESHOLD
@@ -60,4 +61,5 @@ def test_defaults_written_in_the_light_command_modules_match_their_source() -> N
     assert export_cmd.DEFAULT_JOB == DEFAULT_JOB
     assert (export_cmd.PUSH_ATTEMPTS, export_cmd.PUSH_BACKOFF_S, export_cmd.PUSH_TIMEOUT_S) == (
         RetryPolicy.attempts, RetryPolicy.backoff_s, RetryPolicy.timeout_s)
+    assert (export_cmd.DETAILS, export_cmd.DEFAULT_DETAIL) == (DETAILS, DEFAULT_DETAIL)
     assert roofline_cmd.FORMATS == FORMATS and roofline_cmd.DEFAULT_THRESHOLD == DEFAULT_THRESHOLD

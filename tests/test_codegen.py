@@ -13,7 +13,7 @@ import torch
 import yaml
 
 from tileops.manifest.codegen import GENERATED_NAME, generate, is_current
-from tileops.manifest.load import shipped_manifest_dir
+from tileops.ops.catalog import shipped_manifest_dir
 from tileops.ops.call import CheckedCall
 
 
@@ -35,6 +35,7 @@ def call_of(op: str, tensors: dict[str, tuple[tuple[int, ...], str]], indices: d
             optional_present: set[str] = frozenset()) -> CheckedCall:
     """A checked call built by hand: sizes are prod(shape) * bits / 8."""
     bits = {"float32": 32, "float16": 16, "bfloat16": 16, "int64": 64, "int8": 8, "bool": 8}
+    # formula-guard: allow a hand-built call: the test's own size of each tensor, to check the evaluators against
     return CheckedCall(
         op=op, indices=indices, params={},
         dtypes={k: d for k, (_, d) in tensors.items()},
@@ -121,6 +122,14 @@ def test_fractional_count_is_a_formula_error_not_rounded(tmp_path: Path) -> None
         mod.ENTRIES["op"].roofline(call)
 
 
+def test_a_count_beyond_int64_is_a_formula_error(tmp_path: Path) -> None:
+    """Each factor is a fine constant; the product at these sizes is not a count a record holds."""
+    mod = emit_module(tmp_path, {"op": entry([t("x")], [t("y")], flops="N ** 64")})
+    call = call_of("op", {"x": ((100,), "float32"), "y": ((100,), "float32")}, {"N": 100})
+    with pytest.raises(ValueError, match="op flops is a 426-bit integer, above the largest count"):
+        mod.ENTRIES["op"].roofline(call)
+
+
 # -- the shipped module ---------------------------------------------------------------------------
 
 
@@ -155,3 +164,53 @@ def test_codegen_check_cli_fails_on_stale(tmp_path: Path) -> None:
     assert main(["codegen", "--check", "--manifest", str(mdir)]) == 0
     (mdir / GENERATED_NAME).write_text("ENTRIES = {}\n")
     assert main(["codegen", "--check", "--manifest", str(mdir)]) == 1
+
+
+def test_codegen_manifest_on_a_missing_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tileops.cli import main
+
+    assert main(["codegen", "--manifest", str(tmp_path / "nope")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+# -- what the generated module carries -------------------------------------------------------------
+
+
+def test_the_generated_module_carries_the_checked_entries_a_run_needs() -> None:
+    """Signature, rows (indices, params, presence, dtype cases, tags, seed), status, ref_api and the
+    roofline field as written: the run reads these, never the YAML (§4.4.5)."""
+    from tileops.manifest.load import read_manifest
+    from tileops.ops.catalog import load_entries
+
+    analysed = read_manifest([shipped_manifest_dir()]).entries()
+    carried = load_entries()
+    assert set(carried) == set(analysed)
+    for name, entry in analysed.items():
+        assert carried[name] == entry, name  # the same checked entry, field for field (file included)
+
+
+def func_entry(func: str, status: str) -> dict:
+    e = entry([t("x")], [t("y")])
+    e["status"] = status
+    e["roofline"] = {"func": f"tileops.ops.formulas.{func}"}
+    if status == "implemented":
+        e["workloads"] = [{"label": "w", "indices": {"N": 4}, "dtypes": ["float32"]}]
+    return e
+
+
+def test_an_implemented_func_that_does_not_resolve_fails_when_the_module_is_imported(tmp_path: Path) -> None:
+    """A bad func path fails when the op classes are created (the module's import), not at first pricing."""
+    from tileops.errors import ManifestError
+
+    with pytest.raises(ManifestError, match="defines no 'no_such_formula'"):
+        emit_module(tmp_path, {"op": func_entry("no_such_formula", "implemented")})
+
+
+def test_a_spec_only_func_resolves_when_priced(tmp_path: Path) -> None:
+    """A spec-only entry has no class yet: its formula may be written later, and resolves when called."""
+    from tileops.errors import ManifestError
+
+    mod = emit_module(tmp_path, {"op": func_entry("not_written_yet", "spec-only")})
+    call = call_of("op", {"x": ((4,), "float32"), "y": ((4,), "float32")}, {"N": 4})
+    with pytest.raises(ManifestError, match="not_written_yet"):
+        mod.ENTRIES["op"].roofline(call)

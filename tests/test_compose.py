@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -29,19 +30,26 @@ def compose_binary() -> str:
     return str(binary)
 
 
-def compose_config(*files: str, profiles: tuple[str, ...] = (), cwd: Path = REPO
-                   ) -> subprocess.CompletedProcess[str]:
+#: Grafana's admin password has no default: every `docker compose` call needs one.
+PASSWORD = {"GF_ADMIN_PASSWORD": "test-only-password"}
+
+
+def compose_config(*files: str, profiles: tuple[str, ...] = (), cwd: Path = REPO,
+                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     cmd = [compose_binary()]
     for f in files:
         cmd += ["-f", f]
     for p in profiles:
         cmd += ["--profile", p]
+    # Only the variables given: a developer's own GF_ADMIN_PASSWORD or TILEOPS_* must not leak in.
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GF_", "TILEOPS_", "COMPOSE_"))}
+    base["COMPOSE_DISABLE_ENV_FILE"] = "1"  # nor a .env file beside compose.yaml
     return subprocess.run([*cmd, "config", "--format", "json"], cwd=cwd, capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, env={**base, **(PASSWORD if env is None else env)})
 
 
-def load(*files: str, profiles: tuple[str, ...] = ()) -> dict[str, Any]:
-    result = compose_config(*files, profiles=profiles)
+def load(*files: str, profiles: tuple[str, ...] = (), env: dict[str, str] | None = None) -> dict[str, Any]:
+    result = compose_config(*files, profiles=profiles, env=env)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -67,7 +75,7 @@ def test_compose_rejects_an_invalid_file(tmp_path: Path) -> None:
 
 def test_services(config: dict[str, Any]) -> None:
     assert set(config["services"]) == {"calibrate", "bench", "serve", "audit", "pushgateway", "prometheus",
-                                       "grafana"}
+                                       "alertmanager", "grafana"}
     # audit is opt-in: without its profile it is not part of the stack.
     assert "audit" not in load("compose.yaml")["services"]
 
@@ -99,7 +107,9 @@ def test_shared_volumes_and_hardening(config: dict[str, Any]) -> None:
         svc = config["services"][name]
         mounts = {(v["source"], v["target"]) for v in svc["volumes"]}
         assert {("results", "/data/results"), ("profiles", "/data/profiles")} <= mounts, name
-        assert svc["read_only"] is True and "/tmp" in svc["tmpfs"], name
+        # /tmp is the writable scratch; exec, since torch.compile on a CPU loads the C++ it builds from there
+        # (test_docker_e2e.py runs that in the image with these options)
+        assert svc["read_only"] is True and "/tmp:exec" in svc["tmpfs"], name
         assert svc["cap_drop"] == ["ALL"], name
     assert {"results", "profiles"} <= set(config["volumes"])
 
@@ -127,7 +137,44 @@ def test_prometheus_gets_our_config_and_rules(config: dict[str, Any]) -> None:
     published = {f"{name}:{p['target']}" for name, svc in config["services"].items() for p in svc.get("ports", [])}
     assert {"pushgateway:9091", "serve:9469"} <= targets
     assert {"pushgateway:9091", "serve:9469"} <= published
-    assert "--port" in config["services"]["serve"]["command"]
+    serve = config["services"]["serve"]["command"]
+    # serve's CLI binds 127.0.0.1; in its container it must listen on every interface to be scraped
+    assert serve[serve.index("--host") + 1] == "0.0.0.0" and "--port" in serve
+
+
+def test_published_ports_listen_on_localhost_by_default(config: dict[str, Any]) -> None:
+    published = {name: svc["ports"] for name, svc in config["services"].items() if svc.get("ports")}
+    assert set(published) == {"serve", "pushgateway", "prometheus", "alertmanager", "grafana"}
+    for name, ports in published.items():
+        assert [p["host_ip"] for p in ports] == ["127.0.0.1"], name
+    opened = load("compose.yaml", env={**PASSWORD, "TILEOPS_PUBLISH_ADDRESS": "0.0.0.0"})
+    assert {p["host_ip"] for svc in opened["services"].values() for p in svc.get("ports", [])} == {"0.0.0.0"}
+
+
+def test_prometheus_lifecycle_api_is_off(config: dict[str, Any]) -> None:
+    """The lifecycle API lets anyone who reaches the port shut Prometheus down or reload it."""
+    command = config["services"]["prometheus"]["command"]
+    assert not [a for a in command if "lifecycle" in a or "admin-api" in a]
+
+
+def test_grafana_needs_a_password_and_has_no_default(config: dict[str, Any]) -> None:
+    assert config["services"]["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == PASSWORD["GF_ADMIN_PASSWORD"]
+    refused = compose_config("compose.yaml", env={})
+    assert refused.returncode != 0
+    assert "GF_ADMIN_PASSWORD" in refused.stderr and "no default" in refused.stderr
+    assert compose_config("compose.yaml", env={"GF_ADMIN_PASSWORD": ""}).returncode != 0  # empty is not a password
+
+
+def test_prometheus_sends_alerts_to_our_alertmanager(config: dict[str, Any]) -> None:
+    am = config["services"]["alertmanager"]
+    binds = {v["target"]: Path(v["source"]) for v in am["volumes"] if v["type"] == "bind"}
+    assert binds["/etc/alertmanager"] == REPO / "exporters" / "alertmanager"
+    assert "--config.file=/etc/alertmanager/alertmanager.yml" in am["command"]
+    assert (binds["/etc/alertmanager"] / "alertmanager.yml").is_file()
+    assert "--cluster.listen-address=" in am["command"]  # one instance: no gossip port open
+    scrape = yaml.safe_load((REPO / "exporters" / "prometheus" / "prometheus.yml").read_text())
+    targets = [t for am_ in scrape["alerting"]["alertmanagers"] for sc in am_["static_configs"] for t in sc["targets"]]
+    assert targets == [f"alertmanager:{p['target']}" for p in am["ports"]]
 
 
 def test_grafana_provisions_the_dashboard(config: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ DASHBOARD = GRAFANA / "dashboards" / "tileops-sol.json"
 WANTED = {  # the views the issue asks for, by panel title
     "Fleet SOL by SKU and op", "Measured bandwidth per device and mix", "Physics breaches (formula errors)",
     "Anomalies, blanks and errors", "SOL ratio per workload", "Run health per device",
+    "Physics check per device and ceiling", "Calibration vs the device's previous run",
 }
 
 
@@ -57,6 +58,13 @@ def test_queries_use_known_metrics_and_variables():
         assert set(re.findall(r"\$(\w+)", expr)) <= variables, panel["title"]
         # a device seen through the Pushgateway and through `serve` must count once
         assert "without (job, instance" in expr or "max by (" in expr, f"{panel['title']}: dedupe job/instance"
+
+
+def test_queries_read_only_the_lean_metric_set():
+    """Every panel works on what the exporters send by default (`--metrics-detail lean`)."""
+    for panel, target in _targets():
+        for metric in set(re.findall(r"\b(tileops_[a-z0-9_]+)", target["expr"])):
+            assert METRICS[metric].detail == "lean", f"{panel['title']}: {metric} is exported only at full detail"
 
 
 def test_queries_parse_as_promql(tmp_path: Path):

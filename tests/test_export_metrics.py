@@ -86,12 +86,13 @@ def mixed_run(tmp_path: Path) -> Path:
 def test_row_values_equal_the_roofline_tools(mixed_run: Path):
     prof = profile()
     (snap,) = load_run(mixed_run, ProfileChooser.only(prof))
-    m = parse(render([snap]))
+    m = parse(render([snap], detail="full"))
     for rec in snap.records:
         p = price(rec, prof)
         lab = {"op": rec.op, "label": rec.label, "dtype": rec.dtype, "backend": rec.backend,
                "Hostname": "node-a", "UUID": "cpu-node-a", "modelName": "Test CPU 9000"}
-        assert one(m["tileops_row_verdict"], **lab).labels["verdict"] == p.verdict
+        state = one(m["tileops_row_verdict"], **lab).labels
+        assert (state["verdict"], state["bound"], state["roof"]) == (p.verdict, p.bound or "", p.roof or "")
         if p.efficiency is None:
             assert not [s for s in m["tileops_sol_ratio"] if s.labels["op"] == rec.op]
             continue
@@ -100,23 +101,56 @@ def test_row_values_equal_the_roofline_tools(mixed_run: Path):
         assert one(m["tileops_device_time_seconds"], **lab).value == pytest.approx(p.actual_time_s)
         assert one(m["tileops_achieved_bytes_per_second"], **lab).value == pytest.approx(p.achieved_bytes_per_s)
         assert one(m["tileops_achieved_flops_per_second"], **lab).value == pytest.approx(p.achieved_flops_per_s)
-        assert one(m["tileops_roof_bytes_per_second"], **lab).value == pytest.approx(p.effective_bandwidth)
-        assert one(m["tileops_roof_flops_per_second"], **lab).value == pytest.approx(p.effective_peak)
-        assert one(m["tileops_row_bound"], **lab).labels["bound"] == p.bound
         # the fleet divides sums: sol time / device time is the ratio
         assert (one(m["tileops_sol_time_seconds"], **lab).value / one(m["tileops_device_time_seconds"], **lab).value
                 == pytest.approx(one(m["tileops_sol_ratio"], **lab).value))
 
 
+def test_lean_rows_derive_what_full_exports(mixed_run: Path):
+    """The lean set drops per-row series that follow from the rest: SOL time is sol_ratio x device time, and
+    the achieved rate on the bounding roof is sol_ratio x that roof's per-device profile gauge (what the
+    dashboard computes). Checked against the full level's own numbers."""
+    prof = profile()
+    (snap,) = load_run(mixed_run, ProfileChooser.only(prof))
+    lean, full = parse(render([snap])), parse(render([snap], detail="full"))
+    row_metrics = {n for n, spec in METRICS.items() if spec.scope == "row"}
+    lean_rows = {n for n in lean if n in row_metrics}
+    assert lean_rows == {"tileops_device_time_seconds", "tileops_sol_ratio", "tileops_row_verdict",
+                         "tileops_physics_breach_ratio"}
+    assert all(METRICS[n].detail == "lean" for n in lean_rows)
+    # at most 3 series per healthy row, 4 on the row that breaches one ceiling
+    per_row: dict[str, int] = {}
+    for name in lean_rows:
+        for smp in lean[name]:
+            per_row[smp.labels["op"]] = per_row.get(smp.labels["op"], 0) + 1
+    assert per_row == {"relu": 3, "add": 4, "neg": 1}  # neg is an error row: its state only
+    mem_roof = one(lean["tileops_profile_memory_effective_bytes_per_second"]).value
+    for smp in lean["tileops_sol_ratio"]:
+        lab = {k: smp.labels[k] for k in ROW_LABELS}
+        time_s = one(lean["tileops_device_time_seconds"], **lab).value
+        assert smp.value * time_s == pytest.approx(one(full["tileops_sol_time_seconds"], **lab).value)
+        state = one(lean["tileops_row_verdict"], **lab).labels
+        if state["bound"] == "memory":
+            achieved = one(full["tileops_achieved_bytes_per_second"], **lab).value
+            assert smp.value * mem_roof == pytest.approx(achieved)
+        else:
+            peak = one(lean["tileops_profile_compute_effective_flops_per_second"], roof=state["roof"]).value
+            assert smp.value * peak == pytest.approx(one(full["tileops_achieved_flops_per_second"], **lab).value)
+    with pytest.raises(ValueError, match="lean, full"):
+        render([snap], detail="verbose")
+
+
 def test_breach_row_run_health_and_rows_by_verdict(mixed_run: Path):
     (snap,) = load_run(mixed_run, ProfileChooser.only(profile()))
     m = parse(render([snap]))
-    assert one(m["tileops_physics_breach"], op="add").value == 1
-    assert one(m["tileops_physics_breach"], op="relu").value == 0
-    assert not [s for s in m["tileops_physics_breach"] if s.labels["op"] == "neg"]  # an error row is not judged
+    assert one(m["tileops_row_verdict"], op="add").labels["physics"] == "breach"
+    assert one(m["tileops_row_verdict"], op="relu").labels["physics"] == "held"
+    assert one(m["tileops_row_verdict"], op="neg").labels["physics"] == ""  # an error row is not checked
     ratio = one(m["tileops_physics_breach_ratio"], op="add", ceiling="memory")
     assert ratio.value == pytest.approx(800.0)
     assert one(m["tileops_run_healthy"]).value == 0
+    assert one(m["tileops_run_physics_check"], state="breached").value == 1
+    assert sum(s.value for s in m["tileops_run_physics_check"]) == 1
     assert "tileops_run_last_success_timestamp_seconds" not in m  # never after an unhealthy run
     assert one(m["tileops_run_physics_breaches"]).value == 1
     rows = {s.labels["verdict"]: s.value for s in m["tileops_run_rows"]}
@@ -124,6 +158,30 @@ def test_breach_row_run_health_and_rows_by_verdict(mixed_run: Path):
     assert sum(rows.values()) == 3 and rows["error"] == 1
     assert one(m["tileops_row_verdict"], op="neg").labels["blank_reason"] == "error"
     assert one(m["tileops_run_duration_seconds"]).value == pytest.approx(120.0)
+
+
+def test_not_judged_is_neither_healthy_nor_unhealthy(tmp_path: Path):
+    """Nominal bandwidth unknown: a memory-only run cannot be judged at all, so it is not called healthy (no
+    tileops_run_healthy), yet it is no failure either (the bench ran: its last success counts)."""
+    prof = profile().model_copy(update={"memory": profile().memory.model_copy(
+        update={"theoretical": None, "calibration": None, "calibration_source": None, "mixes": {}})})
+    run = write_run(tmp_path / "r", [record("cast", "small", flops=0)])  # memory only: nothing to judge it on
+    (snap,) = load_run(run, ProfileChooser.only(prof))
+    m = parse(render([snap]))
+    assert "tileops_run_healthy" not in m
+    assert one(m["tileops_run_physics_check"], state="not-judged").value == 1
+    judged = one(m["tileops_physics_check_judged"], ceiling="memory")
+    assert judged.value == 0 and judged.labels["reason"] == "nominal-unknown"
+    assert one(m["tileops_row_verdict"]).labels["physics"] == "not-judged"
+    assert one(m["tileops_run_last_success_timestamp_seconds"]).value == (T0 + timedelta(minutes=2)).timestamp()
+    # a row with FLOPs on a roof the profile has: compute judged, memory not: partial, healthy so far as judged
+    (snap,) = load_run(write_run(tmp_path / "r3", [record()]), ProfileChooser.only(prof))
+    m = parse(render([snap]))
+    assert one(m["tileops_run_healthy"]).value == 1
+    assert one(m["tileops_run_physics_check"], state="partial").value == 1
+    assert one(m["tileops_physics_check_judged"], ceiling="cpu.fp32").labels["reason"] == ""
+    assert one(m["tileops_physics_check_judged"], ceiling="cpu.fp32").value == 1
+    assert one(m["tileops_physics_check_judged"], ceiling="memory").value == 0
 
 
 def test_healthy_run_sets_last_success_to_its_finish(tmp_path: Path):
@@ -144,10 +202,11 @@ def test_an_interrupted_run_is_not_a_success(tmp_path: Path):
 
 def test_detail_lives_in_info_series(mixed_run: Path):
     (snap,) = load_run(mixed_run, ProfileChooser.only(profile()))
-    m = parse(render([snap]))
+    m = parse(render([snap], detail="full"))
     info = one(m["tileops_row_info"], op="relu")
     assert info.value == 1 and info.labels["shapes"] == '{"x":[1000,2000]}'
     assert info.labels["roof_key"] == "cuda_core.fp32" and info.labels["roof"] == "cpu.fp32"
+    assert "tileops_row_info" not in parse(render([snap]))  # row detail is opt-in (--metrics-detail full)
     run = one(m["tileops_run_info"])
     assert run.labels["git_revision"] == "abc123def456" and run.labels["run_id"] == "run-1"
     assert one(m["tileops_build_info"]).labels["version"]
@@ -197,6 +256,36 @@ def test_profile_ceilings_and_this_devices_calibration(tmp_path: Path):
     assert "tileops_calibration_memory_bytes_per_second" not in parse(render([other]))
 
 
+def test_the_previous_calibration_is_exported_beside_the_current(tmp_path: Path):
+    """The device's own history (<store>/devices/history/<key>/): the previous run's figures sit beside the
+    current ones, so a drop against the device's own past shows even when its whole SKU drifts."""
+    from tileops.calibrate.results import write_device_result
+    from tileops.export.calibration import device_calibrations
+
+    def cal(run_id: str, minutes: int, scale: float) -> DeviceCalibration:
+        return DeviceCalibration(
+            run_id=run_id, started_at=T0, finished_at=T0 + timedelta(minutes=minutes), tool_version="0.1.0",
+            torch_version="2.13.0", quick=False, kind="cpu", name="Test CPU 9000", hostname="node-a",
+            mixes={"triad": MixMeasurement(bytes_per_s=70e9 * scale, bytes=1 << 30, array_bytes=1 << 29,
+                                           best_s=0.1, reps=3, kernel="triad")},
+            roofs={"cpu.fp32": RoofMeasurement(flops_per_s=4e11 * scale, flops=1e9, best_s=0.01, reps=3,
+                                               method="fma")})
+
+    store = tmp_path / "store"
+    write_device_result(cal("cal-1", 1, 1.0), store)
+    run = write_run(tmp_path / "r", [record()])
+    (snap,) = load_run(run, ProfileChooser.only(profile()), device_calibrations(store))
+    m = parse(render([snap]))
+    assert "tileops_calibration_previous_memory_bytes_per_second" not in m  # one calibration: no history yet
+    write_device_result(cal("cal-2", 60, 0.8), store)
+    (snap,) = load_run(run, ProfileChooser.only(profile()), device_calibrations(store))
+    m = parse(render([snap]))
+    assert one(m["tileops_calibration_memory_bytes_per_second"], mix="triad").value == pytest.approx(56e9)
+    assert one(m["tileops_calibration_previous_memory_bytes_per_second"], mix="triad").value == pytest.approx(70e9)
+    assert one(m["tileops_calibration_previous_compute_flops_per_second"], roof="cpu.fp32").value == 4e11
+    assert one(m["tileops_calibration_previous_timestamp_seconds"]).value == (T0 + timedelta(minutes=1)).timestamp()
+
+
 def test_no_matching_profile_leaves_sol_blank(tmp_path: Path):
     (snap,) = load_run(write_run(tmp_path / "r", [record()]), ProfileChooser([profile(match="Some Other CPU")]))
     m = parse(render([snap]))
@@ -212,8 +301,11 @@ def test_devices_are_split_and_labelled_like_dcgm(tmp_path: Path):
     assert {s.device for s in snaps} == {DeviceLabels("node-a", "cpu-node-a", "Test CPU 9000", "cpu"),
                                          DeviceLabels("node-b", "GPU-1234", "NVIDIA H200", "cuda")}
     m = parse(render(snaps))
-    uuids = {s.labels["UUID"] for s in m["tileops_run_healthy"]}
+    uuids = {s.labels["UUID"] for s in m["tileops_run_physics_check"]}
     assert uuids == {"cpu-node-a", "GPU-1234"}
+    # the GPU has no profile: nothing judged, so no claim of health either way
+    assert {s.labels["UUID"] for s in m["tileops_run_healthy"]} == {"cpu-node-a"}
+    assert one(m["tileops_run_physics_check"], UUID="GPU-1234", state="not-judged").value == 1
 
 
 def test_latest_per_device_keeps_the_newest_run_and_the_newest_success(tmp_path: Path):
@@ -252,3 +344,63 @@ def test_text_writer_equals_prometheus_client(tmp_path: Path):
     theirs = generate_latest(registry_for(lambda: snaps))
     assert norm(ours) == norm(theirs)
     assert len(collect_samples(snaps)) == sum(len(f[3]) for f in norm(ours))
+
+
+def test_every_sink_takes_the_detail_level(tmp_path: Path):
+    """`serve`, the textfile and the Pushgateway body all render at the level asked for (default lean)."""
+    from tileops.export.server import DirectorySource, make_app
+    from tileops.export.textfile import write_textfile
+
+    run = write_run(tmp_path / "results" / "r", [record()])
+    source = DirectorySource(tmp_path / "results", lambda: ProfileChooser.only(profile()), log=lambda msg: None)
+
+    def scrape(detail: str) -> dict[str, list]:
+        body = b"".join(make_app(source, detail)({"PATH_INFO": "/metrics"}, lambda status, headers: None))
+        return parse(body)
+
+    assert "tileops_row_info" not in scrape("lean") and "tileops_row_info" in scrape("full")
+    (snap,) = load_run(run, ProfileChooser.only(profile()))
+    lean = parse(write_textfile(tmp_path / "tf", snap).read_bytes())
+    full = parse(write_textfile(tmp_path / "tf-full", snap, detail="full").read_bytes())
+    assert "tileops_sol_time_seconds" not in lean and "tileops_sol_time_seconds" in full
+
+
+def test_the_newest_audit_of_a_device_is_published_with_its_newest_run(tmp_path: Path):
+    """An audit folder of its own joins the device's run when it is newer than the run's own audit; an older one
+    does not, and an audit of a device with no run is published alone, with no run series."""
+    import json
+
+    from tileops.export.snapshot import AuditSnapshot, RunSnapshot, load_results
+
+    def entry(verdict: str, at, **device) -> dict:
+        return {"op": "relu", "label": "small", "dtype": "float32", "backend": "torch", "verdict": verdict,
+                "finished_at": at.isoformat(), **device}
+
+    cpu = {"hostname": "node-a", "device_uuid": "cpu-node-a", "device_name": "Test CPU 9000"}
+    run = write_run(tmp_path / "run", [record()], audit=[entry("FAIL", T0 + timedelta(hours=1))])
+
+    def folder(name: str, *entries: dict) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "audit.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+        return d
+
+    older = folder("older", entry("PASS", T0, **cpu))
+    newer = folder("newer", entry("WARN", T0 + timedelta(hours=2), **cpu))
+    gpu_only = folder("gpu", entry("ERROR", T0, hostname="node-a", device_uuid="GPU-9", device_name="NVIDIA H200"))
+    chooser = ProfileChooser.only(profile())
+
+    def verdicts(*dirs: Path) -> dict[str, set[str]]:
+        snaps = latest_per_device(s for d in dirs for s in load_results(d, chooser))
+        m = parse(render(snaps))
+        assert {s.labels["UUID"] for s in m["tileops_run_info"]} == {"cpu-node-a"}  # no run for the GPU's audit
+        out: dict[str, set[str]] = {}
+        for s in m["tileops_audit_verdict"]:
+            out.setdefault(s.labels["UUID"], set()).add(s.labels["verdict"])
+        return out
+
+    assert verdicts(run, older, gpu_only) == {"cpu-node-a": {"FAIL"}, "GPU-9": {"ERROR"}}
+    assert verdicts(run / "audit.jsonl") == {"cpu-node-a": {"FAIL"}}  # the audit file of a run is that run
+    assert verdicts(run, older, newer, gpu_only) == {"cpu-node-a": {"WARN"}, "GPU-9": {"ERROR"}}
+    kinds = [type(s) for s in latest_per_device(s for d in (run, gpu_only) for s in load_results(d, chooser))]
+    assert sorted(kinds, key=lambda t: t.__name__) == [AuditSnapshot, RunSnapshot]

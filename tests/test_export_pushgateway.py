@@ -60,7 +60,7 @@ def test_push_groups_by_device_and_replaces_the_group(tmp_path: Path, gateway: s
     m = scrape(gateway)
     assert {s.labels["op"] for s in m["tileops_sol_ratio"]} == {"relu"}  # neg is gone
     assert m["tileops_run_healthy"][0].value == 0
-    assert m["tileops_physics_breach"][0].value == 1
+    assert m["tileops_row_verdict"][0].labels["physics"] == "breach"
     assert [s.value for s in m["tileops_run_last_success_timestamp_seconds"]] == [success]
 
 
@@ -73,3 +73,46 @@ def test_each_device_is_its_own_group(tmp_path: Path, gateway: str):
     assert sorted(groups, key=lambda g: g["UUID"]) == [
         {"job": "tileops", "instance": "node-a", "UUID": "GPU-77"},
         {"job": "tileops", "instance": "node-a", "UUID": "cpu-node-a"}]
+
+
+def test_an_audit_has_its_own_group_beside_the_run(tmp_path: Path, gateway: str):
+    """The audit goes to job tileops-audit: a run pushed without an audit keeps the audit's verdicts, and an audit
+    pushed alone keeps the run's series (each PUT replaces only its own group)."""
+    from tileops.export.sinks import export_snapshots
+    from tileops.export.snapshot import latest_per_device, load_results
+
+    audited = write_run(tmp_path / "1", [record(e=env(run_id="1"))], start=T0, audit=[
+        {"op": "relu", "label": "small", "dtype": "float32", "backend": "torch", "verdict": "FAIL",
+         "finished_at": T0.isoformat()}])
+    chooser = ProfileChooser.only(profile())
+    assert export_snapshots(load_run(audited, chooser), gateway, policy=POLICY, log=lambda m: None) == 0
+
+    def groups() -> dict[str, set[str]]:
+        with urllib.request.urlopen(gateway + "/api/v1/metrics", timeout=5) as resp:
+            return {g["labels"]["job"]: {k for k in g if k.startswith("tileops_")} for g in json.load(resp)["data"]}
+
+    g = groups()
+    assert set(g) == {"tileops", "tileops-audit"}
+    assert "tileops_audit_verdict" not in g["tileops"] and "tileops_run_info" in g["tileops"]
+    assert "tileops_audit_verdict" in g["tileops-audit"] and not any("_run_" in k for k in g["tileops-audit"])
+
+    # the next run, not audited: its group is replaced, the audit's stays
+    plain = write_run(tmp_path / "2", [record(e=env(run_id="2"))], start=T0 + timedelta(hours=1))
+    assert export_snapshots(load_run(plain, chooser), gateway, policy=POLICY, log=lambda m: None) == 0
+    m = scrape(gateway)
+    assert [s.labels["run_id"] for s in m["tileops_run_info"]] == ["2"]
+    (fail,) = m["tileops_audit_verdict"]
+    assert (fail.labels["job"], fail.labels["verdict"], fail.labels["UUID"]) == ("tileops-audit", "FAIL", "cpu-node-a")
+
+    # a newer audit in a folder of its own replaces the audit group only
+    folder = tmp_path / "audit"
+    folder.mkdir()
+    (folder / "audit.jsonl").write_text(json.dumps(
+        {"op": "relu", "label": "small", "dtype": "float32", "backend": "torch", "verdict": "PASS",
+         "hostname": "node-a", "device_uuid": "cpu-node-a", "device_name": "Test CPU 9000",
+         "finished_at": (T0 + timedelta(hours=2)).isoformat()}) + "\n")
+    snaps = latest_per_device(load_results(folder, chooser))
+    assert export_snapshots(snaps, gateway, policy=POLICY, log=lambda m: None) == 0
+    m = scrape(gateway)
+    assert [s.labels["run_id"] for s in m["tileops_run_info"]] == ["2"]
+    assert [s.labels["verdict"] for s in m["tileops_audit_verdict"]] == ["PASS"]

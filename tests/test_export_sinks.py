@@ -94,6 +94,12 @@ def test_push_to_nothing_fails_after_retries_and_loses_nothing(tmp_path: Path, s
     assert (tmp_path / "tf" / "tileops_cpu-node-a.prom").exists()  # the textfile is still written
     assert sum("retry" in line for line in logs) == 2
     assert any("failed after 3 attempt(s)" in line and "tileops export" in line for line in logs)
+    logs.clear()  # the hint re-pushes the same group: the run's job, instance and detail
+    rc = export_run(run, push_url=url, job="nightly", instance="gpu-07", detail="full",
+                    policy=RetryPolicy(attempts=1, backoff_s=0, timeout_s=1), log=logs.append)
+    assert rc == exitcodes.PUSH
+    assert any(f"`tileops export {run} --push {url} --job nightly --instance gpu-07 --metrics-detail full`" in line
+               for line in logs), logs
 
 
 class _Flaky(http.server.BaseHTTPRequestHandler):
@@ -202,13 +208,13 @@ def test_serve_publishes_the_newest_run_per_device_and_follows_changes(served):
     m = samples(get(url + "/metrics")[1])
     assert [s.labels["run_id"] for s in m["tileops_run_info"]] == ["b"]
     assert m["tileops_run_healthy"][0].value == 0
-    assert m["tileops_physics_breach"][0].value == 1
+    assert m["tileops_row_verdict"][0].labels["physics"] == "breach"
     assert m["tileops_run_last_success_timestamp_seconds"][0].value == (T0 + timedelta(minutes=2)).timestamp()
 
     # another device shows beside it
     write_run(root / "gpu", [record(e=env(run_id="g", device="NVIDIA H200", uuid="GPU-9", kind="cuda"))])
     m = samples(get(url + "/metrics")[1])
-    assert {s.labels["UUID"] for s in m["tileops_run_healthy"]} == {"cpu-node-a", "GPU-9"}
+    assert {s.labels["UUID"] for s in m["tileops_run_physics_check"]} == {"cpu-node-a", "GPU-9"}
 
 
 def test_serve_skips_an_unreadable_run_and_reports_it(served):
@@ -218,9 +224,11 @@ def test_serve_skips_an_unreadable_run_and_reports_it(served):
     (root / "broken" / "records.jsonl").write_text('{"op": 1}\n{"op": 2}\n')
     code, body = get(url + "/metrics")
     assert code == 200 and "tileops_run_healthy{" in body
-    health = json.loads(get(url + "/healthz")[1])
-    assert list(health["unreadable"]) == [str(root / "broken")]
-    assert "records.jsonl:1" in health["unreadable"][str(root / "broken")]
+    raw = get(url + "/healthz")[1]
+    health = json.loads(raw)
+    assert list(health["unreadable"]) == ["broken"]  # named relative to the served directory
+    assert health["unreadable"]["broken"].startswith("records.jsonl:1: ")
+    assert str(root) not in raw and health["status"] == "degraded"
 
 
 def test_serve_healthz_fails_without_the_directory(served):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tarfile
 import types
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -157,11 +158,11 @@ def test_install_profiles_one_profile_per_model(tmp_path: Path) -> None:
         d = tmp_path / host / "profiles"
         (d / "devices").mkdir(parents=True)
         (d / profile_file.name).write_text(profile_file.read_text())
-        copy = dict(dev, hostname=host, mixes={k: dict(v, bytes_per_s=v["bytes_per_s"] * scale)
-                                               for k, v in dev["mixes"].items()})
+        copy = dict(dev, machine=dict(dev["machine"], hostname=host),
+                    mixes={k: dict(v, bytes_per_s=v["bytes_per_s"] * scale) for k, v in dev["mixes"].items()})
         (d / "devices" / f"cpu-{host}.yaml").write_text(yaml.safe_dump(copy))
-        outcomes.append(fleet.Outcome(device=fleet.Device(name=host), exit_code=0, collected=d.parent))
-    outcomes.append(fleet.Outcome(device=fleet.Device(name="failed"), exit_code=1, collected=tmp_path / "none"))
+        outcomes.append(fleet.ContainerOutcome(device=fleet.FleetTarget(name=host), exit_code=0, collected=d.parent))
+    outcomes.append(fleet.ContainerOutcome(device=fleet.FleetTarget(name="failed"), exit_code=1, collected=tmp_path / "none"))
     store = tmp_path / "store"
     notes: list[str] = []
     written = fleet.install_profiles(outcomes, store, echo=notes.append)
@@ -173,3 +174,67 @@ def test_install_profiles_one_profile_per_model(tmp_path: Path) -> None:
     for mix, m in dev["mixes"].items():
         assert merged.memory.measured[mix] == pytest.approx(m["bytes_per_s"] * 0.75)  # median of x and x/2
     assert any("2 devices" in n for n in notes)
+
+
+def _result(uuid: str | None, hostname: str = "node-a", name: str = "NVIDIA H200") -> dict:
+    """A per-device calibration result as a container writes it (devices/<key>.yaml)."""
+    from tileops.calibrate.results import DeviceCalibration, MixMeasurement
+
+    now = datetime.now(timezone.utc)
+    run = DeviceCalibration(run_id="cal-x", started_at=now, finished_at=now, tool_version="tileops 0.1.0",
+                            torch_version="2.13.0", quick=True, kind="cuda" if uuid else "cpu", name=name,
+                            uuid=uuid, hostname=hostname,
+                            mixes={"triad": MixMeasurement(bytes_per_s=4e12, bytes=3 << 20, array_bytes=1 << 20,
+                                                           best_s=1e-6, reps=3, kernel="triad")})
+    return run.model_dump(mode="json")
+
+
+def _collected(root: Path, label: str, results: dict[str, dict]) -> Path:
+    """What `launch` leaves for one device: <out>/<label>/profiles/devices/<file>."""
+    devices = root / label / "profiles" / "devices"
+    devices.mkdir(parents=True)
+    for file_name, data in results.items():
+        (devices / file_name).write_text(yaml.safe_dump(data))
+    return root / label
+
+
+@pytest.mark.parametrize("uuid, hostname", [
+    ("../../../escaped", "node-a"),                                   # a GPU id that climbs out of the store
+    ("GPU-../../escaped", "node-a"),
+    (None, "../../escaped"),                                          # a CPU whose host name does
+    (None, "node/../../escaped"),
+    ("MIG-GPU-11111111-2222-3333-4444-555555555555/1/0", "node-a"),   # the pre-R470 MIG form has slashes
+])
+def test_install_profiles_refuses_an_id_that_is_not_a_device(tmp_path: Path, uuid: str | None,
+                                                             hostname: str) -> None:
+    """Ids come from the container's output and become file names on the host: only real forms pass."""
+    store = tmp_path / "a" / "b" / "store"
+    good_uuid = GPUS[0][1]
+    good = fleet.ContainerOutcome(device=fleet.FleetTarget(name=GPUS[0][0], index=0, uuid=good_uuid), exit_code=0,
+                         collected=_collected(tmp_path / "out", "gpu0", {f"{good_uuid}.yaml": _result(good_uuid)}))
+    bad_device = fleet.FleetTarget(name=GPUS[1][0], index=1, uuid=GPUS[1][1]) if uuid else fleet.CPU
+    bad = fleet.ContainerOutcome(device=bad_device, exit_code=0,
+                        collected=_collected(tmp_path / "out", "bad", {"x.yaml": _result(uuid, hostname)}))
+    notes: list[str] = []
+    written = fleet.install_profiles([good, bad], store, echo=notes.append)
+    assert written == [store / "devices" / f"{good_uuid}.yaml"]  # the honest device is still installed
+    assert not list(tmp_path.rglob("escaped*")), "a file escaped the store"
+    assert not bad.ok and "not a device id" in bad.reason() and "GPU-<uuid>" in bad.reason()
+    assert notes == [f"{bad_device.describe()}: {bad.error}"]
+
+
+def test_install_profiles_refuses_a_result_for_another_gpu(tmp_path: Path) -> None:
+    """A GPU's container was given one uuid: a result for any other device is not its to write."""
+    (name, mine), (_, other) = GPUS
+    o = fleet.ContainerOutcome(device=fleet.FleetTarget(name=name, index=0, uuid=mine), exit_code=0,
+                      collected=_collected(tmp_path / "out", "gpu0", {f"{other}.yaml": _result(other)}))
+    assert fleet.install_profiles([o], tmp_path / "store", echo=lambda _: None) == []
+    assert not o.ok and f"was given {mine} only" in o.reason()
+    assert not (tmp_path / "store").exists()
+
+
+def test_install_profiles_refuses_a_malformed_result(tmp_path: Path) -> None:
+    o = fleet.ContainerOutcome(device=fleet.CPU, exit_code=0,
+                      collected=_collected(tmp_path / "out", "cpu", {"cpu-x.yaml": {"uuid": "x"}}))
+    assert fleet.install_profiles([o], tmp_path / "store", echo=lambda _: None) == []
+    assert not o.ok and "not a device calibration result" in o.reason()

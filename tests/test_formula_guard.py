@@ -1,4 +1,4 @@
-"""§4.2: no module outside the manifest tooling and tileops.perf.formulas computes FLOPs or bytes."""
+"""§4.2: no module outside the manifest tooling and tileops.ops.formulas computes FLOPs or bytes."""
 
 from __future__ import annotations
 
@@ -32,9 +32,49 @@ def test_every_allowed_path_exists_and_says_why() -> None:
 def test_the_allowed_modules_really_count_so_the_guard_sees_them() -> None:
     """Without the allowlist the scan flags the generated evaluators and the func formulas:
     the guard is not clean because it is blind."""
-    found = {f.path for f in scan([ROOT / "tileops" / "ops" / "_roofline_gen.py", ROOT / "tileops" / "perf"],
-                                  allowed={})}
-    assert "tileops/ops/_roofline_gen.py" in found and "tileops/perf/formulas.py" in found
+    allowed_files = ["tileops/ops/_roofline_gen.py", "tileops/ops/formulas.py", "tests/test_oracle.py"]
+    found = {f.path for f in scan([ROOT / f for f in allowed_files], allowed={})}
+    assert found == set(allowed_files)
+
+
+def test_the_ordinary_idioms_are_caught_in_a_scratch_file(tmp_path: Path) -> None:
+    """Issue 11 item 7: the three ways people actually write a formula into a benchmark or a test."""
+    scratch = tmp_path / "tests" / "test_scratch.py"
+    scratch.parent.mkdir()
+    scratch.write_text(textwrap.dedent("""\
+        def bench(a, b, t, M, N, K):
+            tflops = 2*M*N*K/t
+            gbps = (a.numel()+b.numel())*a.element_size()/t
+            work = 2*M*N*K
+            return tflops, gbps, work
+    """))
+    found = scan([scratch], root=tmp_path)
+    assert [(f.line, f.rule, f.target) for f in found] == [
+        (2, "formula-arithmetic", "tflops"), (3, "size-source", "gbps"), (4, "formula-arithmetic", "work")]
+
+
+def test_tests_are_in_the_default_scope() -> None:
+    from tileops.formula_guard import DEFAULT_SCOPE
+
+    assert {"tileops", "benchmarks", "scripts", "tests"} <= set(DEFAULT_SCOPE)
+
+
+@pytest.mark.parametrize("src", [
+    "tflops = rec.flops / t / 1e12\n",
+    "gbps = rec.bytes / seconds / 1e9\n",
+    "peak_tflops = sms * clock * 2 * lanes / 1e12\n",
+    "theoretical_gbps = bus_bits * clock * 2 / 8\n",
+    "bandwidth = theoretical * calibration\n",
+    "work_dir = base / 'x'\n",
+])
+def test_reading_a_priced_number_into_a_rate_is_not_a_finding(src: str) -> None:
+    assert findings_in(src) == []
+
+
+def test_a_waiver_on_the_comment_line_above_a_statement_counts() -> None:
+    src = "# formula-guard: allow a synthetic record for a test\nrec = make(flops=2 * m * n)\n"
+    assert findings_in(src) == []
+    assert findings_in("# an unrelated comment\nrec = make(flops=2 * m * n)\n") != []
 
 
 @pytest.mark.parametrize("src,rule,target", [

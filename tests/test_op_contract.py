@@ -87,3 +87,36 @@ def test_signature_violations_name_op_tensor_and_expectation(args, match) -> Non
 def test_unknown_constructor_parameter_is_refused() -> None:
     with pytest.raises(TypeError, match="relu: unknown parameter"):
         op_class("relu")(alpha=2)
+
+
+def test_prepare_checks_once_and_repeats_only_the_implementation() -> None:
+    """What a timer times: the checked call sets last_call once; the prepared callable runs compute only."""
+    op = op_class("linear")()
+    x, w, b = torch.randn(4, 16), torch.randn(8, 16), torch.randn(8)
+    run = op.prepare(x, w, b).run
+    checked = op.last_call
+    assert checked is not None and op.eval_roofline() == (2 * 4 * 8 * 16 + 4 * 8, (64 + 128 + 8 + 32) * 4)
+    assert torch.equal(run(), op(x, w, b)) and op.last_call is not checked  # forward records a new call
+    again = op.last_call
+    for _ in range(3):
+        run()
+    assert op.last_call is again  # the prepared calls recorded nothing
+    with pytest.raises(SignatureError):
+        op.prepare(x, torch.randn(8, 15))  # the one checked call still checks
+
+
+def test_a_prepared_composite_runs_its_stages_without_recording_them() -> None:
+    from tileops.ops.catalog import load_entries
+    from tileops.ops.workload import bind_row, build_inputs, instantiate
+
+    e = load_entries()["moe_ffn"]
+    row = next(w for w in e.workloads if "cpu" in w.tags)
+    op = instantiate(e, row)
+    inputs = build_inputs(op, bind_row(e, row, row.dtypes[0]), "cpu")
+    run = op.prepare(**inputs).run
+    stages = {k: len(v) for k, v in op.last_call.stages.items()}
+    experts = op._experts.last_call
+    assert stages["routing"] == 1 and stages["experts"] == 1
+    torch.testing.assert_close(run(), instantiate(e, row)(**inputs))
+    assert {k: len(v) for k, v in op.last_call.stages.items()} == stages
+    assert op._experts.last_call is experts  # the sub-op's bookkeeping did not run either

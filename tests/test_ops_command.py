@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tileops.cli import main
-from tileops.manifest.load import load_entries
+from tileops.ops.catalog import load_entries
 
 ENTRIES = load_entries()
 

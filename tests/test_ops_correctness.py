@@ -1,10 +1,17 @@
-"""Every implemented op against an independent reference, on CPU, for every dtype its signature allows.
+"""Every implemented op against a reference, on CPU, for every dtype its signature allows.
 
 The calls are the manifest's own ``cpu`` rows (built by the workload binder from
 each row's generator), crossed with every combination of the free dtypes the
 signature's unions allow. References are numpy in float64 on the same
 (already rounded) inputs, so the only expected difference is the op's own
 rounding and accumulation order; tolerances are per output dtype.
+
+Where ``REFERENCES`` has no entry for an op, the reference is the entry's
+``ref_api`` when that names a plain torch callable (``torch.nn.functional.softplus``):
+it is called in float64 on the same inputs, in signature order, with the op's
+parameters as keywords. That is what makes a new elementwise op a manifest
+entry plus a two-line class (docs/manifest.md). Anything else (a vllm API, a
+call with arguments written into ``ref_api``) needs an explicit reference here.
 
 Nothing is skipped: every dtype in every union runs on this CPU (fp8 included,
 through ``torch._scaled_mm``'s CPU kernel and fp8 casts).
@@ -13,6 +20,7 @@ through ``torch._scaled_mm``'s CPU kernel and fp8 casts).
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any, Callable
 
 import numpy as np
@@ -20,8 +28,8 @@ import pytest
 import torch
 
 from tileops.dtypes import name_of
-from tileops.manifest.load import load_entries
-from tileops.manifest.spec import OpEntry
+from tileops.ops.catalog import load_entries
+from tileops.ops.spec import OpEntry
 from tileops.ops.workload import BoundRow, bind_row, build_inputs, instantiate
 
 ENTRIES = load_entries()
@@ -160,6 +168,40 @@ REFERENCES: dict[str, Ref] = {
 }
 
 
+_TORCH_PATH = re.compile(r"torch(\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def ref_api_reference(entry: OpEntry) -> Ref | None:
+    """The entry's ``ref_api`` as a float64 reference, when it names a plain torch callable; else None."""
+    if not _TORCH_PATH.fullmatch(entry.ref_api):
+        return None
+    fn: Any = torch
+    for part in entry.ref_api.split(".")[1:]:
+        fn = getattr(fn, part, None)
+    if not callable(fn):
+        return None
+    names = [t.name for t in entry.signature.inputs]
+
+    def reference(inputs: dict[str, Any], params: dict[str, Any]) -> tuple[np.ndarray, ...]:
+        args = [torch.from_numpy(inputs[n]) for n in names if inputs.get(n) is not None]
+        out = fn(*args, **params)
+        outs = out if isinstance(out, tuple) else (out,)
+        return tuple(o.numpy() if o.dtype == torch.bool else o.to(torch.float64).numpy() for o in outs)
+
+    return reference
+
+
+def reference_for(name: str) -> Ref:
+    """The explicit numpy reference, or the one ``ref_api`` names (KeyError with the fix otherwise)."""
+    if name in REFERENCES:
+        return REFERENCES[name]
+    derived = ref_api_reference(ENTRIES[name])
+    if derived is None:
+        raise KeyError(f"{name}: ref_api {ENTRIES[name].ref_api!r} is not a plain torch callable; add a numpy "
+                       "reference to REFERENCES in tests/test_ops_correctness.py")
+    return derived
+
+
 def distinct_logits(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """Router logits without ties in any dtype (multiples of 1/8 below 16 are exact in bf16 and
     fp16), so the top-k choice is unique and the reference routes exactly as the op does."""
@@ -194,7 +236,7 @@ def assert_matches(name: str, got: torch.Tensor, want: np.ndarray, tensor: str) 
 @pytest.mark.parametrize("name,label,case", cpu_cases())
 def test_op_matches_reference(name: str, label: str, case: Any) -> None:
     bound, before, after, (op, outs) = run_case(name, label, case)
-    ref = REFERENCES[name]({k: f64(v) for k, v in before.items()}, op.params)
+    ref = reference_for(name)({k: f64(v) for k, v in before.items()}, op.params)
     sig = ENTRIES[name].signature
     assert len(outs) == len(sig.outputs) == len(ref)
     for t, got, want in zip(sig.outputs, outs, ref):
@@ -218,8 +260,9 @@ def test_op_matches_reference(name: str, label: str, case: Any) -> None:
 
 
 def test_every_implemented_op_has_a_reference_and_a_cpu_row() -> None:
-    assert sorted(REFERENCES) == IMPLEMENTED
+    assert set(REFERENCES) <= set(IMPLEMENTED), sorted(set(REFERENCES) - set(IMPLEMENTED))
     for name in IMPLEMENTED:
+        reference_for(name)  # explicit, or derived from a plain torch ref_api
         assert any("cpu" in r.tags for r in ENTRIES[name].workloads), f"{name} has no row tagged cpu"
 
 
@@ -234,6 +277,19 @@ def test_cast_values_and_fresh_storage() -> None:
     z = same(x)
     assert torch.equal(z, x) and z.data_ptr() != x.data_ptr()
     assert same.eval_roofline()[0] == 0
+
+
+def test_a_plain_torch_ref_api_is_a_reference_and_anything_else_is_not() -> None:
+    """The derived reference agrees with the explicit one where both exist, and refuses what it cannot call."""
+    x = np.linspace(-3.0, 3.0, 11)
+    for name in ("relu", "sigmoid", "silu", "exp"):
+        derived = ref_api_reference(ENTRIES[name])
+        assert derived is not None, name
+        np.testing.assert_allclose(derived({"x": x}, {})[0], REFERENCES[name]({"x": x}, {})[0], rtol=1e-12)
+    gt = ref_api_reference(ENTRIES["gt"])
+    assert gt is not None and gt({"a": x, "b": x[::-1].copy()}, {})[0].dtype == np.bool_
+    for name in ("gelu_tanh", "sum", "silu_and_mul", "fused_experts"):  # arguments written in, or not torch
+        assert ref_api_reference(ENTRIES[name]) is None, name
 
 
 def test_library_size() -> None:

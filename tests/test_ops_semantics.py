@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from tileops.errors import OpNotAvailableError
-from tileops.manifest.load import load_entries
+from tileops.ops.catalog import load_entries
 from tileops.ops.attention import causal_mask
 from tileops.ops.registry import op_class
 from tileops.ops.workload import bind_row, build_inputs, instantiate, row_generator
+from tileops.tf32 import tf32_matmul
 
 ENTRIES = load_entries()
 r = torch.randn
@@ -157,14 +158,10 @@ def test_roof_keys_follow_the_unit_an_optimal_implementation_uses() -> None:
 
 def test_fp32_contractions_follow_the_instance_tf32_state() -> None:
     m = lambda *s: torch.empty(*s, device="meta")  # noqa: E731
-    saved = torch.backends.cuda.matmul.allow_tf32
-    try:
-        torch.backends.cuda.matmul.allow_tf32 = True
+    with tf32_matmul(True):
         tf32 = op_class("linear")()
-        torch.backends.cuda.matmul.allow_tf32 = False
+    with tf32_matmul(False):
         fp32 = op_class("linear")()
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved
     for op in (tf32, fp32):
         op(m(4, 8), m(2, 8))
     assert (tf32.roof_key(), fp32.roof_key()) == ("tensor_core.tf32", "cuda_core.fp32")
@@ -198,7 +195,7 @@ def test_routing_comes_from_the_rows_own_generator_not_the_global_stream() -> No
 
 def test_distinct_rows_and_cases_have_distinct_generators() -> None:
     e = ENTRIES["moe_ffn"]
-    seeds = {row_generator(w, c).initial_seed() for w in e.workloads for c in w.dtypes}
+    seeds = {row_generator("moe_ffn", w, c).initial_seed() for w in e.workloads for c in w.dtypes}
     assert len(seeds) == sum(len(w.dtypes) for w in e.workloads)
 
 
@@ -206,6 +203,49 @@ def test_rope_rows_carry_real_angles() -> None:
     i = _row_inputs("rope", "cpu-256tok-8x64")
     np.testing.assert_allclose((i["cos"] ** 2 + i["sin"] ** 2).numpy(), 1.0, rtol=1e-5)
     assert torch.equal(i["cos"][0], torch.ones(32)) and torch.equal(i["sin"][0], torch.zeros(32))  # position 0
+
+
+# --- fp8 GEMM: how far two devices may differ, from the format ------------------------------------
+
+#: Unit roundoff of the accumulator an fp8 GEMM sums in. fp32 is 2^-24, but Hopper's fp8 tensor cores keep
+#: about 14 bits while accumulating (DeepSeek-V3 technical report, §3.3.2) before cuBLAS promotes partial
+#: sums to fp32, so 2^-14 bounds either device.
+FP8_ACCUMULATOR_U = 2.0 ** -14
+#: Unit roundoff of the output dtype (half an ulp at 1): the final rounding of c.
+OUT_U = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+
+
+def fp8_gemm_bound(a: torch.Tensor, b: torch.Tensor, scale: float, out_dtype: torch.dtype,
+                   u: float = FP8_ACCUMULATOR_U) -> torch.Tensor:
+    """Elementwise bound on |c_gpu - c_cpu| for c = (a @ b.T) * scale with a, b in e4m3 (same values on both).
+
+    e4m3 has 3 mantissa bits, so a product a_k b_k has at most 2 x (3 + 1) = 8 significant bits: exact in
+    either device's accumulator. The devices differ only in how they sum the K products (order, width):
+    each sum is within gamma_K * sum_k |a_k b_k| of the exact one, gamma_K = K u / (1 - K u) (Higham,
+    Accuracy and Stability of Numerical Algorithms, eq. 3.5, for any summation order), so the two differ
+    by at most 2 gamma_K sum|a_k b_k| * scale, plus each side's rounding of the scaled result to the
+    output dtype (2 u_out |c|).
+    """
+    k = a.shape[-1]
+    gamma = k * u / (1 - k * u)
+    abs_sum = (a.double().abs() @ b.double().abs().T) * scale
+    exact = (a.double() @ b.double().T) * scale
+    return 2 * gamma * abs_sum + 2 * OUT_U[out_dtype] * exact.abs() + 1e-30
+
+
+def test_fp8_gemm_bound_holds_for_cpu_orders_and_catches_a_wrong_scale() -> None:
+    """The bound is tight enough to catch real errors and loose enough for any summation order."""
+    e = ENTRIES["scaled_mm"]
+    for row in (w for w in e.workloads if "cpu" in w.tags):
+        op = instantiate(e, row)
+        i = build_inputs(op, bind_row(e, row, row.dtypes[0]), "cpu")
+        out = op(**i)
+        scale = float(i["scale_a"][0] * i["scale_b"][0])
+        bound = fp8_gemm_bound(i["a"], i["b"], scale, out.dtype, u=2.0 ** -24)  # both sides fp32 on the CPU
+        reversed_k = (i["a"].float().flip(-1) @ i["b"].float().flip(-1).T * scale).to(out.dtype)
+        assert ((out.double() - reversed_k.double()).abs() <= bound).all(), row.label
+        wrong = (i["a"].float() @ i["b"].float().T * scale * float(i["scale_a"][0])).to(out.dtype)
+        assert ((out.double() - wrong.double()).abs() > fp8_gemm_bound(i["a"], i["b"], scale, out.dtype)).any()
 
 
 # --- GPU: the same ops on CUDA agree with the CPU --------------------------------------------------
@@ -225,7 +265,9 @@ def test_cuda_matches_cpu(name: str) -> None:
     got = gpu_op(**gpu_in)
     want, got = (want if isinstance(want, tuple) else (want,)), (got if isinstance(got, tuple) else (got,))
     for w, g in zip(want, got):
-        if w.dtype.is_floating_point:
+        if name == "scaled_mm":
+            _assert_fp8_gemm_close(cpu_in, g.cpu(), w)
+        elif w.dtype.is_floating_point:
             tol = 2e-2 if w.dtype in (torch.bfloat16, torch.float16, torch.float8_e4m3fn) else 2e-3
             torch.testing.assert_close(g.cpu().float(), w.float(), rtol=tol, atol=tol * float(w.float().abs().mean() + 1e-3))
         elif name != "topk_softmax":
@@ -233,3 +275,25 @@ def test_cuda_matches_cpu(name: str) -> None:
     if name not in ("embedding", "fused_experts", "moe_ffn"):  # value-decided ops may route differently on ties
         assert gpu_op.eval_roofline() == cpu_op.eval_roofline()
     assert gpu_op.roof_key() == cpu_op.roof_key() or os.environ.get("NVIDIA_TF32_OVERRIDE") is not None
+
+
+def _assert_fp8_gemm_close(inputs: dict, got: torch.Tensor, want: torch.Tensor) -> None:
+    scale = float(inputs["scale_a"][0] * inputs["scale_b"][0])
+    bound = fp8_gemm_bound(inputs["a"], inputs["b"], scale, want.dtype)
+    err = (got.double() - want.double()).abs()
+    worst = float((err / bound).max())
+    assert worst <= 1.0, f"fp8 GEMM differs by {worst:.2f}x the bound from e4m3's products and K={inputs['a'].shape[-1]}"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine (run scripts/device-check on a GPU)")
+@pytest.mark.parametrize("label", [w.label for w in ENTRIES["scaled_mm"].workloads if "cpu" in w.tags])
+def test_scaled_mm_cuda_within_the_fp8_bound(label: str) -> None:
+    """Every cpu row of scaled_mm (bf16 and fp32 out) on CUDA against the CPU, within the format's bound."""
+    e = ENTRIES["scaled_mm"]
+    row = next(w for w in e.workloads if w.label == label)
+    cpu_op, gpu_op = instantiate(e, row), instantiate(e, row)
+    cpu_in = build_inputs(cpu_op, bind_row(e, row, row.dtypes[0]), "cpu")
+    want = cpu_op(**cpu_in)
+    got = gpu_op(**{k: v.to("cuda") for k, v in cpu_in.items()})
+    _assert_fp8_gemm_close(cpu_in, got.cpu(), want)

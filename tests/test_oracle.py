@@ -41,8 +41,8 @@ import yaml
 from tileops.dtypes import to_torch
 from tileops.errors import OpNotAvailableError
 from tileops.manifest.codegen import generate
-from tileops.manifest.load import load_entries, shipped_manifest_dir
-from tileops.manifest.spec import Emitted, OpEntry, Signature
+from tileops.ops.catalog import load_entries, shipped_manifest_dir
+from tileops.ops.spec import Emitted, OpEntry, Signature
 from tileops.ops.registry import op_class
 from tileops.ops.workload import BoundRow, bind_row, build_inputs, instantiate
 
@@ -310,7 +310,7 @@ def test_the_recount_rules_themselves() -> None:
     """The effect rules on a hand-made signature, including the marks no shipped op uses yet:
     a write_only buffer is written once, an aliased output is its input's storage, an absent
     optional input moves nothing."""
-    from tileops.manifest.spec import TensorSpec as T
+    from tileops.ops.spec import TensorSpec as T
 
     sig = Signature(
         inputs=(T("x", ("N",), ("float32",)), T("acc", ("N",), ("float16",), mutated=True),

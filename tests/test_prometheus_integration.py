@@ -1,7 +1,9 @@
 """End to end with the real servers: a CPU bench pushed to a Pushgateway, `tileops serve`, Prometheus.
 
-    tileops calibrate --quick           the CPU's profile and per-device result, in a temporary store
-    tileops bench --push PGW            a small CPU run, pushed by the bench itself at its end
+    tileops calibrate --quick (twice)   the CPU's profile and per-device result with its history, in a
+                                        temporary store (the second run states the nominal bandwidth through
+                                        TILEOPS_DRAM_BANDWIDTH, as an image or chart does)
+    tileops bench --push PGW            a small CPU run (memory- and compute-bound rows), pushed by the bench
     results/inflated/                   the same run with its formula inflated past the ceilings, plus an audit
     tileops serve results/              publishes the newest run: the inflated one
     prometheus                          scrapes both (the shipped config, honor_labels, the shipped rules)
@@ -77,10 +79,12 @@ def _inflate(run_dir: Path, out: Path) -> tuple[str, str]:
     for r in records:
         update: dict[str, Any] = {"run_id": "inflated", "env": dataclasses.replace(r.env, run_id="inflated")}
         if r is victim:
+            # formula-guard: allow inflating a priced record to provoke the physics breach; no op is priced here
             update |= {"bytes": r.bytes * INFLATE, "flops": (r.flops or 0) * INFLATE}
         append_record(out / "records.jsonl", dataclasses.replace(r, **update))
     write_run_info(out, RunInfo(run_id="inflated", started_at=now, finished_at=now, status="completed",
                                 exit_code=3, rows_total=len(records)))
+    # formula-guard: allow a synthetic audit measurement (three times the declared read half), not a formula
     audit = [{"op": r.op, "label": r.label, "dtype": r.dtype, "backend": r.backend,
               "verdict": "FAIL" if r is victim else "WARN", "measured_read_bytes": 3 * (r.read_bytes or 1),
               "expected_read_bytes": r.read_bytes or 1} for r in records if r.status == "ok"]
@@ -123,12 +127,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory):
     try:
         cal = _tileops("calibrate", "--device", "cpu", "--quick", "--dram-bandwidth", "200GB/s", env=env)
         assert cal.returncode == 0, cal.stdout[-3000:] + cal.stderr[-3000:]
+        cal = _tileops("calibrate", "--device", "cpu", "--quick", env={**env, "TILEOPS_DRAM_BANDWIDTH": "200GB/s"})
+        assert cal.returncode == 0, cal.stdout[-3000:] + cal.stderr[-3000:]
 
         pgw_proc, pgw = start_pushgateway(tmp)
         procs.append(pgw_proc)
 
         results = tmp / "results"
-        bench = _tileops("bench", "--op", "relu", "--tag", "cpu", "--quick", "--calibrate", "never", "--no-plot",
+        bench = _tileops("bench", "--op", "relu", "--op", "linear", "--tag", "cpu", "--quick", "--calibrate", "never",
+                         "--no-plot",
                          "--out", str(results / "run-1"), "--push", pgw, env=env)
         assert bench.returncode == 0, bench.stdout[-3000:] + bench.stderr[-3000:]
         victim = _inflate(results / "run-1", results / "inflated")
@@ -163,7 +170,7 @@ def test_series_arrive_with_dcgm_compatible_labels(stack):
     got = _eventually("tileops_sol_ratio from the Pushgateway",
                       lambda: _query(base, 'tileops_sol_ratio{job="tileops"}'))
     host = rec.env.hostname
-    assert {r["metric"]["op"] for r in got} == {"relu"}
+    assert {r["metric"]["op"] for r in got} == {"relu", "linear"}
     for r in got:
         m = r["metric"]
         assert m["instance"] == host == m["Hostname"]  # honor_labels kept the pushed job/instance
@@ -185,6 +192,23 @@ def test_series_arrive_with_dcgm_compatible_labels(stack):
     assert float(last["value"][1]) == pytest.approx(run1.finished_at.timestamp())
     cal = _query(base, "tileops_calibration_memory_bytes_per_second")
     assert cal and all(r["metric"]["UUID"] == f"cpu-{host}" for r in cal)
+    previous = _query(base, "tileops_calibration_previous_memory_bytes_per_second")  # the first calibration
+    assert previous and {r["metric"]["mix"] for r in previous} == {r["metric"]["mix"] for r in cal}
+
+
+def test_the_lean_set_and_what_the_physics_check_judged(stack):
+    """Per row only device time, SOL ratio and the row's state arrive; the nominal bandwidth was given, so the
+    memory ceiling is judged and the pushed run is healthy and its physics check held."""
+    base = stack["base"]
+    _eventually("rows from the Pushgateway", lambda: _query(base, 'tileops_row_verdict{job="tileops"}'))
+    assert not _query(base, "tileops_sol_time_seconds") and not _query(base, "tileops_row_info")
+    judged = {r["metric"]["ceiling"]: (r["value"][1], r["metric"].get("reason", ""))  # "" is no label
+              for r in _query(base, 'tileops_physics_check_judged{job="tileops"}')}
+    assert judged["memory"] == ("1", "") and judged["cpu.fp32"] == ("1", "")
+    (state,) = _query(base, 'tileops_run_physics_check{job="tileops"} == 1')
+    assert state["metric"]["state"] == "held"
+    states = {r["metric"]["physics"] for r in _query(base, 'tileops_row_verdict{job="tileops"}')}
+    assert states == {"held"}
 
 
 def test_inflated_formula_fires_the_breach_alert(stack):

@@ -39,7 +39,9 @@ def test_round_trip_is_exact(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("changes", "field", "why"), [
-    ({"timing__median_s": -1.0}, "timing.median_s", "must be > 0"),
+    ({"timing__median_s": -1.0}, "timing.median_s", "must be >= 1e-12"),
+    ({"timing__median_s": 5e-324}, "timing.median_s", "must be >= 1e-12"),  # would price an infinite rate
+    ({"timing__total_s": 1e300}, "timing.total_s", "must be <= 1000000000"),
     ({"timing__median_s": "fast"}, "timing.median_s", "expected a number"),
     ({"flops": 1.5}, "flops", "whole number"),
     ({"flops": 2**70}, "flops", "must be <="),

@@ -12,6 +12,7 @@ from rich.console import Console
 from roofline_fixtures import make_profile, make_record
 
 from tileops.report import compare, render, render_summary
+from tileops.report.tables import summary_lines
 from tileops.report.plot import write_plot
 from tileops.profiles import ProfileChooser
 from tileops.roofline import health, price_all
@@ -52,7 +53,38 @@ def test_memory_bound_row_shows_bytes_per_second_against_the_memory_roof() -> No
     md = render(price_all(_rows()[:1], ProfileChooser.only(PROFILE)), "md")
     assert "| n=1M | float32 | torch |" in md
     assert "18 GB/s | memory 20 GB/s | memory | 90.0 % | at-ceiling |" in md
-    assert "## relu" in md and "health: OK" in md
+    assert "## relu" in md and "health: OK (physics check passed on every ceiling: memory, cpu.fp32)" in md
+    assert "physics check passed on memory: 1 row(s) judged against the theoretical 40 GB/s" in md
+
+
+def test_passed_is_said_only_of_what_was_judged() -> None:
+    """A CPU whose nominal bandwidth is unknown: a 1000x inflated bytes formula is not judged, and the
+    summary says so instead of "physics check passed"."""
+    blind = make_profile(name="cpu-blind", bw_theoretical=None, bw_calibration=None, measured={"triad": 20e9},
+                         roofs={"cpu.fp32": (200e9, 0.5)})
+    # formula-guard: allow a synthetic record whose bytes are inflated 1000x on purpose (a physics-check test)
+    inflated = make_record(op="add", label="inflated", flops=1 << 20, bytes=1000 * (12 << 20), median_s=1e-3)
+    lines = summary_lines(price_all([inflated], ProfileChooser.only(blind)))
+    text = "\n".join(lines)
+    assert "physics check NOT JUDGED on memory: 1 row(s), nominal-unknown" in text
+    assert "TILEOPS_DRAM_BANDWIDTH" in text  # how to make it judged
+    assert "physics check passed on cpu.fp32" in text and "passed on memory" not in text
+    assert lines[-1].startswith("health: PARTLY JUDGED") and "NOT JUDGED: memory (nominal-unknown)" in lines[-1]
+    assert not any(line.startswith("health: OK") for line in lines)
+    # formula-guard: allow a synthetic record whose bytes are inflated 1000x on purpose (a physics-check test)
+    memory_only = make_record(op="cast", label="identity", flops=0, bytes=1000 * (8 << 20), median_s=1e-3)
+    last = summary_lines(price_all([memory_only], ProfileChooser.only(blind)))[-1]
+    assert last.startswith("health: NOT JUDGED") and "memory (nominal-unknown)" in last and "passed" not in last
+    last = summary_lines(price_all([memory_only], ProfileChooser.only(None)))[-1]
+    assert last.startswith("health: NOT JUDGED") and "no-profile" in last
+    fp8 = make_record(op="scaled_mm", label="fp8", flops=1 << 20, bytes=12 << 20, median_s=1e-3,
+                      roof_key="tensor_core.fp8")
+    honest = make_record(op="relu", label="n=1M", flops=1 << 20, bytes=8 << 20, median_s=1e-3)
+    last = summary_lines(price_all([honest, fp8], ProfileChooser.only(PROFILE)))[-1]
+    assert last == ("health: OK (physics check passed on memory, cpu.fp32; not in the profile, so not judged "
+                    "and left blank: tensor_core.fp8 (roof-absent))")
+    doc = json.loads(render(price_all([inflated], ProfileChooser.only(blind)), "json"))
+    assert doc["health"]["state"] == "partial" and doc["summary"][-1] == lines[-1]
 
 
 def test_csv_and_json_are_flat_in_base_units() -> None:
@@ -127,3 +159,83 @@ def test_a_row_has_every_machine_column_in_order() -> None:
 
     for p in price_all(_rows(), ProfileChooser.only(PROFILE)):
         assert tuple(rows.raw(p)) == rows.RAW_COLUMNS
+
+
+def _on(profile):  # noqa: ANN001, ANN202 - every row on ``profile``, whatever its device
+    return ProfileChooser.only(profile)
+
+
+def _many(n: int) -> list:
+    """``n`` rows cycling through every verdict and every reason a row cannot be placed."""
+    kinds = [
+        lambda i: make_record(label=f"r{i}", flops=1 << 20, bytes=8 << 20, median_s=(8 << 20) / (1e9 + 1e7 * (i % 90))),
+        lambda i: make_record(label=f"r{i}", flops=1 << 20, bytes=8 << 20, median_s=(8 << 20) / 19e9),  # at-ceiling
+        lambda i: make_record(label=f"r{i}", flops=16, bytes=128, median_s=2e-6),  # latency-bound
+        lambda i: make_record(label=f"r{i}", flops=1 << 20, bytes=800 << 20, median_s=1e-3),  # breach
+        lambda i: make_record(label=f"r{i}", flops=0, bytes=8 << 20, median_s=1e-3),  # 0 FLOPs
+        lambda i: make_record(label=f"r{i}", status="error"),
+        lambda i: make_record(label=f"r{i}", bytes=0, median_s=1e-3),  # no bytes
+        lambda i: make_record(label=f"r{i}", status="skipped"),
+    ]
+    weights = [60, 12, 10, 1, 4, 4, 4, 4]  # per 99 rows
+    pattern = [k for k, w in zip(kinds, weights) for _ in range(w)]
+    return [pattern[(i * 37) % len(pattern)](i) for i in range(n)]
+
+
+def test_plot_layout_places_or_explains_every_row_and_labels_what_matters() -> None:
+    from tileops.report.plot import LABEL_CAP, TABLE_CAP, plot_layout
+
+    priced = price_all(_many(2000), _on(PROFILE))
+    lay = plot_layout(priced, PROFILE)
+    placed = {int(q.ident) for q in lay.points}
+    unplaced = {int(i): why for i, _, why in lay.unplaced}
+    assert placed.isdisjoint(unplaced) and placed | set(unplaced) == set(range(1, 2001))
+    assert all(why for why in unplaced.values())
+    assert set(unplaced.values()) == {"0 FLOPs (off a log axis)", "error", "no bytes", "skipped"}
+    # labels: capped; every formula error and anomaly first, then the worst and the best of the rest
+    assert len(lay.labelled) == LABEL_CAP and len(lay.listed) <= TABLE_CAP
+    breached = sorted((q for q in lay.points if q.priced.breaches), key=lambda q: -(q.priced.efficiency or 0))
+    labelled = {q.ident for q in lay.labelled}
+    assert {q.ident for q in breached[:LABEL_CAP]} <= labelled
+    assert 0 < len(breached) < LABEL_CAP  # room left for the worst and the best rows
+    below = sorted((q for q in lay.points if q.priced.verdict == "below"), key=lambda q: q.priced.efficiency or 0)
+    best = max((q for q in lay.points if q.priced.verdict == "at-ceiling"), key=lambda q: q.priced.efficiency or 0)
+    assert below[0].ident in labelled and best.ident in labelled
+    assert below[-1].ident not in labelled  # an unremarkable row is summarised, not labelled
+    # the table lists the labelled rows, then unplaced ones, in id order; the summary counts the rest
+    ids = [int(i) for i, _, _ in lay.listed]
+    assert ids == sorted(ids) and labelled <= {str(i) for i in ids}
+    listed_unplaced = [i for i, _, why in lay.listed if why is not None]
+    assert len(lay.listed) == TABLE_CAP and listed_unplaced
+    rest_placed, rest_unplaced = lay.summary[0], lay.summary[1]
+    assert rest_placed.startswith(f"{len(placed) - LABEL_CAP:,} more placed row(s) drawn without an id: ")
+    assert rest_unplaced.startswith(f"{len(unplaced) - len(listed_unplaced):,} more row(s) not placed: ")
+    counted = sum(int(part.rsplit(" ", 1)[1].replace(",", "")) for part in rest_unplaced.split(": ", 1)[1].split(", "))
+    assert counted == len(unplaced) - len(listed_unplaced)
+
+
+def test_a_small_run_labels_and_lists_every_row() -> None:
+    from tileops.report.plot import plot_layout
+
+    priced = price_all(_rows(), _on(PROFILE))
+    lay = plot_layout(priced, PROFILE)
+    assert [q.ident for q in lay.labelled] == [q.ident for q in lay.points]
+    assert [i for i, _, _ in lay.listed] == [str(i) for i in range(1, len(priced) + 1)] and not lay.summary
+
+
+def test_a_large_plot_stays_small_and_keeps_its_ceilings_labelled(tmp_path: Path) -> None:
+    from tileops.report.plot import plot_layout
+
+    priced = price_all(_many(400), _on(PROFILE))
+    png, svg = write_plot(priced, PROFILE, tmp_path)
+    assert png.stat().st_size < 2 << 20 and svg.stat().st_size < 2 << 20
+    text = svg.read_text(encoding="utf-8")
+    for ceiling in ("memory theoretical 40 GB/s", "memory effective 20 GB/s", "cpu.fp32 theoretical 200 GFLOP/s",
+                    "cpu.fp32 effective 100 GFLOP/s", "cpu.fp32_matmul: uncalibrated"):
+        assert ceiling in text, ceiling
+    lay = plot_layout(priced, PROFILE)
+    assert f"({len(lay.points)} of 400 row(s) placed)" in text
+    for line in lay.summary:
+        assert line.replace("`", "") in text.replace("`", ""), line
+    for ident, p, _ in lay.listed:  # each listed row's line is in the table
+        assert f">{ident}  " in text or f">{ident} " in text, ident

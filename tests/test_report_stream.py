@@ -223,3 +223,67 @@ def test_the_lowest_rows_are_the_lowest_by_efficiency_then_by_row_order() -> Non
     worst = text.split("Lowest efficiency")[1].split("row(s):")[0]
     assert [label for label in ("r3 ", "r2 ", "r0 ", "r1 ") if label in worst] == ["r3 ", "r2 ", "r0 "]
     assert worst.index("r3 ") < worst.index("r2 ") < worst.index("r0 ")
+
+
+def _backends_run(n: int) -> list:
+    """n rows, each on torch, compile and triton, every backend of a row far from the others in the file
+    (all torch rows, then all compile rows, then all triton rows), so the parts of a parallel read each
+    hold a different backend of the same row; compile rows carry their compile time, one triton row is
+    skipped and one compile row errs."""
+    import dataclasses
+
+    out = []
+    for b, speed in (("torch", 1.0), ("compile", 1.3), ("triton", 0.9)):
+        for i in range(n):
+            op = ("relu", "gelu", "linear")[i % 3]
+            nbytes = 8 << (10 + i % 8)
+            eff = (0.2 + 0.6 * ((i * 37) % 100) / 100) * speed
+            rec = make_record(op=op, label=f"row{i}", bytes=nbytes, flops=nbytes // 8, backend=b,
+                              median_s=nbytes / (20e9 * eff), device_name="Stream CPU")
+            if b == "compile":
+                rec = dataclasses.replace(rec, timing=dataclasses.replace(rec.timing, compile_s=0.5 + i / 100))
+            out.append(rec)
+    out[2 * n + 4] = make_record(op="gelu", label="row4", backend="triton", status="skipped",
+                                 device_name="Stream CPU")
+    out[n + 7] = make_record(op="gelu", label="row7", backend="compile", status="error", device_name="Stream CPU")
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["table", "md", "csv", "json"])
+def test_rows_on_several_backends_read_in_parallel_give_the_output_of_one_pass(tmp_path: Path, fmt: str) -> None:
+    from tileops.report import rows
+    from tileops.roofline import backend_races
+
+    path = write_jsonl(tmp_path / "records.jsonl", _backends_run(40))
+    assert len(jsonl_spans(path, 2, min_bytes=1)) == 2
+    one_pass = read_priced([path], CHOOSER, _sinks(fmt, False), jobs=1)
+    forked = read_priced([path], CHOOSER, _sinks(fmt, False), jobs=2, min_span=1)  # torch rows in one, the rest
+    many = read_priced([path], CHOOSER, _sinks(fmt, False), jobs=4, min_span=1)
+    priced = price_all(load_records([path]), CHOOSER)
+    text = _text(one_pass)
+    assert _text(forked) == _text(many) == text == render(priced, fmt)
+    races, of_row = backend_races(priced)
+    assert len(races) == 40
+    summary = T.summary_lines(priced)
+    assert any(line.startswith("backends: torch 40 row(s); compile 40 row(s); triton 40 row(s)") for line in summary)
+    assert any(line.startswith("compile time, reported apart") for line in summary)
+    assert any(line.startswith("best backend (highest SOL) of 40 row(s)") for line in summary)
+    assert "triton skipped on 1 row(s): unsupported dtype" in summary
+    if fmt == "json":  # every row's race columns and the backends list are those the rows give
+        doc = json.loads(text)
+        assert doc["rows"] == [json.loads(json.dumps(rows.raw(p, race))) for p, race in zip(priced, of_row)]
+        assert doc["backends"] == json.loads(json.dumps([r.as_dict() for r in races.values()]))
+        assert doc["summary"] == summary
+    elif fmt == "csv":
+        got = list(csv.DictReader(io.StringIO(text)))
+        assert all(race is not None for race in of_row)
+        assert [r["best_backend"] for r in got] == [race.best for race in of_row]
+        assert [r["behind_best"] for r in got] == ["" if race.behind(p.record.backend) is None
+                                                   else repr(race.behind(p.record.backend))
+                                                   for p, race in zip(priced, of_row)]
+    else:  # the human formats: the compile time and vs best columns, each row's cell as rows.display gives it
+        assert "compile time" in text and "vs best" in text
+        cells = [rows.display(p, race)["vs best"] for p, race in zip(priced, of_row)]
+        assert sum(bool(c) for c in cells) == len(cells) - 2  # the skipped and the error row have no SOL
+        assert all(c in text for c in cells) or fmt == "table"
+        assert summary[-1] in text

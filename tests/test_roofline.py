@@ -181,6 +181,18 @@ def test_physics_check_runs_on_blank_rows_that_still_have_time() -> None:
     assert p.breaches and not health([p]).ok
 
 
+def test_a_cuda_events_row_says_why_it_fell_back_and_what_fixes_it() -> None:
+    gpu = make_profile(name="gpu", kind="gpu", roofs={"cuda_core.fp32": (1e12, 0.9)}, aliases={})
+    rec = make_record(device_kind="cuda", timer="cuda-events", bytes=1000)
+    why = "CUPTI attribution failed (records were dropped); re-timed with CUDA events. Fix: run without nsys"
+    fell_back = dataclasses.replace(rec, timing=dataclasses.replace(rec.timing, fallback_reason=why))
+    p = price(fell_back, gpu)
+    assert p.blank_reason == roofline.BLANK_NO_CUPTI and why in p.blank_detail
+    asked = price(rec, gpu)  # no fallback: the run asked for CUDA events, and the detail says how to get CUPTI
+    assert asked.blank_reason == roofline.BLANK_NO_CUPTI and "--timer auto or cupti" in asked.blank_detail
+    assert "cupti-python" not in asked.blank_detail + p.blank_detail
+
+
 def test_nominal_unknown_prices_on_measured_envelope_with_a_note_and_no_bandwidth_breach() -> None:
     prof = make_profile(bw_theoretical=None, bw_calibration=None, measured={"triad": 1e9, "copy": 8e8})
     p = price(make_record(bytes=900_000_000, median_s=1.0), prof)
@@ -194,6 +206,7 @@ def test_nominal_unknown_prices_on_measured_envelope_with_a_note_and_no_bandwidt
 
 
 def test_repricing_old_records_under_an_updated_profile_gives_new_numbers() -> None:
+    # formula-guard: allow synthetic records with made-up byte counts to test re-pricing; no op is priced
     records = [make_record(label=f"r{i}", bytes=(i + 1) * 100_000_000, median_s=1.0) for i in range(5)]
     before = [to_data(r) for r in records]
     old = price_all(records, ProfileChooser.only(make_profile(bw_theoretical=2e9, bw_calibration=0.5)))
@@ -233,6 +246,85 @@ def test_health_counts() -> None:
     assert h.ok and h.at_ceiling == 1 and h.anomalies == 0
 
 
+@pytest.mark.parametrize("case, ceiling, reason", [
+    ("nominal-unknown", "memory", roofline.NOT_JUDGED_NOMINAL_UNKNOWN),
+    ("no-memory-roof", "memory", roofline.NOT_JUDGED_THEORETICAL_MISSING),
+    ("roof-absent", "tensor_core.fp8", roofline.NOT_JUDGED_ROOF_ABSENT),
+    ("roof-key-missing", "compute", roofline.NOT_JUDGED_ROOF_ABSENT),
+    ("no-profile", "memory", roofline.NOT_JUDGED_NO_PROFILE),
+    ("no-timing", "memory", roofline.NOT_JUDGED_NO_TIMING),
+    ("no-roofline", "memory", roofline.NOT_JUDGED_NO_ROOFLINE),
+])
+def test_each_ceiling_that_cannot_be_judged_says_why(case: str, ceiling: str, reason: str) -> None:
+    """A ceiling without a theoretical figure (or a row without an implied rate) is not judged, with the
+    reason; a 1000x inflated formula there is not a breach, and it is not a pass either."""
+    prof: object = PROFILE
+    rec = make_record(bytes=1000 * 2_000_000_000, flops=1000 * 4 * 10**10)  # 1000x both theoretical ceilings
+    if case == "nominal-unknown":
+        prof = make_profile(bw_theoretical=None, bw_calibration=None, measured={"triad": 1e9})
+    elif case == "no-memory-roof":
+        prof = make_profile(memory=False)
+    elif case == "roof-absent":
+        rec = dataclasses.replace(rec, roof_key="tensor_core.fp8")
+    elif case == "roof-key-missing":
+        rec = dataclasses.replace(rec, roof_key=None)
+    elif case == "no-profile":
+        prof = None
+    elif case == "no-timing":
+        rec = make_record(median_s=None)
+    elif case == "no-roofline":
+        rec = make_record(bytes=None, flops=None)
+    p = price(rec, prof)  # type: ignore[arg-type]
+    (check,) = [c for c in p.checks if c.ceiling == ceiling]
+    assert not check.judged and check.not_judged == reason and not check.breached
+    assert p.physics == "not-judged" or p.physics == "breach"  # the other ceiling may still catch it
+    h = health([p])
+    (ch,) = [c for c in h.ceilings if c.ceiling == ceiling]
+    assert ch.state == "not-judged" and ch.not_judged == {reason: 1} and ch.reason == reason
+    assert h.state in ("partial", "not-judged", "breached")  # never "held"
+    assert reason in roofline.NOT_JUDGED_REASONS
+
+
+def test_health_states_held_partial_not_judged_breached() -> None:
+    honest = make_record(bytes=900_000_000, flops=1000, median_s=1.0)
+    h = health(price_all([honest], ProfileChooser.only(PROFILE)))
+    assert h.state == "held" and h.ok
+    assert [(c.ceiling, c.state, c.judged) for c in h.ceilings] == [("memory", "held", 1), ("cpu.fp32", "held", 1)]
+    assert h.ceilings[0].max_ratio == pytest.approx(0.45)  # 0.9e9 of the 2e9 theoretical
+    inflated = dataclasses.replace(honest, bytes=1000 * 900_000_000, label="inflated")
+    h = health(price_all([honest, inflated], ProfileChooser.only(PROFILE)))
+    assert h.state == "breached" and not h.ok
+    assert (h.ceilings[0].state, h.ceilings[0].judged, h.ceilings[0].breached) == ("breached", 2, 1)
+    # the same inflated formula on a CPU whose nominal bandwidth is unknown: not judged, never "held"
+    blind = make_profile(bw_theoretical=None, bw_calibration=None, measured={"triad": 1e9},
+                         roofs={"cpu.fp32": (4e10, 0.25)})
+    h = health(price_all([honest, inflated], ProfileChooser.only(blind)))
+    assert h.ok and h.state == "partial"
+    assert {c.ceiling: c.state for c in h.ceilings} == {"memory": "not-judged", "cpu.fp32": "held"}
+    assert h.not_judged_reasons == {roofline.NOT_JUDGED_NOMINAL_UNKNOWN: 2}
+    # a roof the profile does not have (fp8 on a CPU): listed as not judged, its rows blank, the run still held
+    fp8 = dataclasses.replace(honest, roof_key="tensor_core.fp8", label="fp8")
+    h = health(price_all([honest, fp8], ProfileChooser.only(PROFILE)))
+    assert h.state == "held" and [c.ceiling for c in h.unjudged()] == ["tensor_core.fp8"]
+    assert h.unjudged(significant=True) == []
+    memory_only = dataclasses.replace(inflated, flops=0)
+    h = health(price_all([memory_only], ProfileChooser.only(blind)))
+    assert h.ok and h.state == "not-judged"
+    assert health(price_all([honest], ProfileChooser.only(None))).state == "not-judged"
+    assert health([]).state == "not-judged"
+    assert health(price_all([make_record(status="error")], ProfileChooser.only(PROFILE))).state == "not-judged"
+    doc = health(price_all([honest, inflated], ProfileChooser.only(blind))).as_dict()
+    assert doc["state"] == "partial" and doc["ceilings"][0]["not_judged"] == {"nominal-unknown": 2}
+    assert doc["ceilings"][0]["rows_judged"] == 0 and doc["ceilings"][1]["state"] == "held"
+
+
+def test_zero_work_involves_no_ceiling() -> None:
+    p = price(make_record(flops=0, bytes=900_000_000), PROFILE)
+    assert [c.ceiling for c in p.checks] == ["memory"]
+    assert [c.ceiling for c in price(make_record(bytes=0, flops=10), PROFILE).checks] == ["cpu.fp32"]
+    assert price(make_record(status="error"), PROFILE).checks == ()
+
+
 def test_importing_the_roofline_tool_and_reports_imports_no_op_code() -> None:
     code = (
         "import sys, tileops.roofline, tileops.report, tileops.report.plot, tileops.commands.roofline\n"
@@ -241,20 +333,3 @@ def test_importing_the_roofline_tool_and_reports_imports_no_op_code() -> None:
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, f"imported op code or torch: {res.stdout} {res.stderr}"
-
-
-def test_pricing_builds_the_same_objects_the_dataclass_would() -> None:
-    """Pricing builds each Priced without the frozen dataclass's __init__: the objects are equal to
-    (and carry every field of) what Priced(...) builds from the same values."""
-    import dataclasses
-
-    from tileops.roofline import Priced
-
-    prof = make_profile(latency_floor_s=5e-6)
-    recs = [make_record(), make_record(status="error"), make_record(status="skipped"), make_record(bytes=0),
-            make_record(median_s=1e-9), make_record(bytes=80 << 30, median_s=1e-3), make_record(roof_key=None)]
-    for p in price_all(recs, ProfileChooser.only(prof)) + price_all(recs, ProfileChooser.only(None)):
-        values = {f.name: getattr(p, f.name) for f in dataclasses.fields(Priced)}
-        assert p == Priced(**values) and vars(p) == values
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            p.verdict = "below"  # type: ignore[misc]

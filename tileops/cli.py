@@ -17,6 +17,7 @@ import sys
 
 from tileops import __version__, exitcodes
 from tileops.errors import TileOpsError
+from tileops.interrupts import exit_code, signal_name
 
 #: Subcommands in the order ``tileops --help`` lists them, with their one-line help.
 COMMANDS: dict[str, str] = {
@@ -71,9 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     except TileOpsError as exc:
         print(f"tileops {args.command}: error: {exc}", file=sys.stderr)
         return exitcodes.USAGE
-    except KeyboardInterrupt:
-        print(f"tileops {args.command}: interrupted", file=sys.stderr)
-        return exitcodes.INTERRUPTED
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM where the command handles it (tileops.interrupts)
+        print(f"tileops {args.command}: interrupted ({signal_name(exc)})", file=sys.stderr)
+        return exit_code(exc)
 
 
 if __name__ == "__main__":

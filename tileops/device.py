@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal, NamedTuple
 
 CPUINFO = Path("/proc/cpuinfo")
 CPU_SYSFS = Path("/sys/devices/system/cpu")
@@ -149,15 +149,23 @@ def cpu_max_mhz() -> float | None:
 
 
 @lru_cache(maxsize=1)
-def nvml() -> Any | None:
-    """The initialised ``pynvml`` module, or None when it is missing or NVML cannot start."""
+def nvml_status() -> tuple[Any | None, str]:
+    """(the initialised ``pynvml`` module, "") or (None, why not: the package missing, or NVML not starting)."""
     try:
         import pynvml  # type: ignore[import-not-found]
-
-        pynvml.nvmlInit()
-        return pynvml
     except Exception:
-        return None
+        return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py; the image's `gpu` extra has it)"
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:
+        return None, (f"NVML could not start ({type(exc).__name__}: {exc}); the driver's libnvidia-ml is missing "
+                      "or does not match it (in a container: run it with the NVIDIA runtime)")
+    return pynvml, ""
+
+
+def nvml() -> Any | None:
+    """The initialised ``pynvml`` module, or None when it is missing or NVML cannot start."""
+    return nvml_status()[0]
 
 
 def _nvml_handle(uuid: str | None) -> Any | None:
@@ -194,7 +202,7 @@ class DeviceInfo:
     sm_count: int | None = None
     capability: tuple[int, int] | None = None
     clocks: dict[str, Any] | None = None
-    hostname: str = field(default_factory=socket.gethostname)
+    hostname: str = field(default_factory=lambda: host_name())
 
     @property
     def device(self) -> str:
@@ -207,6 +215,21 @@ class DeviceInfo:
                 "device_index": self.index, "driver": self.driver, "cuda": self.cuda,
                 "cpu_model": self.cpu_model, "threads": self.threads, "l2_bytes": self.l2_bytes,
                 "hostname": self.hostname}
+
+
+#: Environment variables naming the host a measurement ran on, before the kernel's hostname:
+#: inside a Kubernetes pod the hostname is the pod's (new every run), while the chart passes the
+#: node's name as NODE_NAME, which is also what dcgm-exporter labels its series with.
+HOSTNAME_ENV = ("TILEOPS_HOSTNAME", "NODE_NAME")
+
+
+def host_name() -> str:
+    """The host's stable name: ``$TILEOPS_HOSTNAME``, ``$NODE_NAME`` (a Kubernetes node), else the hostname."""
+    for var in HOSTNAME_ENV:
+        value = os.environ.get(var, "").strip()
+        if value:
+            return value
+    return socket.gethostname()
 
 
 def cuda_available() -> bool:
@@ -320,6 +343,7 @@ def _gpu_clocks(index: int, uuid: str | None) -> dict[str, Any] | None:  # pragm
         "mem_max_mhz": lambda: lib.nvmlDeviceGetMaxClockInfo(h, lib.NVML_CLOCK_MEM),
         "temperature_c": lambda: lib.nvmlDeviceGetTemperature(h, lib.NVML_TEMPERATURE_GPU),
         "power_w": lambda: lib.nvmlDeviceGetPowerUsage(h) / 1000.0,
+        "power_limit_w": lambda: lib.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
         "throttle_reasons": lambda: int(lib.nvmlDeviceGetCurrentClocksThrottleReasons(h)),
         "gpu_util_pct": lambda: lib.nvmlDeviceGetUtilizationRates(h).gpu,
     }
@@ -331,28 +355,133 @@ def _gpu_clocks(index: int, uuid: str | None) -> dict[str, Any] | None:  # pragm
     return out or None
 
 
-def gpu_processes(device: str) -> list[dict[str, Any]] | None:
-    """Other processes on this GPU (NVML), excluding this one; None when NVML cannot tell.
+class ProcessCheck(NamedTuple):
+    """Other processes on a GPU (``others``), or None with ``why`` NVML could not tell."""
+
+    others: list[dict[str, Any]] | None
+    why: str = ""
+
+
+def other_gpu_processes(device: str) -> ProcessCheck:
+    """Other processes on this GPU (NVML), excluding this one; or None and the reason it cannot tell.
 
     A calibration needs an idle device: another process's kernels would steal
-    bandwidth and make the ceiling look lower than it is.
+    bandwidth and make the ceilings look lower than they are. Inside a container
+    NVML reports host PIDs, which ``os.getpid()`` never matches, and ``NSpid`` in
+    ``/proc/self/status`` lists only the namespaces of the container's own procfs.
+    So when neither finds this process but it holds a CUDA context, it finds itself
+    by what only it can do: it allocates ``PROBE_BYTES`` and the one process whose
+    NVML memory grows by that much is this one (:func:`own_pids_in`). When that
+    does not single one out, the answer is None, never a guess: counting this
+    process as another would call every device busy, missing another would call
+    a busy one idle.
     """
     kind, index = parse_device(device)
     if kind == "cpu":
-        return []
-    lib = nvml()  # pragma: no cover - needs a GPU
-    h = _nvml_handle(_gpu_uuid(index or 0))
-    if lib is None or h is None:
+        return ProcessCheck([])
+    lib, why = nvml_status()  # pragma: no cover - needs a GPU
+    if lib is None:  # pragma: no cover - needs a GPU
+        return ProcessCheck(None, why)
+    uuid = _gpu_uuid(index or 0)  # pragma: no cover - needs a GPU
+    h = _nvml_handle(uuid)  # pragma: no cover - needs a GPU
+    if h is None:  # pragma: no cover - needs a GPU
+        return ProcessCheck(None, f"NVML does not know {device} (uuid {uuid or 'unknown'})")
+    listed = _nvml_processes(lib, h)  # pragma: no cover - needs a GPU
+    if listed is None:  # pragma: no cover - needs a GPU
+        return ProcessCheck(None, f"NVML could not list the processes on {device}")
+    mine = own_pids_in(listed, namespace_pids(), _holds_context(index or 0),  # pragma: no cover - needs a GPU
+                       lambda: _probe_listing(lib, h, index or 0))
+    if mine is None:  # pragma: no cover - needs a GPU
+        return ProcessCheck(None, (
+            f"NVML lists {len(listed)} process(es) on {device} by host PID, and none is this process's PID (inside "
+            f"a container PIDs differ), nor did a {PROBE_BYTES // 2**20} MiB allocation single this process out; "
+            "run the container with --pid=host, or check with nvidia-smi on the host that nothing else runs"))
+    return ProcessCheck([{"pid": pid, "used_memory_bytes": used} for pid, used in listed.items() if pid not in mine])
+
+
+def gpu_processes(device: str) -> list[dict[str, Any]] | None:
+    """Other processes on this GPU, excluding this one; None when NVML cannot tell
+    (:func:`other_gpu_processes` says why)."""
+    return other_gpu_processes(device).others
+
+
+#: What this process allocates to find itself in NVML's process list (a container's PIDs are not the host's).
+PROBE_BYTES = 64 * 2**20
+
+
+def namespace_pids(status: Path = Path("/proc/self/status")) -> set[int]:
+    """This process's PID in every PID namespace its procfs shows (``NSpid``), and ``os.getpid()``."""
+    pids = {os.getpid()}
+    try:
+        for line in status.read_text().splitlines():
+            if line.startswith("NSpid:"):
+                pids.update(int(x) for x in line.split()[1:])
+    except (OSError, ValueError):
+        pass
+    return pids
+
+
+def own_pids_in(listed: dict[int, int | None], own: set[int], holds_context: bool,
+                probe: Callable[[], dict[int, int | None] | None]) -> set[int] | None:
+    """Which of NVML's PIDs are this process; None when that cannot be told.
+
+    ``listed`` is NVML's {pid: used GPU memory}; ``own`` this process's PIDs in the
+    namespaces it can see; ``probe`` re-lists NVML while this process holds an
+    extra ``PROBE_BYTES``. A PID NVML shares with us settles it; a process without
+    a CUDA context is not listed at all. Otherwise the listed process whose memory
+    grew by at least half the probe (or that appeared with it) is this one.
+    """
+    hit = own & listed.keys()
+    if hit:
+        return hit
+    if not holds_context:
+        return set()
+    after = probe()
+    if after is None:
         return None
-    seen: dict[int, dict[str, Any]] = {}
+    grew = {pid for pid, used in after.items() if used is not None and (
+        pid not in listed or (listed[pid] is not None and used - listed[pid] >= PROBE_BYTES // 2))}
+    return grew if len(grew) == 1 else None
+
+
+def _nvml_processes(lib: Any, handle: Any) -> dict[int, int | None] | None:  # pragma: no cover - needs a GPU
+    seen: dict[int, int | None] = {}
+    ok = False
     for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
         try:
-            for p in getattr(lib, getter)(h):
-                if p.pid != os.getpid():
-                    seen[p.pid] = {"pid": p.pid, "used_memory_bytes": getattr(p, "usedGpuMemory", None)}
+            for p in getattr(lib, getter)(handle):
+                used = getattr(p, "usedGpuMemory", None)
+                seen[int(p.pid)] = int(used) if isinstance(used, int) and used < 2**63 else None
+            ok = True
         except Exception:
             continue
-    return list(seen.values())
+    return seen if ok else None
+
+
+def _holds_context(index: int) -> bool:  # pragma: no cover - needs a GPU
+    try:
+        import torch
+
+        return bool(torch.cuda.is_initialized())
+    except Exception:
+        return False
+
+
+def _probe_listing(lib: Any, handle: Any, index: int) -> dict[int, int | None] | None:  # pragma: no cover - GPU
+    """NVML's list while this process holds ``PROBE_BYTES`` more, freshly allocated from the driver."""
+    try:
+        import torch
+
+        torch.cuda.empty_cache()  # so the probe is a new cudaMalloc, not a cached block
+        block = torch.empty(PROBE_BYTES, dtype=torch.uint8, device=f"cuda:{index}")
+        try:
+            torch.cuda.synchronize(index)
+            return _nvml_processes(lib, handle)
+        finally:
+            del block
+            torch.cuda.empty_cache()
+    except Exception:
+        return None
 
 
 def cpu_busy_fraction() -> float | None:

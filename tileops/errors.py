@@ -16,3 +16,12 @@ class SignatureError(TileOpsError, ValueError):
 
 class ManifestError(TileOpsError):
     """The manifest cannot serve a request (unknown op, unclean entry)."""
+
+
+class BackendUnavailableError(TileOpsError):
+    """This backend cannot run this call here (no such backend for the op, a device, dtype or shape
+    its implementation does not cover, a missing dependency): names the op, the backend and why."""
+
+
+class CompileError(TileOpsError):
+    """A backend's compilation failed (torch.compile, a Triton kernel's JIT): names the op and the cause."""

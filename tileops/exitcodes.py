@@ -6,7 +6,8 @@ the same way because both read these names.
 
 OK = 0
 FAILED = 1  # defects, failed rows, a baseline regression, an audit FAIL/ERROR: the work finished
-USAGE = 2  # bad arguments or unreadable input: nothing (more) was done
+USAGE = 2  # bad arguments, unreadable input or an unwritable output (a full disk): nothing (more) was done
 PHYSICS = 3  # a physics-check breach: a roofline formula claims the impossible (§4.3)
 PUSH = 4  # results written, but the Pushgateway push failed
-INTERRUPTED = 130  # Ctrl-C or SIGTERM: what finished is kept (`tileops bench --resume DIR`)
+INTERRUPTED = 130  # Ctrl-C (SIGINT): what finished is kept (`tileops bench --resume DIR`)
+TERMINATED = 143  # SIGTERM (docker stop, Kubernetes): as INTERRUPTED; 128 + 15, as a shell reports it

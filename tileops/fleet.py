@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import io
 import secrets
-import socket
 import tarfile
 import threading
 import time
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tileops.device import host_name
 from tileops.errors import TileOpsError
 
 if TYPE_CHECKING:  # the docker SDK is imported where a container is really started
@@ -44,7 +44,7 @@ class FleetError(TileOpsError):
 
 
 @dataclass(frozen=True)
-class Device:
+class FleetTarget:
     """One target of the fleet: a GPU (index, uuid, name from NVML) or the host's CPU."""
 
     name: str
@@ -64,10 +64,10 @@ class Device:
         return f"{self.label} ({self.name}, {self.uuid})" if self.is_gpu else f"cpu ({self.name})"
 
 
-CPU = Device(name=socket.gethostname())
+CPU = FleetTarget(name=host_name())
 
 
-def enumerate_gpus() -> list[Device]:
+def enumerate_gpus() -> list[FleetTarget]:
     """This host's GPUs as NVML lists them. Raises FleetError when NVML is unavailable."""
     try:
         import pynvml  # nvidia-ml-py, the `gpu` extra
@@ -84,7 +84,7 @@ def enumerate_gpus() -> list[Device]:
         for i in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
             name, uuid = pynvml.nvmlDeviceGetName(handle), pynvml.nvmlDeviceGetUUID(handle)
-            devices.append(Device(name=_text(name), index=i, uuid=_text(uuid)))
+            devices.append(FleetTarget(name=_text(name), index=i, uuid=_text(uuid)))
         return devices
     finally:
         pynvml.nvmlShutdown()
@@ -98,7 +98,7 @@ def _text(value: str | bytes) -> str:
 class ContainerPlan:
     """What one container runs, on which device: everything `docker create` needs."""
 
-    device: Device
+    device: FleetTarget
     name: str
     command: list[str]
     labels: dict[str, str]
@@ -108,13 +108,13 @@ class ContainerPlan:
         """Keyword arguments of ``client.containers.create``: the image's hardened posture
         (non-root user from the image, no capabilities, read-only root, tmpfs /tmp)."""
         return dict(image=image, command=self.command, name=self.name, labels=self.labels,
-                    device_requests=self.device_requests or None, hostname=socket.gethostname(),
+                    device_requests=self.device_requests or None, hostname=host_name(),
                     environment={"TILEOPS_FLEET_DEVICE": self.device.label}, detach=True,
                     shm_size="1g", read_only=True, tmpfs={"/tmp": ""}, cap_drop=["ALL"],
                     security_opt=["no-new-privileges:true"])
 
 
-def plan(task: str, devices: Sequence[Device], extra_args: Sequence[str] = (), run_id: str | None = None
+def plan(task: str, devices: Sequence[FleetTarget], extra_args: Sequence[str] = (), run_id: str | None = None
          ) -> list[ContainerPlan]:
     """One container per device; a GPU's container requests exactly that GPU by uuid."""
     if task not in TASKS:
@@ -139,10 +139,10 @@ def new_run_id() -> str:
 
 
 @dataclass
-class Outcome:
+class ContainerOutcome:
     """How one device's container ended, and where its files were copied on the host."""
 
-    device: Device
+    device: FleetTarget
     exit_code: int | None = None
     error: str | None = None
     collected: Path | None = None
@@ -183,7 +183,7 @@ Printer = Callable[[str], None]
 
 
 def launch(client: "docker.DockerClient", image: str, plans: Sequence[ContainerPlan], out_dir: Path, *,
-           seed_profiles: Path | None = None, echo: Printer = print) -> list[Outcome]:
+           seed_profiles: Path | None = None, echo: Printer = print) -> list[ContainerOutcome]:
     """Run every planned container at once, stream their logs, collect their volumes.
 
     ``seed_profiles``: a host profile store copied into each container's store
@@ -193,7 +193,7 @@ def launch(client: "docker.DockerClient", image: str, plans: Sequence[ContainerP
     from docker.errors import DockerException
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    outcomes = {p.name: Outcome(device=p.device) for p in plans}
+    outcomes = {p.name: ContainerOutcome(device=p.device) for p in plans}
     started: list[tuple[ContainerPlan, "Container"]] = []
     try:
         for p in plans:
@@ -250,7 +250,7 @@ def _stream(container: "Container", label: str, echo: Printer) -> None:
         echo(f"[{label}] {pending.decode(errors='replace')}")
 
 
-def _collect(container: "Container", dest: Path, outcome: Outcome) -> None:
+def _collect(container: "Container", dest: Path, outcome: ContainerOutcome) -> None:
     """Copy the container's results and profile volumes to ``dest/results``, ``dest/profiles``."""
     from docker.errors import DockerException
 
@@ -285,7 +285,7 @@ def _owned_by_image_user(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def install_profiles(outcomes: Iterable[Outcome], store: Path, echo: Printer = print) -> list[Path]:
+def install_profiles(outcomes: Iterable[ContainerOutcome], store: Path, echo: Printer = print) -> list[Path]:
     """Put the calibrations the containers wrote into the host's profile store.
 
     Every device's raw result (``devices/<uuid>.yaml``) is copied. A model
@@ -294,7 +294,7 @@ def install_profiles(outcomes: Iterable[Outcome], store: Path, echo: Printer = p
     measurement, as ``tileops calibrate --all-devices`` does), so a single weak
     GPU neither sets nor drags its model's ceiling.
     """
-    from tileops.calibrate.results import build_profile, read_device_result, write_device_result
+    from tileops.calibrate.results import build_profile, write_device_result
     from tileops.profiles import load_profile, write_profile
 
     written: list[Path] = []
@@ -303,7 +303,12 @@ def install_profiles(outcomes: Iterable[Outcome], store: Path, echo: Printer = p
         if not o.ok or o.collected is None:
             continue
         prof_dir = o.collected / "profiles"
-        runs = [read_device_result(f) for f in sorted((prof_dir / "devices").glob("*.yaml"))]
+        try:
+            runs = _checked_results(o, prof_dir / "devices")
+        except TileOpsError as exc:  # nothing of this container's is installed
+            o.error = f"its calibration was refused: {exc}"
+            echo(f"{o.device.describe()}: {o.error}")
+            continue
         written += [write_device_result(r, store) for r in runs]
         for f in sorted(prof_dir.glob("*.yaml")):
             profile = load_profile(f)
@@ -319,3 +324,22 @@ def install_profiles(outcomes: Iterable[Outcome], store: Path, echo: Printer = p
         written.append(write_profile(profile, store))
         echo(f"{model}: one profile from {len(runs)} devices (the median of each measurement)")
     return written
+
+
+def _checked_results(outcome: ContainerOutcome, folder: Path) -> list[Any]:
+    """The container's per-device results, each a real device id (GPU-/MIG- uuid, ``cpu-<hostname>``).
+
+    The ids come from the container's own output and become file names in the
+    host's store, so an id such as ``../../x`` is refused, not followed; and a
+    GPU's container may only report the GPU it was given.
+    """
+    from tileops.calibrate.results import check_device_key, read_device_result
+
+    runs = []
+    for f in sorted(folder.glob("*.yaml")):
+        run = read_device_result(f)
+        key = check_device_key(run.device_key, str(f))
+        if outcome.device.is_gpu and key != outcome.device.uuid:
+            raise FleetError(f"{f}: a result for {key}, but this container was given {outcome.device.uuid} only")
+        runs.append(run)
+    return runs

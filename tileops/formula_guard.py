@@ -7,21 +7,26 @@ one of them changes, and nobody would notice. Every consumer reads
 
 This module scans Python *source files* (it never looks at a formula string)
 and reports each place where a cost-named target (``flops``, ``bytes``,
-``nbytes``, ``total_flops``, ``read_bytes``, a ``*_flops`` function's return,
-a ``flops=`` keyword, a ``"bytes"`` dict key) receives
+``nbytes``, ``total_flops``, ``read_bytes``, ``work``, ``macs``, a ``*_flops``
+function's return, a ``flops=`` keyword, a ``"bytes"`` dict key) receives
 
 * a tensor-size source: ``.numel()``, ``.nelement()``, ``.element_size()``,
   ``.nbytes``, ``.itemsize``, ``finfo(...).bits``, or ``prod(... .shape ...)``
   (rule ``size-source``); or
 * multiplicative arithmetic over sizes: a product with at least two
   non-constant factors, or a non-constant factor and a constant of 2 or more,
-  e.g. ``2 * m * n * k`` (rule ``formula-arithmetic``).
+  e.g. ``2 * m * n * k`` (rule ``formula-arithmetic``);
+
+and each place where a rate-named target (``tflops``, ``gbps``, ``bandwidth``,
+``throughput``, ``bytes_per_s``) is a division whose numerator does either:
+``tflops = 2*M*N*K/t`` and ``gbps = (a.numel()+b.numel())*a.element_size()/t``
+compute the op's cost on the way to its rate.
 
 Reading a priced number is fine: ``flops, nbytes = op.eval_roofline()``,
-``rate = rec.bytes / seconds``, ``total = sum(r.flops for r in rows)``.
-Names that describe a device, a rate or a buffer rather than an op
-(``peak_flops``, ``bytes_per_s``, ``l2_cache_bytes``, ``flush_buffer_bytes``)
-are not cost names.
+``rate = rec.bytes / seconds``, ``tflops = rec.flops / t / 1e12``,
+``total = sum(r.flops for r in rows)``. Names that describe a device or a
+buffer rather than an op (``peak_flops``, ``theoretical_gbps``,
+``l2_cache_bytes``, ``flush_buffer_bytes``) are neither.
 
 A line may carry a waiver, ``# formula-guard: allow <reason>`` (the reason is
 required); modules that legitimately count are listed in ``ALLOWED`` with why.
@@ -40,8 +45,9 @@ from typing import Iterable, Mapping
 
 #: Paths (relative to the repository root, POSIX; a trailing "/" is a directory) that count by design.
 ALLOWED: dict[str, str] = {
-    "tileops/manifest/": "the manifest tooling: analysis, codegen and the primitives (bytes(t), bits(t))",
-    "tileops/perf/formulas.py": "func-mode formulas, the one place Python states a formula (§2.2)",
+    "tileops/manifest/": "the manifest tooling: analysis and codegen, which derive bytes from the signature",
+    "tileops/ops/primitives.py": "the primitive set the formulas call (bytes(t), bits(t), prod)",
+    "tileops/ops/formulas.py": "func-mode formulas, the one place Python states a formula (§2.2)",
     "tileops/ops/_roofline_gen.py": "generated evaluators: copies of checked manifest formulas (§4.4.1)",
     "tileops/ops/base.py": "the call model: records each tensor's size, which bytes(t) reads",
     "tileops/ops/call.py": "the call model: serves bytes(t) to the formulas",
@@ -50,18 +56,25 @@ ALLOWED: dict[str, str] = {
     "tileops/formula_guard.py": "this guard (its patterns name the cost words)",
     "benchmarks/roofline_pricing.py": "synthesises records to time the roofline tool; its numbers price no op",
     "benchmarks/exposition.py": "synthesises records to time the metrics exposition; its numbers price no op",
+    "benchmarks/serve_scrape.py": "synthesises records to time serve's scrapes; its numbers price no op",
+    "benchmarks/calibrate_triad.py": "compares the calibration's own kernels with STREAM, a D2D copy and torch.mm: "
+                                     "it counts those kernels' traffic and FLOPs, as tileops/calibrate/ does",
+    "tests/test_oracle.py": "the structural oracle (§4.6): an auditor that must recount bytes independently "
+                            "of the manifest, from the tensors each workload binds",
 }
 
-#: The default scope: the package, the benchmark scripts and the helper scripts.
-DEFAULT_SCOPE = ("tileops", "benchmarks", "scripts")
+#: The default scope: the package, the benchmark scripts, the helper scripts and the tests.
+DEFAULT_SCOPE = ("tileops", "benchmarks", "scripts", "tests")
 
 WAIVER = re.compile(r"#\s*formula-guard:\s*allow\b\s*\S")
-_COST_WORDS = {"flops", "flop", "bytes", "nbytes", "flop_count", "bytes_moved", "traffic"}
-#: words that make a name about the machine, a rate or a buffer rather than an op's cost
-_DEVICE_WORDS = {"peak", "roof", "ceiling", "bandwidth", "bw", "per", "rate", "throughput", "achieved",
-                 "effective", "theoretical", "calibrated", "gbps", "tflops", "gflops", "size", "cache", "l2",
+_COST_WORDS = {"flops", "flop", "bytes", "nbytes", "flop_count", "bytes_moved", "traffic", "work", "macs", "mac"}
+#: words that make a name a rate of some cost (judged on the numerator of its division)
+_RATE_WORDS = {"tflops", "gflops", "pflops", "tflop", "gflop", "gbps", "tbps", "mbps", "gibps", "bandwidth",
+               "bw", "throughput", "per", "rate", "intensity"}
+#: words that make a name about the machine or a buffer rather than an op's cost
+_DEVICE_WORDS = {"peak", "roof", "ceiling", "theoretical", "calibrated", "nominal", "spec", "size", "cache", "l2",
                  "llc", "buffer", "flush", "capacity", "mem", "memory", "free", "used", "reserved", "allocated",
-                 "page", "file", "disk"}
+                 "page", "file", "disk", "dir"}
 _SIZE_METHODS = {"numel", "nelement", "element_size"}
 _SIZE_ATTRS = {"nbytes", "itemsize"}
 _PROD_FUNCS = {"prod", "product"}
@@ -78,14 +91,35 @@ class Finding:
 
     def render(self) -> str:
         return (f"{self.path}:{self.line}:{self.col + 1}: [{self.rule}] {self.message}\n"
-                "    fix: read (flops, bytes) from op.eval_roofline(); state a formula in the manifest or "
-                "tileops.perf.formulas, or waive the line with '# formula-guard: allow <reason>'")
+                "    fix: read (flops, bytes) from op.eval_roofline() (or a record); state a formula in the "
+                "manifest or tileops.ops.formulas, or waive the line with '# formula-guard: allow <reason>'")
+
+
+def _words(name: str) -> set[str]:
+    return {w for w in re.split(r"[_\W]+", name.lower()) if w}
+
+
+def is_rate_name(name: str) -> bool:
+    """tflops, gbps, achieved_bandwidth, bytes_per_s: yes. peak_tflops, theoretical_gbps: no."""
+    words = _words(name)
+    return bool(words & _RATE_WORDS) and not words & _DEVICE_WORDS
 
 
 def is_cost_name(name: str) -> bool:
-    """flops, nbytes, total_flops, read_bytes, bytes_moved: yes. peak_flops, bytes_per_s: no."""
-    words = {w for w in re.split(r"[_\W]+", name.lower()) if w}
-    return bool(words & _COST_WORDS) and not words & _DEVICE_WORDS
+    """flops, nbytes, total_flops, read_bytes, bytes_moved, work: yes. peak_flops, bytes_per_s: no."""
+    words = _words(name)
+    return bool(words & _COST_WORDS) and not words & _DEVICE_WORDS and not is_rate_name(name)
+
+
+def numerators(value: ast.AST) -> list[ast.AST]:
+    """The dividends of a division (``a / t / 1e12`` -> ``a``); empty when ``value`` divides nothing."""
+    out: list[ast.AST] = []
+    node = value
+    while isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)):
+        node = node.left
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv))):
+            out.append(node)
+    return out
 
 
 def _target_names(node: ast.AST) -> list[str]:
@@ -160,24 +194,63 @@ class _Scanner(ast.NodeVisitor):
         self.lines = lines
         self.findings: list[Finding] = []
         self.functions: list[str] = []
+        self.statements: list[ast.stmt] = []  # the statements enclosing the node being visited
 
-    def waived(self, node: ast.AST) -> bool:
-        first, last = node.lineno, getattr(node, "end_lineno", node.lineno) or node.lineno
+    def visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.stmt):
+            self.statements.append(node)
+            try:
+                super().visit(node)
+            finally:
+                self.statements.pop()
+        else:
+            super().visit(node)
+
+    def _has_waiver(self, first: int, last: int) -> bool:
         return any(WAIVER.search(self.lines[i - 1]) for i in range(first, last + 1) if 0 < i <= len(self.lines))
 
+    def waived(self, node: ast.AST) -> bool:
+        """A waiver on the flagged expression's lines, on its statement's, or on a comment line just above
+        that statement (a simple statement's lines; a compound statement's header line)."""
+        first, last = node.lineno, getattr(node, "end_lineno", node.lineno) or node.lineno
+        if self._has_waiver(first, last):
+            return True
+        if not self.statements:
+            return False
+        stmt = self.statements[-1]
+        compound = any(isinstance(getattr(stmt, f, None), list) and getattr(stmt, f) and
+                       isinstance(getattr(stmt, f)[0], ast.stmt) for f in ("body", "orelse", "handlers"))
+        s_first = stmt.lineno
+        s_last = stmt.lineno if compound else (stmt.end_lineno or stmt.lineno)
+        above = s_first - 1
+        comment_above = 0 < above <= len(self.lines) and self.lines[above - 1].lstrip().startswith("#")
+        return self._has_waiver(s_first, s_last) or (comment_above and self._has_waiver(above, above))
+
     def judge(self, stmt: ast.AST, targets: list[str], value: ast.AST | None) -> None:
+        if value is None:
+            return
         cost = [t for t in targets if is_cost_name(t)]
-        if not cost or value is None or self.waived(stmt):
-            return
+        rate = [t for t in targets if is_rate_name(t)]
+        if cost:
+            self.judge_value(stmt, cost[0], value, "")
+        elif rate:
+            for num in numerators(value):
+                if self.judge_value(stmt, rate[0], num, "'s numerator"):
+                    break
+
+    def judge_value(self, stmt: ast.AST, target: str, value: ast.AST, what: str) -> bool:
+        """Record a finding when ``value`` computes a cost; True when it did."""
         src = size_source(value)
+        arith = None if src is not None else formula_arithmetic(value)
+        if (src is None and arith is None) or self.waived(stmt):
+            return False
         if src is not None:
-            self.findings.append(Finding(self.path, stmt.lineno, stmt.col_offset, "size-source", cost[0],
-                                         f"{cost[0]} is computed from a tensor size ({src})"))
-            return
-        arith = formula_arithmetic(value)
-        if arith is not None:
-            self.findings.append(Finding(self.path, stmt.lineno, stmt.col_offset, "formula-arithmetic", cost[0],
-                                         f"{cost[0]} is computed by a formula ({arith})"))
+            self.findings.append(Finding(self.path, stmt.lineno, stmt.col_offset, "size-source", target,
+                                         f"{target}{what} is computed from a tensor size ({src})"))
+        else:
+            self.findings.append(Finding(self.path, stmt.lineno, stmt.col_offset, "formula-arithmetic", target,
+                                         f"{target}{what} is computed by a formula ({arith})"))
+        return True
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.judge(node, [n for t in node.targets for n in _target_names(t)], node.value)

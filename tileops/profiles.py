@@ -18,14 +18,14 @@ import os
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Annotated, Any, Callable, Iterable, Literal
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
                       model_validator)
 
 from tileops.errors import TileOpsError
-from tileops.fsutil import write_atomic
+from tileops.fsutil import FileRefused, read_regular, write_atomic
 
 MIXES = ("copy", "triad", "read", "write")
 ROOF_KEYS = (
@@ -36,6 +36,19 @@ ROOF_KEYS = (
 )
 PROFILE_DIR_ENV = "TILEOPS_PROFILE_DIR"
 
+#: Bounds on every rate a profile holds (bytes/s, FLOP/s): the largest machines reach about 1e18, so a
+#: figure outside [1, 1e24] is a typo or an overflow (YAML reads ``1e400`` as infinity), and one that
+#: is infinite or not a number would silently disable the physics check (§4.3). Refused when read.
+MIN_RATE = 1.0
+MAX_RATE = 1e24
+#: A calibration is a measured fraction of the theoretical ceiling: 1e-9 and below is a broken measurement.
+MIN_FRACTION = 1e-9
+#: A profile is a page of YAML; a file larger than this is not one (and is not read into memory).
+PROFILE_MAX_BYTES = 2**20
+_FINITE = ConfigDict(extra="forbid", allow_inf_nan=False)
+_Rate = Annotated[float, Field(ge=MIN_RATE, le=MAX_RATE)]
+_Fraction = Annotated[float, Field(ge=MIN_FRACTION, le=1.5)]
+
 
 class Provenance(BaseModel):
     """Where a number came from.
@@ -45,7 +58,7 @@ class Provenance(BaseModel):
     supply it.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _FINITE
     source: Literal["datasheet", "calibration", "estimate", "user", "unknown"]
     ref: str | None = None  # datasheet document / URL, or the calibration tool version
     run_id: str | None = None
@@ -57,9 +70,10 @@ class Provenance(BaseModel):
 class Roof(BaseModel):
     """One ceiling: theoretical (per second) and the calibrated fraction of it that is achievable."""
 
-    model_config = ConfigDict(extra="forbid")
-    theoretical: float = Field(gt=0, description="bytes/s or FLOP/s, dense, no sparsity")
-    calibration: float | None = Field(None, gt=0, le=1.5, description="measured fraction; None = uncalibrated")
+    model_config = _FINITE
+    theoretical: float = Field(ge=MIN_RATE, le=MAX_RATE, description="bytes/s or FLOP/s, dense, no sparsity")
+    calibration: float | None = Field(None, ge=MIN_FRACTION, le=1.5,
+                                      description="measured fraction; None = uncalibrated")
     theoretical_source: Provenance
     calibration_source: Provenance | None = None
 
@@ -84,13 +98,13 @@ class MemoryRoof(BaseModel):
     nominal is unknown, and the physics check cannot judge bandwidth there.
     """
 
-    model_config = ConfigDict(extra="forbid")
-    theoretical: float | None = Field(None, gt=0, description="nominal bytes/s; None = unknown")
-    calibration: float | None = Field(None, gt=0, le=1.5)
+    model_config = _FINITE
+    theoretical: float | None = Field(None, ge=MIN_RATE, le=MAX_RATE, description="nominal bytes/s; None = unknown")
+    calibration: float | None = Field(None, ge=MIN_FRACTION, le=1.5)
     theoretical_source: Provenance
     calibration_source: Provenance | None = None
-    mixes: dict[str, float] = Field(default_factory=dict, description="measured fraction of theoretical per mix")
-    measured: dict[str, float] = Field(default_factory=dict, description="measured bytes/s per mix (STREAM counting)")
+    mixes: dict[str, _Fraction] = Field(default_factory=dict, description="measured fraction of theoretical per mix")
+    measured: dict[str, _Rate] = Field(default_factory=dict, description="measured bytes/s per mix (STREAM counting)")
 
     @field_validator("mixes", "measured")
     @classmethod
@@ -101,6 +115,7 @@ class MemoryRoof(BaseModel):
         if any(x <= 0 for x in v.values()):
             raise ValueError("every mix value must be positive")
         return v
+
 
     @model_validator(mode="after")
     def _consistent(self) -> "MemoryRoof":
@@ -128,7 +143,7 @@ class MemoryRoof(BaseModel):
 
 
 class Profile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _FINITE
     name: str
     kind: Literal["gpu", "cpu"]
     match: list[str] = Field(min_length=1, description="device names as the driver reports them, plus aliases")
@@ -138,8 +153,8 @@ class Profile(BaseModel):
     roof_aliases: dict[str, str] = Field(
         default_factory=dict,
         description="roof key -> the key of this profile that prices it (a CPU prices cuda_core.fp32 on cpu.fp32)")
-    l2_bytes: int | None = Field(None, gt=0, description="last-level cache size (L2 on GPU, LLC on CPU)")
-    latency_floor_s: float | None = Field(None, gt=0)
+    l2_bytes: int | None = Field(None, gt=0, le=2**40, description="last-level cache size (L2 on GPU, LLC on CPU)")
+    latency_floor_s: float | None = Field(None, gt=0, le=1.0, description="seconds; a floor of a second is not one")
     latency_floor_source: Provenance | None = None
     notes: str | None = None
 
@@ -221,7 +236,9 @@ _TYPE_FIXES = {
     "int_parsing": "write a whole number without units",
     "int_type": "write a whole number without units",
     "greater_than": "the value must be positive",
+    "greater_than_equal": "the value is below its allowed minimum",
     "less_than_equal": "the value is above its allowed maximum",
+    "finite_number": "write a finite number (YAML reads .inf, .nan and 1e400 as infinity or not-a-number)",
     "list_type": "write a YAML list, e.g. [\"NVIDIA H100 80GB HBM3\"]",
     "too_short": "the list must not be empty",
     "dict_type": "write a YAML mapping",
@@ -304,10 +321,18 @@ def load_profile(path: Path | str) -> Profile:
     """Read one profile file. Raises ProfileError naming the file, the field and the fix."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_regular(path, PROFILE_MAX_BYTES)
+    except FileRefused as exc:
+        raise ProfileError(str(exc), file=path, fix="replace it with a profile YAML file, or remove it") from None
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read the profile ({exc.strerror or exc}); check the path",
                            file=path, fix="check the path") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ProfileError(f"{path}: line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                           "save the file as UTF-8", file=path, field=f"line {line}", fix="save the file as UTF-8") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -320,32 +345,75 @@ def load_profile(path: Path | str) -> Profile:
     return parse_profile(data, path)
 
 
-def _load_dir(directory: Path) -> dict[str, Profile]:
+ProfileReader = Callable[[Path], Profile]
+ErrorSink = Callable[[ProfileError], None]
+
+
+def _load_dir(directory: Path, read: ProfileReader, on_error: ErrorSink | None) -> dict[str, Profile]:
     out: dict[str, Profile] = {}
     if not directory.is_dir():
         return out
     for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
-        p = load_profile(path)
-        if p.name in out:
-            other = out[p.name].source_path
-            raise ProfileError(f"{path}: name {p.name!r} is also used by {other}; every profile in a folder needs "
-                               "its own name", file=path, field="name", fix="rename one of the two profiles")
+        try:
+            p = read(path)
+            if p.name in out:
+                other = out[p.name].source_path
+                raise ProfileError(f"{path}: name {p.name!r} is also used by {other}; every profile in a folder "
+                                   "needs its own name", file=path, field="name", fix="rename one of the two profiles")
+        except ProfileError as exc:
+            if on_error is None:
+                raise
+            on_error(exc)
+            continue
         out[p.name] = p
     return out
 
 
-def load_profiles(*, shipped: bool = True, store: bool = True, store_path: Path | None = None) -> list[Profile]:
+def load_profiles(*, shipped: bool = True, store: bool = True, store_path: Path | None = None,
+                  read: ProfileReader = load_profile, on_error: ErrorSink | None = None) -> list[Profile]:
     """Shipped profiles plus the store's, a store profile replacing a shipped one of the same name.
 
     A malformed file raises ProfileError: a profile that silently vanished would
-    leave readings blank with a misleading reason.
+    leave readings blank with a misleading reason. A long-running reader (``tileops
+    serve``) passes ``on_error`` instead: the file is reported there and skipped,
+    and every other profile still loads. ``read`` reads one file (a cache may
+    stand in for :func:`load_profile`).
     """
     merged: dict[str, Profile] = {}
     if shipped:
-        merged.update(_load_dir(shipped_dir()))
+        merged.update(_load_dir(shipped_dir(), read, on_error))
     if store:
-        merged.update(_load_dir(store_path or store_dir()))
+        directory = store_path or store_dir()
+        problem = store_problem(directory, explicit=store_path is not None)
+        if problem is None:
+            merged.update(_load_dir(directory, read, on_error))
+        elif on_error is None:
+            raise problem
+        else:
+            on_error(problem)
     return sorted(merged.values(), key=lambda p: p.name)
+
+
+def store_problem(directory: Path, *, explicit: bool = False) -> ProfileError | None:
+    """Why ``directory`` cannot be the profile store (it exists and is not a directory), naming what set it
+    and the fix; None when it is a directory or absent (absent: no store profiles yet, calibrate makes it).
+
+    Without this, every reader would find no store profile in a file and price rows blank (``no-profile``)
+    without saying why. ``explicit``: the path was passed in rather than read from the environment."""
+    if not directory.exists() or directory.is_dir():
+        return None
+    env = os.environ.get(PROFILE_DIR_ENV)
+    if explicit:
+        origin, fix = "the profile store given", "give a directory"
+    elif env:
+        origin = f"{PROFILE_DIR_ENV}={env}"
+        fix = f"point {PROFILE_DIR_ENV} (or --profile-dir) at a directory, or unset it for the default store"
+    else:
+        origin = "the default profile store"
+        fix = f"move the file away, or set {PROFILE_DIR_ENV} to a directory"
+    return ProfileError(f"{directory}: {origin} is a file, not a directory; the profile store is a folder of "
+                        f"profile YAML files (fix: {fix}; calibrate creates the directory when missing)",
+                        file=directory, field=PROFILE_DIR_ENV, fix=fix)
 
 
 def is_store_profile(profile: Profile, store_path: Path | None = None) -> bool:
@@ -378,11 +446,12 @@ def select_profile(device_name: str, profiles: Iterable[Profile] | None = None) 
                        fix=f"remove {device_name!r} from all but one profile's match list")
 
 
-def find_profile(name_or_path: str | Path, profiles: Iterable[Profile] | None = None) -> Profile:
+def find_profile(name_or_path: str | Path, profiles: Iterable[Profile] | None = None, *,
+                 read: ProfileReader = load_profile) -> Profile:
     """A profile by file path, by name, or by a device name it matches; ProfileError listing the names otherwise."""
     p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.is_file():
-        return load_profile(p)
+    if p.suffix in (".yaml", ".yml") or (p.exists() and not p.is_dir()):  # a file (load_profile refuses a FIFO)
+        return read(p)
     pool = list(load_profiles() if profiles is None else profiles)
     key = str(name_or_path).strip().lower()
     for prof in pool:
@@ -396,49 +465,77 @@ def find_profile(name_or_path: str | Path, profiles: Iterable[Profile] | None = 
                        field="name", fix="run `tileops profile list`, or `tileops calibrate` on that device")
 
 
+#: A device's own profile from its key and its model's profile, or None (the model's prices it).
+DeviceProfiles = Callable[[str, Profile], "Profile | None"]
+_UNSET = object()
+
+
 class ProfileChooser:
     """The one place that decides which profile prices a device (§4.3, §5.1).
 
     Given an explicit profile (``--profile NAME|FILE``), that profile prices
-    every device. Otherwise a device's profile is the one whose ``match`` names
-    it (:func:`select_profile`: the store's calibrated profiles before the
-    shipped ones; two claimants raise rather than guess), looked up once per
-    device name. None means no profile: SOL stays blank (§1.2), never guessed.
-    The bench, ``roofline``, ``export``, ``serve`` and the fleet all choose here.
+    every device. Otherwise a device's model profile is the one whose ``match``
+    names it (:func:`select_profile`: the store's calibrated profiles before the
+    shipped ones; two claimants raise rather than guess), and, where the store
+    holds the device's own calibration (``per_device``, given by the calibration
+    store: ``tileops.calibrate.results.device_profile_reader``), the device is
+    priced on that calibration over its model's theoretical ceilings, since
+    calibration is a per-device input (§5.1). Each is looked up once. None means
+    no profile: SOL stays blank (§1.2), never guessed. The bench, ``roofline``,
+    ``export``, ``serve`` and the fleet all choose here.
     """
 
     def __init__(self, profiles: Iterable[Profile] = (), *, fixed: Profile | None = None,
-                 use_fixed: bool = False) -> None:
+                 use_fixed: bool = False, per_device: DeviceProfiles | None = None) -> None:
         self._profiles = list(profiles)
         self._fixed = fixed
         self._use_fixed = use_fixed or fixed is not None
+        self._per_device = per_device
         self._cache: dict[str, Profile | None] = {}
+        self._device_cache: dict[tuple[str, str], Profile | None] = {}
 
     @classmethod
-    def resolve(cls, choice: str | Path | None = None, *, store_path: Path | None = None) -> "ProfileChooser":
-        """``--profile NAME|FILE`` as a fixed choice; without it every known profile. Reads (and so
-        validates) the profiles now: a bad name or file is an error before any work starts."""
-        pool = load_profiles(store_path=store_path)
+    def resolve(cls, choice: str | Path | None = None, *, store_path: Path | None = None,
+                read: ProfileReader = load_profile, on_error: ErrorSink | None = None,
+                per_device: DeviceProfiles | None = None) -> "ProfileChooser":
+        """``--profile NAME|FILE`` as a fixed choice; without it every known profile (and each device's own
+        calibration, with ``per_device``). Reads (and so validates) the profiles now: a bad name or file is
+        an error before any work starts. With ``on_error``, a bad file in the folders is reported there and
+        skipped (see :func:`load_profiles`); a bad explicit choice still raises."""
+        pool = load_profiles(store_path=store_path, read=read, on_error=on_error)
         if choice:
-            return cls(pool, fixed=find_profile(choice, pool))
-        return cls(pool)
+            return cls(pool, fixed=find_profile(choice, pool, read=read))
+        return cls(pool, per_device=per_device)
 
     @classmethod
     def only(cls, profile: Profile | None) -> "ProfileChooser":
         """``profile`` for every device (None: every row blank, no profile)."""
         return cls([profile] if profile is not None else [], fixed=profile, use_fixed=True)
 
-    def __call__(self, device_name: str) -> Profile | None:
+    def __call__(self, device_name: str, device_key: str | None = None) -> Profile | None:
+        """The profile that prices the device named ``device_name`` whose stable key (GPU uuid, or
+        ``cpu-<hostname>``: ``tileops.records.Machine.device_key``) is ``device_key``."""
         if self._use_fixed:
             return self._fixed
         if device_name not in self._cache:
             self._cache[device_name] = select_profile(device_name, self._profiles)
-        return self._cache[device_name]
+        model = self._cache[device_name]
+        if model is None or device_key is None or self._per_device is None:
+            return model
+        hit = self._device_cache.get((device_name, device_key), _UNSET)
+        if hit is _UNSET:
+            hit = self._device_cache[(device_name, device_key)] = self._per_device(device_key, model) or model
+        return hit  # type: ignore[return-value]
 
     def add(self, profile: Profile) -> None:
         """A profile written meanwhile (a calibration) joins the pool, replacing one of its name."""
         self._profiles = [p for p in self._profiles if p.name != profile.name] + [profile]
+        self.forget()
+
+    def forget(self) -> None:
+        """Look everything up again (a device was calibrated meanwhile)."""
         self._cache.clear()
+        self._device_cache.clear()
 
     @property
     def fixed(self) -> Profile | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import errno
 import json
 import json.scanner
 import math
@@ -37,16 +38,18 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, TypeVar
 
 from tileops.errors import TileOpsError
-from tileops.fsutil import write_atomic
+from tileops.fsutil import FileRefused, open_regular, read_regular, write_atomic
 
 SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
 RUN_FILE = "run.json"
 AUDIT_FILE = "audit.jsonl"
+#: A run file is a page of JSON; anything this large is not one (and is not read into memory).
+RUN_FILE_MAX_BYTES = 16 * 2**20
 
 TimerKind = Literal["cupti", "cuda-events", "cpu-wall"]
 Status = Literal["ok", "error", "skipped"]
-ErrorKind = Literal["exception", "crash", "timeout", "oom", "unsupported", "cuda"]
+ErrorKind = Literal["exception", "crash", "timeout", "oom", "unsupported", "cuda", "compile"]
 RunStatus = Literal["running", "completed", "interrupted", "failed"]
 # PASS: measured reads within tolerance of the declared read half (tileops.audit.verdict).
 AuditVerdict = Literal["PASS", "FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT"]
@@ -58,6 +61,11 @@ AUDIT_PREMISE = ("cold caches on each kernel replay (ncu --cache-control all --r
 #: Counts (FLOPs, bytes) above this are not a measurement of anything: int64 is what
 #: every consumer (JSON readers, Prometheus, float arithmetic) can carry exactly enough.
 MAX_COUNT = 2**63 - 1
+#: A timed duration is between a picosecond (no timer resolves less) and about 30 years. Inside
+#: these bounds every rate and ratio the roofline tool derives (count / time, time / time) is a
+#: finite float, so no consumer meets an infinity or an OverflowError.
+MIN_TIME_S = 1e-12
+MAX_TIME_S = 1e9
 
 
 def utcnow() -> datetime:
@@ -70,6 +78,10 @@ def _positive(**extra: Any) -> dict[str, Any]:
 
 def _nonneg(**extra: Any) -> dict[str, Any]:
     return {"ge": 0, **extra}
+
+
+def _duration() -> dict[str, Any]:
+    return {"ge": MIN_TIME_S, "le": MAX_TIME_S}
 
 
 # --------------------------------------------------------------------------- the contract
@@ -117,18 +129,20 @@ class Timing:
     """Device-busy time statistics over the timed repetitions, in seconds."""
 
     timer: TimerKind
-    median_s: float = field(metadata=_positive())
-    min_s: float = field(metadata=_positive())
-    mean_s: float = field(metadata=_positive())
-    p10_s: float = field(metadata=_positive())
-    p90_s: float = field(metadata=_positive())
+    median_s: float = field(metadata=_duration())
+    min_s: float = field(metadata=_duration())
+    mean_s: float = field(metadata=_duration())
+    p10_s: float = field(metadata=_duration())
+    p90_s: float = field(metadata=_duration())
     n: int = field(metadata={"ge": 1})
     rel_noise: float = field(metadata=_nonneg())  # relative standard deviation of the samples
     warmup: int = field(metadata=_nonneg())
-    total_s: float = field(metadata=_nonneg())  # wall time spent timing this row
-    stop_reason: str  # noise target reached | time cap | sample cap
-    excluded_copies_s: float = field(default=0.0, metadata=_nonneg())  # device copies excluded (§1.2)
+    total_s: float = field(metadata=_nonneg(le=MAX_TIME_S))  # wall time spent timing this row
+    stop_reason: str  # median precision reached | time cap | sample cap
+    excluded_copies_s: float = field(default=0.0, metadata=_nonneg(le=MAX_TIME_S))  # device copies excluded (§1.2)
     fallback_reason: str | None = None  # why a GPU row was not timed by CUPTI (then SOL is blank)
+    #: compile/triton backends: the first (checked) call's seconds, compilation included; never in the samples
+    compile_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
 
     @property
     def actual_time_s(self) -> float:
@@ -177,6 +191,30 @@ class Record:
 
 
 @dataclass(kw_only=True)
+class RunOptions:
+    """The options a run was started with, beyond its selection: ``--resume`` restores them.
+
+    Every field has the bench's default, so a run file written before these
+    were stored still reads (and resumes with the defaults). Paths are stored
+    absolute, so a run resumes from any working directory.
+    """
+
+    device: str = "auto"  # as asked (--device); RunInfo.selection["device"] is what it resolved to
+    quick: bool = False
+    row_timeout_s: float | None = field(default=None, metadata=_positive())  # None: the device's default
+    timer: str = "auto"
+    profile: str | None = None  # a profile name, or a profile file's absolute path
+    calibrate: str = "auto"
+    plot: bool = True
+    push_url: str | None = None
+    textfile_dir: str | None = None
+    job: str | None = None
+    instance: str | None = None
+    compile_cache: str | None = None  # absolute; None: beside the run directory (or the environment's)
+    compile_timeout_s: float | None = field(default=None, metadata=_positive())  # None: the bench's default
+
+
+@dataclass(kw_only=True)
 class RunInfo:
     """The run file: a run's start, end, selection and exit status (mutable while the run goes)."""
 
@@ -185,8 +223,11 @@ class RunInfo:
     finished_at: datetime | None = None
     status: RunStatus = "running"
     exit_code: int | None = None
-    argv: list[str] = field(default_factory=list)
+    #: Why the run is "failed" or "interrupted", as a sentence (what failed, where, and the fix).
+    reason: str | None = None
+    argv: list[str] = field(default_factory=list)  # the command that started the run (not a resume)
     selection: dict[str, Any] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)
     rows_total: int = field(default=0, metadata=_nonneg())
     rows_ok: int = field(default=0, metadata=_nonneg())
     rows_error: int = field(default=0, metadata=_nonneg())
@@ -240,7 +281,8 @@ class AuditEntry:
         """Measured / declared reads; None when either is missing or nothing is declared."""
         if self.measured_read_bytes is None or not self.expected_read_bytes:
             return None
-        return self.measured_read_bytes / self.expected_read_bytes
+        ratio = self.measured_read_bytes / self.expected_read_bytes
+        return ratio if math.isfinite(ratio) else None  # a sub-byte expectation is no expectation
 
     @property
     def read_bytes_ratio(self) -> float | None:
@@ -762,7 +804,14 @@ def iter_jsonl(path: Path, cls: type[T], *, what: str, fix: str,
     still numbered as lines of the whole file.
     """
     decode = _dataclass_decoder(cls)
-    with open(path, "rb") as f:
+    try:
+        f = open_regular(path)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # FileRefused (a FIFO, a device), permissions
+        raise RecordFileError(str(exc) if isinstance(exc, FileRefused) else
+                              f"{path}: cannot read ({exc.strerror or exc}); {fix}") from None
+    with f:
         first, pos, end = 1, 0, None
         if span is not None:
             pos, end = span
@@ -820,7 +869,13 @@ def jsonl_spans(path: Path | str, parts: int, *, min_bytes: int = 1 << 22) -> li
 def torn_tail(path: Path) -> bytes | None:
     """The bytes after the last newline of a JSON Lines file (an interrupted write), or None."""
     try:
-        with open(path, "rb") as f:
+        f = open_regular(path)
+    except FileNotFoundError:
+        return None
+    except FileRefused as exc:
+        raise RecordFileError(str(exc)) from None
+    try:
+        with f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
             if size == 0:
@@ -837,8 +892,8 @@ def torn_tail(path: Path) -> bytes | None:
                     tail = chunk[nl + 1:]
                     return tail or None
             return chunk or None
-    except FileNotFoundError:
-        return None
+    except OSError as exc:
+        raise RecordFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def resolve_records_path(path: Path | str) -> Path:
@@ -846,9 +901,9 @@ def resolve_records_path(path: Path | str) -> Path:
     path = Path(path)
     if path.is_dir():
         path = path / RECORDS_FILE
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"{path}: no records file (run `tileops bench --out DIR` first)")
-    return path
+    return path  # anything but a regular file is refused, with its name, when it is opened
 
 
 _RECORD_FIX = "fix or remove that line, or re-run the bench for that row"
@@ -897,17 +952,62 @@ def parse_record(text: str, where: str = "<record>") -> Record:
 
 
 def append_record(path: Path, record: Record) -> None:
-    """Append one record as one whole line in one write, then fsync: a crash leaves whole lines
-    (at worst a torn last line without its newline, which readers skip)."""
+    """Append one record as one whole line (one write, unless the disk cuts it short), then fsync.
+
+    A write that fails (a full disk, a quota, an I/O error) or comes up short is
+    undone: the file is cut back to where it was, so it holds whole lines only,
+    and the OSError is raised. Only a crash between the write and the cut can
+    leave a torn last line without its newline, which readers skip and a resumed
+    run sets aside (:func:`set_aside_torn_tail`).
+    """
     line = (to_json(record) + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        written = os.write(fd, line)
-        if written != len(line):
-            raise OSError(f"short write to {path}: {written} of {len(line)} bytes")
+        start = os.fstat(fd).st_size
+        try:
+            rest = memoryview(line)
+            while rest:  # a short write (a nearly full disk) goes on until the kernel says why it cannot
+                written = os.write(fd, rest)
+                if written <= 0:
+                    raise OSError(errno.EIO, f"wrote nothing of the last {len(rest)} bytes", str(path))
+                rest = rest[written:]
+            os.fsync(fd)
+        except OSError:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass  # the torn tail stays; readers skip it and --resume sets it aside
+            raise
+    finally:
+        os.close(fd)
+
+
+def set_aside_torn_tail(path: Path, now: datetime | None = None) -> Path | None:
+    """Move a torn last line (an interrupted write) out of a JSON Lines file, before appending to it.
+
+    Appending after a fragment would glue the next record onto it and lose both;
+    so the fragment is copied, fsync'd, to ``<file>.torn-<UTC time>`` beside the
+    file, and only then cut off. Returns that file, or None when the file ends
+    whole. Call it only while holding the run's lock.
+    """
+    tail = torn_tail(path)
+    if tail is None:
+        return None
+    stamp = (now or utcnow()).strftime("%Y%m%dT%H%M%S.%fZ")
+    aside = path.with_name(f"{path.name}.torn-{stamp}")
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        if os.write(fd, tail) != len(tail):
+            raise OSError(errno.ENOSPC, "short write of the torn fragment", str(aside))
         os.fsync(fd)
     finally:
         os.close(fd)
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.truncate(size - len(tail))
+        f.flush()
+        os.fsync(f.fileno())
+    return aside
 
 
 def write_run_info(run_dir: Path, info: RunInfo) -> None:
@@ -918,11 +1018,14 @@ def write_run_info(run_dir: Path, info: RunInfo) -> None:
 def read_run_info(run_dir: Path | str) -> RunInfo | None:
     """The run file of a run directory, or None when there is none; RecordFileError when it is bad."""
     p = Path(run_dir) / RUN_FILE
+    fix = "re-run the bench, or remove the file"
     try:
-        raw = p.read_bytes()
+        raw = read_regular(p, RUN_FILE_MAX_BYTES)
     except FileNotFoundError:
         return None
-    fix = "re-run the bench, or remove the file"
+    except OSError as exc:  # FileRefused, permissions
+        raise RecordFileError(str(exc) if isinstance(exc, FileRefused) else
+                              f"{p}: cannot read the run file ({exc.strerror or exc})") from None
     try:
         return _parse_line(RunInfo, raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -934,7 +1037,7 @@ def read_run_info(run_dir: Path | str) -> RunInfo | None:
 def read_audit(run_dir: Path | str) -> list[AuditEntry]:
     """``audit.jsonl`` beside the records, when the audit ran."""
     p = Path(run_dir) / AUDIT_FILE
-    if not p.is_file():
+    if not p.exists():
         return []
     return list(iter_jsonl(p, AuditEntry, what="audit entry",
                            fix="fix or remove that line, or re-run `tileops audit`"))

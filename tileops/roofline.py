@@ -10,7 +10,9 @@ CONTRACT (shared with tileops.pipeline, tileops.export and tileops.report):
     price_all(records, chooser) -> list[Priced]     chooser: tileops.profiles.ProfileChooser
     price_iter(records, chooser) -> Iterator[Priced]  the same, one at a time (a stream of records)
     health(priced) -> Health                          the run's health, decided here and only here
+                                                      (per ceiling: held, breached or not judged)
     HealthTally                                       the same health, counted as rows go by
+    compare_backends(priced) -> {row: BackendRace}    a row's backends side by side: the best, its margin
 
 The model (§1.2)::
 
@@ -28,14 +30,18 @@ below the profile's latency floor; ``anomaly`` above 105 %; ``at-ceiling`` at
 The physics check compares each row's implied rates (bytes / time, flops /
 time) with the *theoretical* ceilings of its roofs. A breach is physically
 impossible, so it is a formula error (never a fast kernel) and fails health.
+A ceiling with no theoretical figure (a CPU whose nominal bandwidth is
+unknown, a roof key the profile lacks, no profile at all) cannot be judged:
+each row records that as a :class:`Check` with a ``NOT_JUDGED_*`` reason, and
+:func:`health` reports every ceiling as held, breached or not judged, so a run
+whose formulas were never compared with anything is never called "passed".
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Literal
+from typing import Iterable, Iterator, Literal, NamedTuple
 
 from tileops.profiles import Profile, ProfileChooser
 from tileops.records import Record
@@ -86,6 +92,27 @@ BLANK_REASONS: dict[str, str] = {
 NOTE_NOMINAL_UNKNOWN = ("nominal memory bandwidth unknown: priced on the measured envelope, "
                         "and the physics check cannot judge bandwidth")
 
+# Why the physics check could not judge a ceiling of a row: stable names (metric labels).
+NOT_JUDGED_NO_PROFILE = "no-profile"  # no profile matches the device: no ceiling at all
+NOT_JUDGED_NOMINAL_UNKNOWN = "nominal-unknown"  # the memory roof has no nominal (theoretical) bandwidth
+NOT_JUDGED_THEORETICAL_MISSING = "theoretical-missing"  # the profile has no memory roof at all
+NOT_JUDGED_ROOF_ABSENT = "roof-absent"  # the row's roof key is not in the profile (nor aliased), or none given
+NOT_JUDGED_NO_TIMING = "no-timing"  # an ok record without timing: no implied rate
+NOT_JUDGED_NO_ROOFLINE = "no-roofline"  # the record carries no flops (or bytes): no implied rate
+
+NOT_JUDGED_REASONS: dict[str, str] = {
+    NOT_JUDGED_NO_PROFILE: "no profile matches the device, so there is no theoretical ceiling to compare with; "
+                           "calibrate the device (`tileops calibrate`) or pass --profile",
+    NOT_JUDGED_NOMINAL_UNKNOWN: "the nominal memory bandwidth is unknown (no DMI/SMBIOS data, none given); give it "
+                                "with TILEOPS_DRAM_BANDWIDTH or `tileops calibrate --dram-bandwidth`, or price with "
+                                "--profile FILE stating memory.theoretical",
+    NOT_JUDGED_THEORETICAL_MISSING: "the profile has no memory roof, so no theoretical bandwidth; add "
+                                    "memory.theoretical to the profile (docs/profiles.md)",
+    NOT_JUDGED_ROOF_ABSENT: "the row's roof key is not in the profile (no roof, no alias), so no theoretical peak",
+    NOT_JUDGED_NO_TIMING: "the record has no timing, so no implied rate",
+    NOT_JUDGED_NO_ROOFLINE: "the record carries no (flops, bytes), so no implied rate",
+}
+
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 
@@ -124,7 +151,35 @@ class Breach:
                 "physically impossible, so the roofline formula (flops/bytes) or roof key overstates the work")
 
 
-@dataclass(frozen=True)
+class Check(NamedTuple):
+    """One ceiling of one row as the physics check saw it: judged (a theoretical figure and an implied
+    rate were both there) or not, with the reason. A row has one per ceiling its work touches: memory when
+    its bytes are not zero, its compute roof when its FLOPs are not zero. (A named tuple: pricing 100,000
+    records builds up to 200,000 of them.)"""
+
+    ceiling: str  # "memory", or the roof key (the profile's key after roof_aliases; the record's when absent)
+    theoretical_per_s: float | None = None
+    implied_per_s: float | None = None
+    not_judged: str | None = None  # a NOT_JUDGED_* name; None when judged
+
+    @property
+    def judged(self) -> bool:
+        return self.not_judged is None
+
+    @property
+    def breached(self) -> bool:
+        return (self.not_judged is None and self.implied_per_s is not None and self.theoretical_per_s is not None
+                and self.implied_per_s > self.theoretical_per_s)
+
+    @property
+    def ratio(self) -> float | None:
+        """implied / theoretical when judged."""
+        if self.not_judged is not None or not self.theoretical_per_s or self.implied_per_s is None:
+            return None
+        return self.implied_per_s / self.theoretical_per_s
+
+
+@dataclass(frozen=True, slots=True)
 class Priced:
     record: Record
     profile: str | None  # the profile's name, None when no profile matched
@@ -144,6 +199,17 @@ class Priced:
     blank_detail: str | None = None  # the blank/error reason as a sentence with its particulars
     roof: str | None = None  # the profile key that priced record.roof_key (after roof_aliases)
     notes: tuple[str, ...] = ()  # caveats on the reading (e.g. nominal bandwidth unknown)
+    checks: tuple[Check, ...] = ()  # the physics check per ceiling (none for error/skipped records)
+
+    @property
+    def physics(self) -> str | None:
+        """The row's physics state: ``breach``, ``held`` (every ceiling judged), ``not-judged`` (some ceiling
+        could not be), or None when there was nothing to check (an error or skipped record)."""
+        if self.breaches:
+            return "breach"
+        if not self.checks:
+            return None
+        return "held" if all(c.judged for c in self.checks) else "not-judged"
 
     @property
     def intensity(self) -> float | None:
@@ -158,14 +224,72 @@ class Priced:
         return bool(self.breaches)
 
 
+CeilingState = Literal["held", "breached", "not-judged"]
+HealthState = Literal["held", "partial", "not-judged", "breached"]
+
+#: Run-level physics states, in the order a reader should worry about them.
+HEALTH_STATES: tuple[str, ...] = ("breached", "not-judged", "partial", "held")
+
+
+@dataclass(frozen=True)
+class CeilingHealth:
+    """The physics check of one ceiling of one profile over a run's rows."""
+
+    profile: str | None  # None: rows no profile matched
+    ceiling: str  # "memory" or a roof key
+    theoretical_per_s: float | None
+    judged: int  # rows whose implied rate was compared with the theoretical figure
+    breached: int  # of those, rows above it
+    not_judged: dict[str, int] = field(default_factory=dict)  # NOT_JUDGED_* reason -> rows
+    max_ratio: float | None = None  # the highest implied / theoretical among the judged rows
+
+    @property
+    def state(self) -> CeilingState:
+        """breached (any row above the theoretical), held (judged, none above), or not-judged (no row judged).
+        A ceiling judged on some rows and not others is held or breached; its not_judged counts say the rest."""
+        if self.breached:
+            return "breached"
+        return "held" if self.judged else "not-judged"
+
+    @property
+    def unit(self) -> str:
+        return "B/s" if self.ceiling == "memory" else "FLOP/s"
+
+    @property
+    def reason(self) -> str | None:
+        """The most common reason rows were not judged (None when every row was)."""
+        if not self.not_judged:
+            return None
+        return max(sorted(self.not_judged), key=self.not_judged.__getitem__)
+
+    def as_dict(self) -> dict:
+        return {"profile": self.profile, "ceiling": self.ceiling, "state": self.state,
+                "theoretical_per_s": self.theoretical_per_s, "rows_judged": self.judged,
+                "rows_breached": self.breached, "rows_not_judged": sum(self.not_judged.values()),
+                "not_judged": dict(self.not_judged), "max_ratio": self.max_ratio}
+
+
 @dataclass(frozen=True)
 class Health:
+    """The run's health as the roofline tool decides it (§4.3).
+
+    ``ok`` is False on any physics breach (the exit code 3). ``state`` says what
+    the physics check could vouch for: ``held`` (every ceiling of every measured
+    row judged, none breached; a roof the profile does not have at all is listed
+    as not judged but leaves ``held`` alone, since its rows are blank),
+    ``partial`` (some judged and held, some not judged), ``not-judged``
+    (nothing judged: no profile, no nominal, no measured row) or ``breached``.
+    Only ``held`` is a pass; ``partial`` passes only what it judged, which
+    ``ceilings`` lists.
+    """
+
     ok: bool  # False when any row breaches the physics check
     rows: int
     by_verdict: dict[str, int] = field(default_factory=dict)
     blanks_by_reason: dict[str, int] = field(default_factory=dict)
     breaches: int = 0  # rows with at least one breach
     errors: int = 0  # error records (skipped rows are not errors)
+    ceilings: tuple[CeilingHealth, ...] = ()
 
     @property
     def at_ceiling(self) -> int:
@@ -175,10 +299,34 @@ class Health:
     def anomalies(self) -> int:
         return self.by_verdict.get("anomaly", 0)
 
+    @property
+    def state(self) -> HealthState:
+        if not self.ok:
+            return "breached"
+        if not any(c.judged for c in self.ceilings):
+            return "not-judged"
+        return "partial" if self.unjudged(significant=True) else "held"
+
+    def unjudged(self, *, significant: bool = False) -> list[CeilingHealth]:
+        """Ceilings with rows the check could not judge. ``significant``: leave out those whose only reason is
+        ``roof-absent`` (a unit the profile does not have, such as fp8 on a CPU): their rows are blank, so no
+        reading stands on them, and the blank reason already says so."""
+        return [c for c in self.ceilings if c.not_judged
+                and not (significant and set(c.not_judged) == {NOT_JUDGED_ROOF_ABSENT})]
+
+    @property
+    def not_judged_reasons(self) -> dict[str, int]:
+        """Rows x ceilings not judged, by reason, over the whole run."""
+        out: dict[str, int] = {}
+        for c in self.ceilings:
+            for reason, n in c.not_judged.items():
+                out[reason] = out.get(reason, 0) + n
+        return out
+
     def as_dict(self) -> dict:
-        return {"ok": self.ok, "rows": self.rows, "by_verdict": dict(self.by_verdict),
+        return {"ok": self.ok, "state": self.state, "rows": self.rows, "by_verdict": dict(self.by_verdict),
                 "blanks_by_reason": dict(self.blanks_by_reason), "breaches": self.breaches,
-                "errors": self.errors}
+                "errors": self.errors, "ceilings": [c.as_dict() for c in self.ceilings]}
 
 
 @dataclass
@@ -191,6 +339,7 @@ class _Ceilings:
     notes: tuple[str, ...]
     name: str = ""
     latency_floor_s: float | None = None
+    memory_not_judged: str | None = None  # why the memory ceiling cannot be judged on this profile
     _roofs: dict[str, tuple[str | None, float | None, float | None]] = field(default_factory=dict)
 
     @classmethod
@@ -199,8 +348,10 @@ class _Ceilings:
         notes: tuple[str, ...] = ()
         if mem is not None and not mem.nominal_known:
             notes = (NOTE_NOMINAL_UNKNOWN,)
+        why = (NOT_JUDGED_THEORETICAL_MISSING if mem is None
+               else NOT_JUDGED_NOMINAL_UNKNOWN if mem.theoretical is None else None)
         return cls(profile, mem.effective if mem else None, mem.theoretical if mem else None, notes,
-                   profile.name, profile.latency_floor_s)
+                   profile.name, profile.latency_floor_s, why)
 
     def roof(self, key: str) -> tuple[str | None, float | None, float | None]:
         """(resolved key or None when absent, effective, theoretical) for a record's roof key."""
@@ -213,41 +364,52 @@ class _Ceilings:
         return hit
 
 
-_PRICED_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Priced) if f.default is not dataclasses.MISSING}
-
-
-def _priced(**fields: Any) -> Priced:
-    """``Priced(**fields)`` without the frozen dataclass's field-by-field ``__setattr__``, which
-    was half the cost of pricing a record; the same object (a test holds them equal)."""
-    p = object.__new__(Priced)
-    object.__setattr__(p, "__dict__", {**_PRICED_DEFAULTS, **fields})
-    return p
-
-
 def price(record: Record, profile: Profile | None) -> Priced:
     """Price one record against one profile (None: no profile matched the device)."""
     return _price(record, _Ceilings.of(profile) if profile is not None else None)
 
 
 def _blank(record: Record, profile: str | None, reason: str, detail: str, *,
-           verdict: Verdict = "blank", actual: float | None = None, breaches: tuple[Breach, ...] = (),
+           verdict: Verdict = "blank", actual: float | None = None, checks: tuple[Check, ...] = (),
            notes: tuple[str, ...] = ()) -> Priced:
-    return _priced(record=record, profile=profile, verdict=verdict, blank_reason=reason, blank_detail=detail,
-                  actual_time_s=actual, breaches=breaches, notes=notes)
+    return Priced(record=record, profile=profile, verdict=verdict, blank_reason=reason, blank_detail=detail,
+                  actual_time_s=actual, breaches=_breaches(checks), notes=notes, checks=checks)
 
 
 _NO_ROOF: tuple[str | None, float | None, float | None] = (None, None, None)
 
 
-def _physics(flops: int | None, nbytes: int | None, actual: float, bw_theoretical: float | None,
-             roof: tuple[str | None, float | None, float | None]) -> tuple[Breach, ...]:
-    """Implied rates against theoretical ceilings, wherever a theoretical value exists."""
+def _checks(r: Record, actual: float | None, c: _Ceilings | None,
+            roof: tuple[str | None, float | None, float | None]) -> tuple[Check, ...]:
+    """The physics check of each ceiling the row's work touches: its implied rate against the ceiling's
+    theoretical figure where both exist, else the reason it could not be judged (never a pass)."""
+    flops, nbytes = r.flops, r.bytes
+    row_reason = NOT_JUDGED_NO_PROFILE if c is None else NOT_JUDGED_NO_TIMING if not actual else None
+    out: list[Check] = []
+    if nbytes != 0:  # no traffic: the memory ceiling is not involved
+        theo = c.bandwidth_theoretical if c is not None else None
+        why = row_reason or (NOT_JUDGED_NO_ROOFLINE if nbytes is None else c.memory_not_judged if c else None)
+        if why is None and nbytes and actual and theo is not None:  # memory_not_judged is None: theo is known
+            out.append(Check("memory", theo, nbytes / actual))
+        else:
+            out.append(Check("memory", theo, None, why))
+    if flops != 0:  # no arithmetic: no compute ceiling is involved
+        resolved, _, theo = roof
+        why = row_reason or (NOT_JUDGED_NO_ROOFLINE if flops is None
+                             else NOT_JUDGED_ROOF_ABSENT if resolved is None or theo is None else None)
+        name = resolved or r.roof_key or "compute"
+        if why is None and flops and actual and theo is not None:
+            out.append(Check(name, theo, flops / actual))
+        else:
+            out.append(Check(name, theo, None, why))
+    return tuple(out)
+
+
+def _breaches(checks: tuple[Check, ...]) -> tuple[Breach, ...]:
     out: tuple[Breach, ...] = ()
-    if nbytes and bw_theoretical is not None and nbytes / actual > bw_theoretical:
-        out = (Breach("memory", nbytes / actual, bw_theoretical),)
-    resolved, _, theo = roof
-    if flops and resolved is not None and theo is not None and flops / actual > theo:
-        out += (Breach(resolved, flops / actual, theo),)
+    for ceiling, theo, implied, why in checks:
+        if why is None and implied is not None and theo is not None and implied > theo:
+            out += (Breach(ceiling, implied, theo),)
     return out
 
 
@@ -259,32 +421,36 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         msg = f"{r.error.kind}: {r.error.message}" if r.error else "no error detail recorded"
         return _blank(r, c.profile.name if c else None, BLANK_ERROR, f"error: {msg}", verdict="error")
     timing = r.timing
+    key = r.roof_key
     if c is None:
+        actual = timing.actual_time_s if timing else None
         return _blank(r, None, BLANK_NO_PROFILE,
                       f"no profile matches device {r.env.device_name!r}; calibrate it (`tileops calibrate`) "
-                      "or pass --profile", actual=timing.actual_time_s if timing else None)
+                      "or pass --profile", actual=actual, checks=_checks(r, actual, None, _NO_ROOF))
     name = c.name
-    if timing is None:
-        return _blank(r, name, BLANK_NO_TIMING, "an ok record without timing; re-run the bench for this row")
-    actual = timing.actual_time_s
-    flops, nbytes, key = r.flops, r.bytes, r.roof_key
     roof = c.roof(key) if key else _NO_ROOF
-    breaches = _physics(flops, nbytes, actual, c.bandwidth_theoretical, roof)
+    if timing is None:
+        return _blank(r, name, BLANK_NO_TIMING, "an ok record without timing; re-run the bench for this row",
+                      checks=_checks(r, None, c, roof))
+    actual = timing.actual_time_s
+    flops, nbytes = r.flops, r.bytes
+    checks = _checks(r, actual, c, roof)
     if timing.timer != "cupti" and r.env.device_kind == "cuda":
-        return _blank(r, name, BLANK_NO_CUPTI,
-                      f"timed with {timing.timer} on a GPU, not CUPTI device-busy time; install the gpu extra "
-                      "(cupti-python) and re-run", actual=actual, breaches=breaches, notes=c.notes)
+        why = timing.fallback_reason or ("the run asked for it; re-run with --timer auto or cupti for "
+                                         "device-busy time")
+        return _blank(r, name, BLANK_NO_CUPTI, f"timed with {timing.timer} on a GPU, not CUPTI device-busy "
+                      f"time: {why}", actual=actual, checks=checks, notes=c.notes)
     if nbytes is None or flops is None:
         return _blank(r, name, BLANK_NO_ROOFLINE, "the record carries no (flops, bytes) from eval_roofline()",
-                      actual=actual, breaches=breaches, notes=c.notes)
+                      actual=actual, checks=checks, notes=c.notes)
     if nbytes == 0:
         return _blank(r, name, BLANK_BYTES_ZERO, "the bytes formula yields zero; SOL is undefined",
-                      actual=actual, breaches=breaches, notes=c.notes)
+                      actual=actual, checks=checks, notes=c.notes)
     bw = c.bandwidth
     if bw is None:
         return _blank(r, name, BLANK_MEMORY_UNCALIBRATED,
                       f"profile {name!r} has no calibrated memory roof; run `tileops calibrate`",
-                      actual=actual, breaches=breaches, notes=c.notes)
+                      actual=actual, checks=checks, notes=c.notes)
     memory_time = nbytes / bw
     resolved, peak, _ = roof
     if flops == 0:
@@ -292,16 +458,16 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
     else:
         if not key:
             return _blank(r, name, BLANK_ROOF_ABSENT, "the record has FLOPs but no roof key",
-                          actual=actual, breaches=breaches, notes=c.notes)
+                          actual=actual, checks=checks, notes=c.notes)
         if resolved is None:
             return _blank(r, name, BLANK_ROOF_ABSENT,
                           f"roof key {key!r} is absent from profile {name!r} (no roof, no alias)",
-                          actual=actual, breaches=breaches, notes=c.notes)
+                          actual=actual, checks=checks, notes=c.notes)
         if peak is None:
             via = f" (via alias {resolved!r})" if resolved != key else ""
             return _blank(r, name, BLANK_ROOF_UNCALIBRATED,
                           f"roof {key!r}{via} is uncalibrated in profile {name!r}; run `tileops calibrate`",
-                          actual=actual, breaches=breaches, notes=c.notes)
+                          actual=actual, checks=checks, notes=c.notes)
         compute_time = flops / peak
     if memory_time >= compute_time:  # a tie is memory-bound
         sol, bound = memory_time, "memory"
@@ -318,11 +484,12 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         verdict = "at-ceiling"
     else:
         verdict = "below"
-    return _priced(
+    return Priced(
         record=r, profile=name, verdict=verdict, actual_time_s=actual, memory_time_s=memory_time,
         compute_time_s=compute_time, sol_time_s=sol, efficiency=eff, bound=bound,  # type: ignore[arg-type]
         achieved_bytes_per_s=nbytes / actual, achieved_flops_per_s=flops / actual,
-        effective_bandwidth=bw, effective_peak=peak, breaches=breaches, roof=resolved, notes=c.notes)
+        effective_bandwidth=bw, effective_peak=peak, breaches=_breaches(checks), roof=resolved, notes=c.notes,
+        checks=checks)
 
 
 def price_iter(records: Iterable[Record], chooser: ProfileChooser) -> Iterator[Priced]:
@@ -331,22 +498,21 @@ def price_iter(records: Iterable[Record], chooser: ProfileChooser) -> Iterator[P
     Nothing is held but the profiles' resolved ceilings, so a file of any size
     streams through (``tileops roofline`` reads records this way)."""
     ceilings: dict[int, _Ceilings] = {}
-    last_name: str | None = None
+    last_device: tuple[str, str] | None = None
     last: _Ceilings | None = None
     for r in records:
-        name = r.env.device_name
-        if name != last_name or last is None:
-            p = chooser(name)
+        env = r.env
+        device = (env.device_name, env.device_key)
+        if device != last_device:
+            p = chooser(*device)
             if p is None:
-                c = None
+                last = None
             else:
-                c = ceilings.get(id(p))
-                if c is None or c.profile is not p:
-                    c = ceilings[id(p)] = _Ceilings.of(p)
-            last_name, last = name, c
-            yield _price(r, c)
-        else:
-            yield _price(r, last)
+                last = ceilings.get(id(p))
+                if last is None or last.profile is not p:
+                    last = ceilings[id(p)] = _Ceilings.of(p)
+            last_device = device
+        yield _price(r, last)
 
 
 def price_all(records: Iterable[Record], chooser: ProfileChooser) -> list[Priced]:
@@ -354,10 +520,30 @@ def price_all(records: Iterable[Record], chooser: ProfileChooser) -> list[Priced
     return list(price_iter(records, chooser))
 
 
+class _CeilingTally:
+    __slots__ = ("theoretical", "judged", "breached", "not_judged", "max_ratio")
+
+    def __init__(self) -> None:
+        self.theoretical: float | None = None
+        self.judged = self.breached = 0
+        self.not_judged: dict[str, int] = {}
+        self.max_ratio: float | None = None
+
+    def merge(self, later: "_CeilingTally") -> None:
+        if later.theoretical is not None:
+            self.theoretical = later.theoretical
+        self.judged += later.judged
+        self.breached += later.breached
+        for why, n in later.not_judged.items():
+            self.not_judged[why] = self.not_judged.get(why, 0) + n
+        if later.max_ratio is not None and (self.max_ratio is None or later.max_ratio > self.max_ratio):
+            self.max_ratio = later.max_ratio
+
+
 class HealthTally:
     """The run's health counted row by row (:func:`health` over a stream), mergeable across parts of a run."""
 
-    __slots__ = ("rows", "by_verdict", "blanks", "breaches", "errors")
+    __slots__ = ("rows", "by_verdict", "blanks", "breaches", "errors", "ceilings")
 
     def __init__(self) -> None:
         self.rows = 0
@@ -365,6 +551,7 @@ class HealthTally:
         self.blanks: dict[str, int] = {}
         self.breaches = 0
         self.errors = 0
+        self.ceilings: dict[tuple[str, str], _CeilingTally] = {}  # (profile or "", ceiling)
 
     def add(self, p: Priced) -> None:
         self.rows += 1
@@ -376,6 +563,24 @@ class HealthTally:
             self.errors += 1
         if p.breaches:
             self.breaches += 1
+        for k in p.checks:
+            key = (p.profile or "", k.ceiling)
+            t = self.ceilings.get(key)
+            if t is None:
+                t = self.ceilings[key] = _CeilingTally()
+            theo, why = k.theoretical_per_s, k.not_judged
+            if theo is not None:
+                t.theoretical = theo
+            if why is not None:
+                t.not_judged[why] = t.not_judged.get(why, 0) + 1
+                continue
+            t.judged += 1  # judged: both the implied rate and the theoretical figure are there
+            implied = k.implied_per_s
+            ratio = implied / theo  # type: ignore[operator]
+            if t.max_ratio is None or ratio > t.max_ratio:
+                t.max_ratio = ratio
+            if implied > theo:  # type: ignore[operator]  # the same test as Check.breached
+                t.breached += 1
 
     def merge(self, later: "HealthTally") -> None:
         """Add the counts of another part of the run (read after this one)."""
@@ -385,15 +590,145 @@ class HealthTally:
                 mine[k] = mine.get(k, 0) + n
         self.breaches += later.breaches
         self.errors += later.errors
+        for key, t in later.ceilings.items():
+            mine_t = self.ceilings.get(key)
+            if mine_t is None:
+                mine_t = self.ceilings[key] = _CeilingTally()
+            mine_t.merge(t)
 
     def health(self) -> Health:
+        ceilings: list[CeilingHealth] = []
+        for profile, ceiling in sorted(self.ceilings, key=lambda pc: (pc[0], pc[1] != "memory", pc[1])):  # memory first
+            t = self.ceilings[(profile, ceiling)]
+            ceilings.append(CeilingHealth(profile or None, ceiling, t.theoretical, t.judged, t.breached,
+                                          dict(t.not_judged), t.max_ratio))
         return Health(ok=self.breaches == 0, rows=self.rows, by_verdict=dict(self.by_verdict),
-                      blanks_by_reason=dict(self.blanks), breaches=self.breaches, errors=self.errors)
+                      blanks_by_reason=dict(self.blanks), breaches=self.breaches, errors=self.errors,
+                      ceilings=tuple(ceilings))
 
 
 def health(priced: Iterable[Priced]) -> Health:
-    """Counts by verdict and blank reason; ``ok`` is False when any row breaches the physics check."""
+    """The run's health: counts by verdict and blank reason, and the physics check per (profile, ceiling).
+
+    ``ok`` is False when any row breaches the physics check; ``state`` and
+    ``ceilings`` say what the check judged, so a ceiling nothing could be
+    compared with is reported as not judged, never as passed.
+    """
     tally = HealthTally()
     for p in priced:
         tally.add(p)
     return tally.health()
+
+
+# --------------------------------------------------------------------------- backends side by side
+
+RaceKey = tuple[str, str, str, str]  # (device, op, label, dtype)
+
+
+@dataclass(frozen=True)
+class BackendRace:
+    """The backends one row (op, label, dtype on one device) ran on, side by side.
+
+    Every backend of a row makes the same call, so the formula prices the same
+    minimum traffic and the same SOL time for each: their SOL ratios compare the
+    implementations directly (the higher, the faster). Only priced rows take part
+    (a blank, error or skipped backend has no SOL, and its verdict says why);
+    ``best`` is the highest SOL and ``margin`` how far ahead of the next it is,
+    in SOL points (0.25 = 25 points), None when no other backend was priced.
+    """
+
+    key: RaceKey
+    efficiency: dict[str, float | None]  # every backend of the row, in run order: its SOL ratio or None
+    best: str | None  # None when no backend of the row was priced
+    runner_up: str | None = None
+
+    @property
+    def margin(self) -> float | None:
+        """Best SOL minus the runner-up's, as a ratio (None without a runner-up)."""
+        if self.best is None or self.runner_up is None:
+            return None
+        return self.efficiency[self.best] - self.efficiency[self.runner_up]  # type: ignore[operator]
+
+    @property
+    def speedup(self) -> float | None:
+        """How many times faster the best runs than the runner-up (their SOL ratio; same SOL time)."""
+        if self.best is None or self.runner_up is None or not self.efficiency[self.runner_up]:
+            return None
+        return self.efficiency[self.best] / self.efficiency[self.runner_up]  # type: ignore[operator]
+
+    def behind(self, backend: str) -> float | None:
+        """How far ``backend`` is behind the best, in SOL points (0 for the best; None when not priced)."""
+        eff = self.efficiency.get(backend)
+        if eff is None or self.best is None:
+            return None
+        return self.efficiency[self.best] - eff  # type: ignore[operator]
+
+    def as_dict(self) -> dict:
+        device, op, label, dtype = self.key
+        return {"device": device, "op": op, "label": label, "dtype": dtype, "efficiency": dict(self.efficiency),
+                "best": self.best, "runner_up": self.runner_up, "margin": self.margin, "speedup": self.speedup}
+
+
+def race_key(record: Record) -> RaceKey:
+    """The row a record is one backend of: its device, op, label and dtype."""
+    return (record.env.device_uuid or record.env.device_name, record.op, record.label, record.dtype)
+
+
+def compare_backends(priced: Iterable[Priced]) -> dict[RaceKey, BackendRace]:
+    """Every row that ran on more than one backend, by :func:`race_key`, with its best backend and margin.
+
+    A tie keeps the backend that ran first. Rows on one backend are left out: there is nothing to compare.
+    """
+    return backend_races(priced)[0]
+
+
+class RaceTally:
+    """Every row's backends and their SOL ratios, gathered row by row (:func:`backend_races` over a
+    stream), mergeable across consecutive parts of a run; :meth:`races` decides once all are in."""
+
+    __slots__ = ("groups",)
+
+    def __init__(self) -> None:
+        self.groups: dict[RaceKey, dict[str, float | None]] = {}  # row -> {backend: SOL ratio}, in run order
+
+    def add(self, key: RaceKey, backend: str, efficiency: float | None) -> None:
+        effs = self.groups.get(key)
+        if effs is None:
+            self.groups[key] = {backend: efficiency}
+        else:
+            effs[backend] = efficiency
+
+    def merge(self, later: "RaceTally") -> None:
+        """Add the rows of the next part of the run (the same as adding them here one by one)."""
+        groups = self.groups
+        for key, theirs in later.groups.items():
+            effs = groups.get(key)
+            if effs is None:
+                groups[key] = theirs
+            else:
+                effs.update(theirs)
+
+    def races(self) -> dict[RaceKey, BackendRace]:
+        """Every row that ran on more than one backend: its best backend (a tie keeps the first) and margin."""
+        races: dict[RaceKey, BackendRace] = {}
+        for key, effs in self.groups.items():
+            if len(effs) < 2:
+                continue
+            ranked = sorted((e, -i, b) for i, (b, e) in enumerate(effs.items()) if e is not None)  # ties: first
+            best = ranked[-1][2] if ranked else None
+            races[key] = BackendRace(key, effs, best, ranked[-2][2] if len(ranked) > 1 else None)
+        return races
+
+
+def backend_races(priced: Iterable[Priced]) -> tuple[dict[RaceKey, BackendRace], list[BackendRace | None]]:
+    """:func:`compare_backends`, and each priced row's race in the same order (None for a row on one
+    backend): one pass for a renderer that shows both (100,000 rows in a fraction of a second)."""
+    tally = RaceTally()
+    keys: list[RaceKey] = []
+    for p in priced:
+        r = p.record
+        key = (r.env.device_uuid or r.env.device_name, r.op, r.label, r.dtype)  # race_key, inlined
+        keys.append(key)
+        tally.add(key, r.backend, p.efficiency)
+    races = tally.races()
+    return races, [races.get(k) for k in keys]

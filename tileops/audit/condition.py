@@ -2,7 +2,7 @@
 
 The form is the manifest's own (``tileops.manifest.expr.parse``: numbers,
 ``True``/``False``, names, arithmetic, comparisons, ``and``/``or``/``not``,
-``a if c else b``, and the primitives of ``tileops.manifest.primitives``), and
+``a if c else b``, and the primitives of ``tileops.ops.primitives``), and
 names resolve as a formula's do: the op's indices (dims of its input shapes,
 variadic ones as tuples), its non-dtype parameters and lets; tensors only
 inside ``bytes()``, ``bits()`` and ``present()``. Two rules are added: the
@@ -24,9 +24,9 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tileops.manifest import expr as E
-from tileops.manifest.primitives import PRIMITIVES, TENSOR_IMPLS, VALUE_IMPLS
-from tileops.manifest.spec import Signature
+from tileops.manifest import expr
+from tileops.ops.primitives import PRIMITIVES
+from tileops.ops.spec import Signature
 
 _BIN: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -93,7 +93,7 @@ def check(source: str, scope: Scope) -> tuple[Condition | None, list[str]]:
     """The condition, or None and every problem found (each with its fix), never raising."""
     if not isinstance(source, str) or not source.strip():
         return None, ["`when` must be a non-empty expression, e.g. \"prod(T) == 1\""]
-    parsed = E.parse(source)
+    parsed = expr.parse(source)
     problems = [f"{p.message}; fix: {p.fix}" for p in parsed.problems]
     if parsed.tree is None:
         return None, problems
@@ -163,11 +163,11 @@ def _eval(node: ast.AST, call: Any) -> Any:
             arg = node.args[0]
             assert isinstance(arg, ast.Name)
             try:
-                return TENSOR_IMPLS[name](call, arg.id)
+                return PRIMITIVES[name].impl(call, arg.id)
             except KeyError as exc:
                 raise ConditionError(f"{name}({arg.id}): {exc}") from None
         try:
-            return VALUE_IMPLS[name](*(_eval(a, call) for a in node.args))
+            return PRIMITIVES[name].impl(*(_eval(a, call) for a in node.args))
         except (ValueError, TypeError, ZeroDivisionError) as exc:
             raise ConditionError(f"{ast.unparse(node)}: {exc}") from None
     raise ConditionError(f"{type(node).__name__} is not part of a checked condition")

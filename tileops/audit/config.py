@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tileops.audit.condition import Condition, ConditionError, Scope, check
 from tileops.audit.verdict import Exemption
 from tileops.errors import TileOpsError
-from tileops.manifest.spec import OpEntry
+from tileops.ops.spec import OpEntry
 from tileops.paths import data_dir
 
 FIELDS = ("op", "when", "reason", "measurement")

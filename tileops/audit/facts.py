@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tileops.ops.call import TensorFacts
+
 
 def _plain(v: Any) -> Any:
     """JSON-safe: tuples become lists (variadic indices), everything else as is or its str."""
@@ -31,7 +33,7 @@ def _tupled(v: Any) -> Any:
 
 
 @dataclass
-class CallFacts:
+class CallFacts(TensorFacts):
     """One measured call, or the error that prevented it (``error_kind`` set, the rest empty)."""
 
     op: str
@@ -49,21 +51,6 @@ class CallFacts:
     device_uuid: str | None = None
     error_kind: str | None = None  # no-cuda | op-error
     error: str | None = None
-
-    # -- the checked-call protocol the manifest's tensor primitives use ----------------
-
-    def nbytes(self, name: str) -> int:
-        return self.nbytes_by_tensor.get(name, 0)
-
-    def is_present(self, name: str) -> bool:
-        return name in self.present_inputs
-
-    def dtype_of(self, name: str) -> str:
-        if name in self.dtypes:
-            return self.dtypes[name]
-        if name in self.params:
-            return str(self.params[name])
-        raise KeyError(f"{self.op}: {name!r} is neither a bound tensor nor a dtype parameter")
 
     # -- building and storing -----------------------------------------------------------
 

@@ -16,12 +16,15 @@ from typing import Any
 from tileops.bench.select import Planned, Selection, plan
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
-from tileops.manifest.spec import OpEntry, Workload, dtype_case_name
+from tileops.ops.spec import OpEntry, Workload, dtype_case_name
+
+#: What the audit measures without ``--backend`` (``audit_plan`` says why).
+AUDIT_BACKENDS = ("torch",)
 
 
 def manifest_entries() -> dict[str, OpEntry]:
     """The manifest's clean entries by op name: the one place the audit reads the manifest from."""
-    from tileops.manifest.load import load_entries
+    from tileops.ops.catalog import load_entries
 
     return load_entries()
 
@@ -45,9 +48,13 @@ def audit_plan(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selec
     ``cpu``) never applies to the audit. Without ``--op``, only ops that
     declare a read half are kept; an op named explicitly is measured even
     without one (its rows get NO-VERDICT, with their reads reported).
+    Without ``--backend`` the audit measures eager (``AUDIT_BACKENDS``): the
+    read formula is the same for every backend, and ncu replays every kernel
+    of a call, so each further backend multiplies the audit's time; ``--backend
+    all`` measures what each implementation's kernels read.
     """
     sel = Selection(ops=list(sel.ops), families=list(sel.families), labels=list(sel.labels), tags=list(sel.tags),
-                    backends=list(sel.backends), dtypes=list(sel.dtypes), all_rows=True)
+                    backends=list(sel.backends) or list(AUDIT_BACKENDS), dtypes=list(sel.dtypes), all_rows=True)
     rows = plan(entries, classes, sel, device)
     if not sel.ops:
         rows = [p for p in rows if declares_read_half(classes[p.op])]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -22,7 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from tileops.audit import ncu as N
+from tileops.audit.ncu import (FIX_MISSING, NVTX_RANGE, diagnose, find_ncu, import_command, log_tail, ncu_version,
+                               nvtx_domain_available, nvtx_include, profile_command)
 from tileops.audit.config import ExemptConfig, load_config
 from tileops.audit.entry import AuditEntry, append_entry, start_file
 from tileops.audit.facts import CallFacts
@@ -30,7 +30,7 @@ from tileops.audit.reports import Measurement, ReportError, import_ncu_report, r
 from tileops.audit.rows import audit_plan, case_arg, manifest_entries, op_classes
 from tileops.audit.verdict import judge
 from tileops.bench.select import Planned, Selection
-from tileops.device import DeviceInfo, cuda_available, describe_device
+from tileops.device import DeviceInfo, cuda_available, describe_device, host_name
 from tileops.errors import TileOpsError
 
 REPORTS_DIR = "ncu"
@@ -106,10 +106,10 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
     out_dir = Path(opts.out) if opts.out else Path("results") / f"audit-{run_id}"
     jsonl = start_file(out_dir)
     (out_dir / REPORTS_DIR).mkdir(exist_ok=True)
-    ncu = N.find_ncu(opts.ncu)
-    version = N.ncu_version(ncu) if ncu else None
-    domain = N.nvtx_domain_available()
-    common = {"run_id": run_id, "hostname": socket.gethostname(), "ncu_version": version,
+    ncu = find_ncu(opts.ncu)
+    version = ncu_version(ncu) if ncu else None
+    domain = nvtx_domain_available()
+    common = {"run_id": run_id, "hostname": host_name(), "ncu_version": version,
               "device_name": device.name if device else None, "device_uuid": device.uuid if device else None}
     done: list[AuditEntry] = []
     i = 0
@@ -160,7 +160,7 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
     if p.skip_reason:
         return _entry(p, judge(declared=None, measured=None, skip_reason=p.skip_reason))
     if ncu is None:
-        return _entry(p, judge(declared=None, measured=None, error=N.FIX_MISSING + _no_cuda_hint(device)),
+        return _entry(p, judge(declared=None, measured=None, error=FIX_MISSING + _no_cuda_hint(device)),
                       error_kind="ncu-missing")
     stem = out_dir / REPORTS_DIR / _stem(i, p)
     report, log_path, facts_path = (stem.parent / (stem.name + ext) for ext in (".ncu-rep", ".log", ".call.json"))
@@ -168,8 +168,8 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
         f.unlink(missing_ok=True)
     child = ["--op", p.op, "--label", p.row.label, "--case", case_arg(p.case), "--backend", p.backend,
              "--device", device.device if device else opts.device, "--warmup", str(opts.warmup),
-             "--nvtx-domain", domain or "", "--nvtx-range", N.NVTX_RANGE, "--facts", str(facts_path)]
-    cmd = N.profile_command(ncu, report, child, domain=domain)
+             "--nvtx-domain", domain or "", "--nvtx-range", NVTX_RANGE, "--facts", str(facts_path)]
+    cmd = profile_command(ncu, report, child, domain=domain)
     rc, log = _run(cmd, log_path, opts.row_timeout_s)
     rel = str(report.relative_to(out_dir)) if report.exists() else None
     facts = CallFacts.read(facts_path) if facts_path.exists() else None
@@ -190,22 +190,22 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
         return error("timeout", f"the row ran past --row-timeout {opts.row_timeout_s:g} s under ncu and was "
                                 f"killed (each kernel is replayed cold: a call with many kernels is slow); raise "
                                 f"--row-timeout or audit fewer rows; ncu's output: {REPORTS_DIR}/{log_path.name}")
-    problem = N.diagnose(log, generic=False)  # the profiler's own refusals first: they explain the rest
+    problem = diagnose(log, generic=False)  # the profiler's own refusals first: they explain the rest
     if problem is not None:
         return error(problem.kind, problem.message)
     if facts is not None and facts.error_kind is not None:
         return error(facts.error_kind, facts.error or facts.error_kind)
-    problem = N.diagnose(log)
+    problem = diagnose(log)
     if problem is not None:
         return error(problem.kind, f"{problem.message}; full output: {REPORTS_DIR}/{log_path.name}")
     if facts is None:
         return error("ncu-failed", f"the audited process left no call facts (ncu exit {rc}); last of ncu's output: "
-                                   f"{N.log_tail(log)}; full output: {REPORTS_DIR}/{log_path.name}")
+                                   f"{log_tail(log)}; full output: {REPORTS_DIR}/{log_path.name}")
     if not report.exists():
         if "No kernels were profiled" in log:
-            return error("no-kernel", f"ncu profiled no kernel inside the NVTX range {N.nvtx_include(domain)}: the "
+            return error("no-kernel", f"ncu profiled no kernel inside the NVTX range {nvtx_include(domain)}: the "
                                       "call launched no GPU kernel, or the range filter matched nothing")
-        return error("ncu-failed", f"ncu wrote no report (exit {rc}): {N.log_tail(log)}")
+        return error("ncu-failed", f"ncu wrote no report (exit {rc}): {log_tail(log)}")
     try:
         m = _measure(report, ncu, stem.parent / (stem.name + ".csv"))
     except ReportError as exc:
@@ -244,14 +244,14 @@ def _measure(report: Path, ncu: str, csv_path: Path) -> Measurement:
         except ReportError as exc:
             if exc.kind != "report":
                 raise
-    cmd = N.import_command(ncu, report)
+    cmd = import_command(ncu, report)
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.SubprocessError) as exc:
         raise ReportError("report", f"`{' '.join(cmd)}` failed: {exc}") from None
     csv_path.write_text(out.stdout, encoding="utf-8")
     if out.returncode != 0:
-        raise ReportError("report", f"`{' '.join(cmd)}` exited {out.returncode}: {N.log_tail(out.stdout + out.stderr)}")
+        raise ReportError("report", f"`{' '.join(cmd)}` exited {out.returncode}: {log_tail(out.stdout + out.stderr)}")
     return summarize(read_raw_csv(out.stdout))
 
 

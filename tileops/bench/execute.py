@@ -9,18 +9,21 @@ call being priced. Nothing here computes FLOPs or bytes.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from tileops.bench.stopping import StoppingRule, quantile, rel_noise
-from tileops.bench.timers import CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, cupti_available
-from tileops.manifest.load import load_entries
-from tileops.manifest.spec import Workload
+from tileops.bench.timers import (CUPTI_FIX, AttributionError, CacheFlusher, CpuWallTimer, CudaEventTimer,
+                                  CuptiTimer, Timer, cupti_unavailable_reason)
+from tileops.errors import BackendUnavailableError, CompileError, TileOpsError
+from tileops.ops.catalog import load_entries
+from tileops.ops.spec import Workload
 from tileops.ops.workload import bind_row, build_inputs, instantiate
 from tileops.records import Environment, ErrorInfo, Record, Timing, utcnow
 
@@ -53,51 +56,96 @@ def _flusher(device: str, cache_bytes: int | None) -> CacheFlusher:
     return _FLUSHERS[device]
 
 
-def make_timer(task: Task, cache_bytes: int | None):
+def make_timer(task: Task, cache_bytes: int | None) -> Timer:
+    """The row's timer. ``auto`` on a GPU is CUPTI when it works here, else CUDA events that say why;
+    ``cupti`` without CUPTI raises (the runner's ``check_timer`` refused it before the first row)."""
     flush = _flusher(task.device, cache_bytes)
     if task.device == "cpu":
         return CpuWallTimer(flush)
-    if task.timer in ("auto", "cupti") and cupti_available():  # pragma: no cover - GPU
+    if task.timer == "cuda-events":  # pragma: no cover - GPU
+        return CudaEventTimer(flush, task.device)
+    why = cupti_unavailable_reason()  # pragma: no cover - GPU
+    if why is None:  # pragma: no cover - GPU
         return CuptiTimer(flush, task.device)
-    return CudaEventTimer(flush, task.device)  # pragma: no cover - GPU, labelled fallback
+    if task.timer == "cupti":  # pragma: no cover - GPU
+        raise TileOpsError(f"--timer cupti: CUPTI is unavailable here: {why}. Fix: {CUPTI_FIX}")
+    return CudaEventTimer(flush, task.device,  # pragma: no cover - GPU
+                          fallback_reason=f"CUPTI is unavailable here ({why}); fix: {CUPTI_FIX}")
 
 
-def measure(fn, timer, rule: StoppingRule) -> Timing:
-    """Warm up (at least once and ~5 % of the budget), then sample in batches until the rule stops."""
-    t_start = time.perf_counter()
-    warm = 0
+def warm_up(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> int:
+    """Untimed calls, each synchronised (a GPU never queues hundreds of launches), until ``rule.warmup_s``.
+
+    One call at least; the caller already made the checked call that paid first-call costs."""
+    t0 = time.perf_counter()
+    n = 0
     while True:
         fn()
-        warm += 1
-        if warm >= 2 and time.perf_counter() - t_start >= min(0.05, rule.min_time_s / 4):
-            break
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+        timer.sync()
+        n += 1
+        if time.perf_counter() - t0 >= rule.warmup_s:
+            return n
+
+
+def measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timing:
+    """Time ``fn`` until the rule stops. A CUPTI attribution failure re-times the row with CUDA
+    events, and the record says so (``fallback_reason``): the roofline tool prices it blank."""
+    try:
+        return _measure(fn, timer, rule)
+    except AttributionError as exc:  # pragma: no cover - GPU
+        fallback = timer.fallback(  # type: ignore[attr-defined]
+            f"CUPTI attribution failed ({exc}); re-timed with CUDA events. Fix: run the bench without another "
+            "profiler attached (nsys and ncu hold CUPTI); if it persists, run scripts/device-check and report "
+            "its cupti trace")
+        return _measure(fn, fallback, rule)
+
+
+def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timing:
+    t_start = time.perf_counter()
+    warm = warm_up(fn, timer, rule)
     t0 = time.perf_counter()
     samples: list[float] = []
-    batch = 1
+    first = batch = getattr(timer, "first_batch", 1)
     while True:
         samples.extend(timer.sample(fn, batch))
-        reason = rule.decide(samples, time.perf_counter() - t0)
+        elapsed = time.perf_counter() - t0
+        reason = rule.decide(samples, elapsed)
         if reason:
             break
-        batch = min(batch * 2, 64, max(1, rule.max_samples - len(samples)))
+        # Grow the batch by half the samples so far (few decisions, little overshoot), never past the caps.
+        per_sample = elapsed / len(samples)
+        left = max(1, math.ceil((rule.max_time_s - elapsed) / per_sample)) if per_sample > 0 else 64
+        batch = max(1, min(max(first, len(samples) // 2), 64, left, rule.max_samples - len(samples)))
     s = sorted(samples)
     return Timing(
         timer=timer.kind, median_s=statistics.median(s), min_s=s[0], mean_s=statistics.fmean(s),
         p10_s=quantile(s, 0.10), p90_s=quantile(s, 0.90), n=len(s), rel_noise=rel_noise(s), warmup=warm,
         total_s=time.perf_counter() - t_start, stop_reason=reason,
+        fallback_reason=getattr(timer, "fallback_reason", None),
     )
 
 
 def _error_kind(exc: BaseException) -> str:
-    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower():
+    if isinstance(exc, CompileError):  # the compile or triton backend failed on its first call
+        return "compile"
+    if isinstance(exc, BackendUnavailableError):
+        return "unsupported"
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(  # CUDA, and the CPU allocator's words
+            w in str(exc).lower() for w in ("out of memory", "can't allocate memory", "cannot allocate memory")):
         return "oom"
     if "CUDA error" in str(exc) or "cuda" in type(exc).__name__.lower():
         return "cuda"
     if isinstance(exc, NotImplementedError):
         return "unsupported"
     return "exception"
+
+
+def load_compiler(backend: str) -> None:
+    """Import torch.compile's compiler (inductor) once per worker, before its first compile row: that
+    takes seconds (tens on a loaded host), a cost of the process like importing torch, not of the row
+    that happens to come first, whose compile time would otherwise not compare with the others'."""
+    if backend == "compile":
+        import torch._inductor.compile_fx  # noqa: F401
 
 
 def find_row(op: str, label: str) -> Workload:
@@ -108,8 +156,12 @@ def find_row(op: str, label: str) -> Workload:
     raise KeyError(f"{op}: no workload row labelled {label!r}")
 
 
-def run_task(task: Task, cache_bytes: int | None = None) -> Record:
-    """Run one row; every failure becomes an error record (never an exception)."""
+def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[], None] | None = None) -> Record:
+    """Run one row; every failure becomes an error record (never an exception).
+
+    ``on_prepared`` is called once the backend is ready (compiled) and before the timing starts: the
+    worker tells its parent, whose compile time limit then gives way to the row's own.
+    """
     from tileops.device import read_clocks
 
     started = utcnow()
@@ -123,7 +175,14 @@ def run_task(task: Task, cache_bytes: int | None = None) -> Record:
     try:
         op = instantiate(entry, row, task.backend)
         inputs = build_inputs(op, bound, task.device)
-        timing = measure(lambda: op(**inputs), make_timer(task, cache_bytes), task.rule)
+        timer = make_timer(task, cache_bytes)
+        load_compiler(task.backend)
+        prepared = op.prepare(**inputs)  # one checked call (last_call is what eval_roofline prices), compiled
+        if on_prepared is not None:
+            on_prepared()
+        timing = measure(prepared.run, timer, task.rule)  # then the implementation only
+        if prepared.setup_s is not None:
+            timing = dataclasses.replace(timing, compile_s=prepared.setup_s)
         flops, nbytes = op.eval_roofline()
         try:
             read_bytes = op.eval_roofline_read_bytes()

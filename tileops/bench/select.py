@@ -4,6 +4,17 @@ Default set: on a CPU the rows tagged ``cpu`` (small, each well under a second);
 on a GPU every row the device can run. A row the device cannot run (its
 tensors do not fit in memory, or a dtype the device lacks) is not dropped
 silently: it becomes a ``skipped`` record with the reason.
+
+Backends (``--backend``, docs/ops.md "Backends"): each row runs on every backend
+selected that its op offers, side by side. ``all`` is every backend the op has.
+Without ``--backend`` a device runs what it supports best (``DEFAULT_BACKENDS``):
+on a GPU all three (eager, torch.compile, the op's Triton kernel where it has one);
+on a CPU eager only, because torch.compile costs seconds of C++ compilation per row
+there (minutes over the ``cpu`` set) against a fraction of a second of timing, so
+``--backend all`` (or ``compile``) is how a CPU shows both. A backend the op offers
+but cannot run here (Triton on a CPU, a kernel's dtype or shape limits, no C++
+compiler) is a ``skipped`` record with the reason the op class gives
+(``Op.unsupported``).
 """
 
 from __future__ import annotations
@@ -12,8 +23,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tileops.device import DeviceInfo
-from tileops.manifest.spec import OpEntry, Workload, dtype_case_name
-from tileops.ops.workload import bind_row, build_inputs, instantiate
+from tileops.errors import TileOpsError
+from tileops.ops.backends import BACKENDS
+from tileops.ops.spec import OpEntry, Workload, dtype_case_name
+from tileops.ops.workload import BoundRow, bind_row, build_inputs, instantiate
+
+#: ``--backend all``: every backend the op offers.
+ALL = "all"
+#: What a bench runs without ``--backend``, by device kind (the module docstring says why).
+DEFAULT_BACKENDS: dict[str, tuple[str, ...]] = {"cuda": BACKENDS, "cpu": ("torch",)}
 
 
 @dataclass
@@ -86,10 +104,22 @@ def footprint(entry: OpEntry, row: Workload, case: Any) -> int | None:
     return sum(op.last_call.nbytes_by_tensor.values())
 
 
+def wanted_backends(sel: Selection, device: DeviceInfo) -> tuple[str, ...]:
+    """The backends asked for (``ALL`` stands for every one), or the device's default; TileOpsError
+    naming the known ones for a name that is none of them."""
+    unknown = sorted(set(sel.backends) - set(BACKENDS) - {ALL})
+    if unknown:
+        raise TileOpsError(f"--backend {', '.join(unknown)}: no such backend; use {', '.join(BACKENDS)} or {ALL}")
+    if not sel.backends:
+        return DEFAULT_BACKENDS[device.kind]
+    return BACKENDS if ALL in sel.backends else tuple(sel.backends)
+
+
 def plan(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection, device: DeviceInfo) -> list[Planned]:
-    """Every (op, row, dtype case, backend) to run or skip, in manifest order."""
+    """Every (op, row, dtype case, backend) to run or skip, in manifest order, a row's backends side by side."""
     # On a CPU, `--op relu` still means relu's CPU-sized rows: GPU shapes would take minutes per row.
     tags = set(sel.tags) if sel.tags else ({"cpu"} if device.kind == "cpu" and not sel.rows_named else set())
+    wanted = wanted_backends(sel, device)
     out: list[Planned] = []
     for name in sorted(entries):
         e = entries[name]
@@ -97,15 +127,20 @@ def plan(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection, 
             continue
         if not (_matches(name, sel.ops) and _matches(e.family, sel.families)):
             continue
-        backends = [b for b in classes[name].backends if _matches(b, sel.backends)]
+        cls = classes[name]
+        backends = [b for b in cls.backends if b in wanted]  # an op without a backend has no row for it
+        if not backends:
+            continue
         for row in e.workloads:
             if not _matches(row.label, sel.labels) or (tags and not tags & set(row.tags)):
                 continue
             for case in row.dtypes:
                 if sel.dtypes and not (_case_dtypes(case) & set(sel.dtypes) or dtype_case_name(case) in sel.dtypes):
                     continue
+                why = _skip_reason(e, row, case, device)
+                bound = bind_row(e, row, case) if why is None and backends != ["torch"] else None
                 for b in backends:
-                    out.append(Planned(name, row, case, b, _skip_reason(e, row, case, device)))
+                    out.append(Planned(name, row, case, b, why or _backend_skip(cls, b, bound, device)))
     return out
 
 
@@ -118,3 +153,12 @@ def _skip_reason(entry: OpEntry, row: Workload, case: Any, device: DeviceInfo) -
         if need is not None and need > 0.85 * device.memory_bytes:
             return f"needs {need / 2**30:.1f} GiB of device memory, the device has {device.memory_bytes / 2**30:.1f} GiB"
     return None
+
+
+def _backend_skip(cls: type, backend: str, bound: BoundRow | None, device: DeviceInfo) -> str | None:
+    """Why the op cannot run this (row, dtype case) on ``backend`` here (the op class decides), or None.
+    Eager runs wherever the row does, so only the other backends are asked."""
+    if backend == "torch" or bound is None:
+        return None
+    return cls.unsupported(backend, device.device, bound.dtypes, bound.shapes,  # type: ignore[attr-defined]
+                           bound.row.params)

@@ -1,9 +1,12 @@
 """The sweep (M4): plan the rows, run each in the worker, append its record.
 
 A run directory holds ``records.jsonl`` (one line per row, appended as each
-row finishes) and ``run.json`` (start, end, status, counts). Ctrl-C leaves a
-valid file and a run marked ``interrupted``; ``--resume DIR`` skips rows
-already recorded OK and appends the rest.
+row finishes), ``run.json`` (start, end, status, counts, and the selection and
+options the run was started with) and ``run.lock`` (held while a runner works
+in it: ``tileops.bench.rundir``). Ctrl-C or SIGTERM leaves a valid file and a
+run marked ``interrupted``; a record or run file that cannot be written (a full
+disk) ends the run ``failed``, with the reason in ``run.json``; ``--resume DIR``
+sets aside a torn last line, skips rows already recorded OK and appends the rest.
 
 This module measures and nothing else: pricing, tables, plots and metrics are
 the composing layer's (``tileops.pipeline``), which reads the returned records
@@ -18,19 +21,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from tileops import exitcodes
 from tileops.bench.environment import new_run_id, run_environment
 from tileops.bench.execute import Task
+from tileops.bench.rundir import RunLock, lock_run_dir
 from tileops.bench.select import Planned, Selection, plan
 from tileops.bench.stopping import CPU_RULE, GPU_RULE, QUICK_RULE, StoppingRule
+from tileops.bench.timers import check_timer
 from tileops.bench.worker import Worker, default_threads
 from tileops.device import DeviceInfo, describe_device
 from tileops.errors import TileOpsError
-from tileops.manifest.load import load_entries
+from tileops.interrupts import deferred, exit_code, signal_name
+from tileops.ops.backends import cache_env
+from tileops.ops.catalog import load_entries
 from tileops.ops.registry import load_all
-from tileops.records import (RECORDS_FILE, Environment, Record, RunInfo, append_record, iter_records,
-                             read_run_info, utcnow, write_run_info)
+from tileops.records import (RECORDS_FILE, RUN_FILE, Environment, Record, RunInfo, RunOptions, append_record,
+                             iter_records, read_run_info, set_aside_torn_tail, utcnow, write_run_info)
 
 DEFAULT_ROW_TIMEOUT_S = {"cpu": 60.0, "cuda": 180.0}
+#: How long a compiled backend's first call (its compile) may take before the row is a timeout; the timing
+#: after it has the row timeout of its own. A MoE composite compiles tens of graphs (minutes on 2 cores).
+DEFAULT_COMPILE_TIMEOUT_S = 600.0
+#: The compile caches' folder, beside the run directories (``results/.compile-cache``), shared by the
+#: runs written there: a nightly job loads yesterday's compiled code instead of compiling again.
+COMPILE_CACHE_DIR = ".compile-cache"
+
+
+class RunWriteError(TileOpsError):
+    """The run directory cannot be written (a full disk, a read-only mount, permissions):
+    the message names the path, what the run file now says, and the fix."""
+
+
+def describe_oserror(exc: OSError) -> str:
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
 @dataclass
@@ -44,7 +67,11 @@ class SweepOptions:
     row_timeout_s: float | None = None
     quick: bool = False
     timer: str = "auto"
+    compile_cache: Path | None = None  # None: <run dir's parent>/.compile-cache
+    compile_timeout_s: float | None = None  # None: DEFAULT_COMPILE_TIMEOUT_S
     argv: list[str] = field(default_factory=list)
+    #: The options run.json keeps for ``--resume`` (a new run writes them; a resumed run keeps its own).
+    run_options: RunOptions = field(default_factory=RunOptions)
 
 
 class SweepObserver(Protocol):
@@ -65,7 +92,10 @@ class _Silent:
 
 @dataclass
 class PreparedSweep:
-    """Everything decided before the first row: a bad input fails here, not after hours of rows."""
+    """Everything decided before the first row: a bad input fails here, not after hours of rows.
+
+    It holds the run directory's lock until :meth:`close` (or the process ends).
+    """
 
     device: DeviceInfo
     run_dir: Path
@@ -78,25 +108,73 @@ class PreparedSweep:
     row_timeout_s: float
     threads: int | None
     timer: str
+    lock: RunLock
+    notices: list[str] = field(default_factory=list)  # what opening the run directory repaired
+    compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S
+    compile_env: dict[str, str] = field(default_factory=dict)  # the compile caches' folders, for the worker
+
+    @property
+    def compile_cache(self) -> Path | None:
+        """Where compiled code is kept (None when nothing is compiled)."""
+        d = self.compile_env.get("TORCHINDUCTOR_CACHE_DIR")
+        return Path(d).parent if d else None
 
     @property
     def records_path(self) -> Path:
         return self.run_dir / RECORDS_FILE
 
+    def save(self, info: RunInfo) -> None:
+        """Write run.json; see :func:`save_run_info`."""
+        save_run_info(self.run_dir, info, self.lock)
+
+    def close(self) -> None:
+        """Release the run directory (the kernel does it anyway when the process ends)."""
+        self.lock.release()
+
 
 @dataclass
 class Sweep:
-    """A finished (or interrupted) sweep: the newest record of every row, in memory."""
+    """A finished, interrupted or failed sweep: the newest record of every row, in memory."""
 
     device: DeviceInfo
     run_dir: Path
     info: RunInfo
     records: list[Record]
-    interrupted: bool
+    interrupted: KeyboardInterrupt | None = None  # the signal that stopped it (KeyboardInterrupt or Terminated)
+    failure: str | None = None  # why it failed: a record could not be written
 
     @property
     def records_path(self) -> Path:
         return self.run_dir / RECORDS_FILE
+
+
+def save_run_info(run_dir: Path, info: RunInfo, lock: RunLock) -> None:
+    """Write run.json, or fail saying exactly what it now holds.
+
+    When the write fails (a full disk), the lock's disk reserve is released and
+    the run file is written once more, as ``failed`` with the reason: a run whose
+    state cannot be recorded has failed, and must never be left saying
+    ``running``. RunWriteError either way, naming the file and the fix.
+    """
+    path = Path(run_dir) / RUN_FILE
+    try:
+        write_run_info(run_dir, info)
+        return
+    except OSError as exc:
+        reason = f"cannot write {path}: {describe_oserror(exc)}"
+    if info.status != "failed" or not info.reason:  # else the failure being recorded (a record) is the news
+        info.status, info.reason = "failed", reason
+    info.exit_code, info.finished_at = exitcodes.USAGE, info.finished_at or utcnow()
+    said = f"{path} could not be updated either ({reason})"
+    if lock.release_reserve():
+        try:
+            write_run_info(run_dir, info)
+            said = f"{path} says failed (written from the disk space the run had reserved)"
+        except OSError:
+            pass
+    raise RunWriteError(f"{info.reason}; {said}. The records already written are whole and kept. Free space "
+                        f"(or fix the permissions) on {run_dir}, then finish the run with "
+                        f"`tileops bench --resume {run_dir}`")
 
 
 def stopping_rule(device: DeviceInfo, quick: bool) -> StoppingRule:
@@ -105,47 +183,115 @@ def stopping_rule(device: DeviceInfo, quick: bool) -> StoppingRule:
     return CPU_RULE if device.kind == "cpu" else GPU_RULE
 
 
-def _run_dir(opts: SweepOptions) -> tuple[Path, RunInfo, set[tuple[str, str, str, str]]]:
-    if opts.resume is not None:
-        run_dir = Path(opts.resume)
+def _unwritable(path: Path, exc: OSError, fix: str) -> RunWriteError:
+    return RunWriteError(f"{path}: cannot write ({describe_oserror(exc)}); {fix}")
+
+
+def _open_resumed(run_dir: Path) -> tuple[RunLock, RunInfo, set[tuple[str, str, str, str]], list[str]]:
+    """Lock a run directory to resume, set aside a torn tail, read what is done (all under the lock)."""
+    if not run_dir.is_dir() or not (run_dir / RUN_FILE).exists():
+        raise TileOpsError(f"{run_dir}: no run.json, so nothing to resume; start a new run with --out")
+    try:
+        lock = lock_run_dir(run_dir)
+    except OSError as exc:
+        raise _unwritable(run_dir, exc, "a resumed run appends to its directory: make it writable") from None
+    try:
         info = read_run_info(run_dir)
         if info is None:
             raise TileOpsError(f"{run_dir}: no run.json, so nothing to resume; start a new run with --out")
-        done = set()
+        records = run_dir / RECORDS_FILE
+        notices: list[str] = []
+        try:
+            aside = set_aside_torn_tail(records) if records.exists() else None
+        except OSError as exc:
+            raise _unwritable(records, exc, "free space or fix the permissions, then resume again") from None
+        if aside is not None:
+            notices.append(f"{records} ended in a torn line (a write cut short when the run stopped); "
+                           f"moved it aside to {aside.name} before appending")
+        done = {r.key for r in iter_records(records) if r.status == "ok"} if records.exists() else set()
+    except BaseException:
+        lock.release()
+        raise
+    info.status, info.finished_at, info.exit_code, info.reason = "running", None, None, None
+    return lock, info, done, notices
+
+
+def _open_new(run_dir: Path) -> RunLock:
+    """Create and lock a new run directory: refused when it already holds a run (checked under the lock)."""
+    fix = "choose a writable --out"
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = lock_run_dir(run_dir)
+    except OSError as exc:
+        raise _unwritable(run_dir, exc, fix) from None
+    try:
         if (run_dir / RECORDS_FILE).exists():
-            done = {r.key for r in iter_records(run_dir / RECORDS_FILE) if r.status == "ok"}
-        info.status, info.finished_at, info.exit_code = "running", None, None
-        return run_dir, info, done
-    run_id = new_run_id()
-    run_dir = Path(opts.out) if opts.out else Path("results") / run_id
-    if (run_dir / RECORDS_FILE).exists():
-        raise TileOpsError(f"{run_dir} already holds a run; use --resume {run_dir} to finish it, or another --out")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / RECORDS_FILE).touch()  # a run directory is always readable, even interrupted before its first row
-    return run_dir, RunInfo(run_id=run_id, started_at=utcnow()), set()
+            raise TileOpsError(f"{run_dir} already holds a run; use --resume {run_dir} to finish it, or another --out")
+        try:
+            (run_dir / RECORDS_FILE).touch()  # a run directory is always readable, even stopped before its first row
+        except OSError as exc:
+            raise _unwritable(run_dir / RECORDS_FILE, exc, fix) from None
+    except BaseException:
+        lock.release()
+        raise
+    return lock
 
 
 def prepare(opts: SweepOptions) -> PreparedSweep:
-    """Describe the device, plan the rows and open the run directory (run.json says "running")."""
+    """Describe the device, plan the rows, lock and open the run directory (run.json says "running").
+
+    Every input is checked here, before the first row: the device, the
+    selection, the run directory (writable, not held by another runner, its
+    run file and records readable).
+    """
     try:
         device = describe_device(opts.device)
     except ValueError as exc:
         raise TileOpsError(str(exc)) from None
+    check_timer(opts.timer, device.kind)  # --timer cupti without CUPTI: exit 2 before anything is written
     planned = plan(load_entries(), load_all(), opts.selection, device)
     if not planned:
-        raise TileOpsError("no workload row matches the selection; list rows with `tileops ops NAME`")
-    run_dir, info, done = _run_dir(opts)
+        named = opts.selection.backends
+        hint = (f"; --backend {', '.join(named)} has rows only for ops that offer it (the ops with a Triton kernel "
+                "are listed in docs/ops.md, Backends)" if named else "")
+        raise TileOpsError(f"no workload row matches the selection; list rows with `tileops ops NAME`{hint}")
+    notices: list[str] = []
+    if opts.resume is not None:
+        run_dir = Path(opts.resume)
+        lock, info, done, notices = _open_resumed(run_dir)
+    else:
+        run_id = new_run_id()
+        run_dir = Path(opts.out) if opts.out else Path("results") / run_id
+        lock = _open_new(run_dir)
+        info = RunInfo(run_id=run_id, started_at=utcnow(), argv=opts.argv or sys.argv[1:],
+                       selection={**opts.selection.as_dict(), "device": device.device}, options=opts.run_options)
+        done = set()
+    lock.reserve()
     threads = default_threads() if device.kind == "cpu" else None
     todo = [p for p in planned if p.key not in done]
-    info.argv = opts.argv or sys.argv[1:]
-    info.selection = {**opts.selection.as_dict(), "device": device.device}
+    compiles = any(p.backend != "torch" and not p.skip_reason for p in todo)
+    compile_env = compile_cache_env(opts.compile_cache, run_dir) if compiles else {}
     info.rows_total = len(planned)
-    write_run_info(run_dir, info)
+    try:
+        save_run_info(run_dir, info, lock)
+    except BaseException:
+        lock.release()
+        raise
     return PreparedSweep(
         device=device, run_dir=run_dir, info=info, env=run_environment(device, info.run_id, threads),
         planned=planned, todo=todo, done=len(planned) - len(todo), rule=stopping_rule(device, opts.quick),
         row_timeout_s=opts.row_timeout_s or DEFAULT_ROW_TIMEOUT_S[device.kind], threads=threads,
-        timer=opts.timer)
+        timer=opts.timer, lock=lock, notices=notices,
+        compile_timeout_s=opts.compile_timeout_s or DEFAULT_COMPILE_TIMEOUT_S, compile_env=compile_env)
+
+
+def compile_cache_env(given: Path | None, run_dir: Path) -> dict[str, str]:
+    """The worker's compile-cache variables (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR): under ``given``
+    (``--compile-cache``), else under ``COMPILE_CACHE_DIR`` beside the run directory. They replace whatever
+    the environment says: inductor writes its default into the environment when it is first imported (the
+    planning asks it for a C++ compiler), so an inherited value cannot be told from its own."""
+    root = Path(given) if given is not None else Path(run_dir).absolute().parent / COMPILE_CACHE_DIR
+    return cache_env(root.expanduser().absolute())
 
 
 def _skipped(p: Planned, family: str, env: Environment) -> Record:
@@ -156,11 +302,20 @@ def _skipped(p: Planned, family: str, env: Environment) -> Record:
 
 
 def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
-    """Run every row still to do, appending each record as it finishes; Ctrl-C stops between writes."""
+    """Run every row still to do, appending each record as it finishes.
+
+    Ctrl-C or SIGTERM (``tileops.interrupts``) stops the sweep between writes:
+    the row in flight is abandoned and its worker killed, every finished record
+    is kept, and run.json says ``interrupted``. A record that cannot be written
+    stops it too (the next rows could not be written either): run.json says
+    ``failed`` with the reason, and the file holds whole records only.
+    RunWriteError when run.json itself cannot be written.
+    """
     observer = observer or _Silent()
     entries = load_entries()
-    worker = Worker(cache_bytes=prep.device.l2_bytes, threads=prep.threads)
-    interrupted = False
+    worker = Worker(cache_bytes=prep.device.l2_bytes, threads=prep.threads, env=prep.compile_env)
+    stopped: KeyboardInterrupt | None = None
+    failure: str | None = None
     total = len(prep.todo)
     try:
         for i, p in enumerate(prep.todo, 1):
@@ -171,19 +326,33 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
             else:
                 task = Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
                             device=prep.device.device, rule=prep.rule, env=prep.env, timer=prep.timer)
-                rec = worker.run(task, family, prep.row_timeout_s).record
-            append_record(prep.records_path, rec)
+                rec = worker.run(task, family, prep.row_timeout_s, prep.compile_timeout_s).record
+            try:
+                with deferred():  # a signal now waits until the record is written
+                    append_record(prep.records_path, rec)
+            except OSError as exc:
+                failure = f"cannot write a record to {prep.records_path}: {describe_oserror(exc)}"
+                break
             observer.row_finished(i, total, p, rec)
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM as tileops.interrupts.Terminated
+        stopped = exc
+        worker.kill()  # the row in flight is abandoned: don't wait for it
     finally:
         worker.close()
-    latest = {r.key: r for r in iter_records(prep.records_path)}  # a resumed run keeps the newest per row
-    info = prep.info
-    info.rows_ok = sum(r.status == "ok" for r in latest.values())
-    info.rows_error = sum(r.status == "error" for r in latest.values())
-    info.rows_skipped = sum(r.status == "skipped" for r in latest.values())
-    info.status, info.finished_at = ("interrupted" if interrupted else "completed"), utcnow()
-    write_run_info(prep.run_dir, info)
+    with deferred():
+        latest = {r.key: r for r in iter_records(prep.records_path)}  # a resumed run keeps the newest per row
+        info = prep.info
+        info.rows_ok = sum(r.status == "ok" for r in latest.values())
+        info.rows_error = sum(r.status == "error" for r in latest.values())
+        info.rows_skipped = sum(r.status == "skipped" for r in latest.values())
+        info.finished_at = utcnow()
+        if failure is not None:
+            info.status, info.reason, info.exit_code = "failed", failure, exitcodes.USAGE
+        elif stopped is not None:
+            info.status, info.exit_code = "interrupted", exit_code(stopped)
+            info.reason = f"stopped by {signal_name(stopped)}"
+        else:
+            info.status = "completed"
+        prep.save(info)
     return Sweep(device=prep.device, run_dir=prep.run_dir, info=info, records=list(latest.values()),
-                 interrupted=interrupted)
+                 interrupted=stopped, failure=failure)

@@ -3,12 +3,21 @@
 A crash (segfault, abort, ``os._exit``), a CUDA error that poisons the
 context, or a row that outlives its timeout kills only the worker: the parent
 turns it into an error record and starts a fresh worker for the next row.
+
+A compiled backend's row has two limits: its compile (the first, checked call,
+which the worker reports as done before timing) may take up to
+``compile_timeout_s``, and its timing then gets the row timeout of its own, so
+a slow compile is never charged to the measurement, nor a slow measurement
+hidden behind a compile allowance. The worker's environment can carry the
+compile caches' folders (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``),
+set before it compiles anything.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import time
 import traceback
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,17 +28,41 @@ from tileops.bench.execute import Task, run_task
 from tileops.records import ErrorInfo, Record, utcnow
 
 _CTX = mp.get_context("spawn")  # a fresh interpreter: no inherited CUDA context, no forked locks
+#: How long a new worker may take to import torch before its row is recorded as a crash.
+STARTUP_TIMEOUT_S = 300.0
 
 
-def _worker_main(conn: Connection, cache_bytes: int | None, threads: int | None) -> None:
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this worker when its parent dies (``kill -9`` of the bench): an orphan
+    would otherwise finish its row (or hang in it) with nobody to read the result."""
+    import ctypes
     import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's kill() on interrupt still applies
+        pass
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _worker_main(conn: Connection, cache_bytes: int | None, threads: int | None, parent_pid: int,
+                 env: dict[str, str] | None = None) -> None:
+    import signal
+
+    _die_with_parent(parent_pid)
+    os.environ.update(env or {})  # before anything compiles: inductor and triton read their cache folders lazily
+    # Ctrl-C and SIGTERM (a terminal's process group, `kill -TERM -PGID`) are the parent's to handle:
+    # it writes what finished and kills this worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     import torch
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it kills this worker
-
     if threads:
         torch.set_num_threads(threads)
+    conn.send(("ready", None))  # the imports are done: from here a row's time is the row's own
     while True:
         try:
             task = conn.recv()
@@ -38,7 +71,7 @@ def _worker_main(conn: Connection, cache_bytes: int | None, threads: int | None)
         if task is None:
             return
         try:
-            conn.send(("ok", run_task(task, cache_bytes)))
+            conn.send(("ok", run_task(task, cache_bytes, on_prepared=lambda: conn.send(("prepared", None)))))
         except BaseException as exc:  # a bug outside the per-row guard: report, keep serving
             conn.send(("fail", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"))
 
@@ -54,39 +87,72 @@ class RowResult:
 class Worker:
     """One worker process; ``run`` returns a record whatever happens to the row."""
 
-    def __init__(self, cache_bytes: int | None = None, threads: int | None = None) -> None:
+    def __init__(self, cache_bytes: int | None = None, threads: int | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.cache_bytes = cache_bytes
         self.threads = threads
+        self.env = dict(env or {})  # set in the worker's environment before its first row
         self.proc: Any = None
         self.conn: Connection | None = None
 
-    def _start(self) -> None:
+    def _start(self) -> str | None:
+        """Start a worker and wait until it has imported torch; why it could not start, or None.
+
+        A cold start (torch's import on a loaded host) can take many seconds: it is
+        not charged to the first row's timeout.
+        """
         parent, child = _CTX.Pipe()
-        self.proc = _CTX.Process(target=_worker_main, args=(child, self.cache_bytes, self.threads), daemon=True)
+        self.proc = _CTX.Process(target=_worker_main, daemon=True,
+                                 args=(child, self.cache_bytes, self.threads, os.getpid(), self.env))
         self.proc.start()
         child.close()
         self.conn = parent
+        try:
+            if parent.poll(STARTUP_TIMEOUT_S) and parent.recv()[0] == "ready":
+                return None
+            why = f"the worker process did not start within {STARTUP_TIMEOUT_S:g} s"
+        except EOFError:
+            self.proc.join(5)
+            why = f"the worker process died while starting (exit code {self.proc.exitcode})"
+        self.kill()
+        return why
 
-    def run(self, task: Task, family: str, timeout_s: float) -> RowResult:
-        """Run one row; ``family`` names it in an error record the worker could not write itself."""
+    def run(self, task: Task, family: str, timeout_s: float, compile_timeout_s: float | None = None) -> RowResult:
+        """Run one row; ``family`` names it in an error record the worker could not write itself.
+
+        ``timeout_s`` bounds the row; for a compiled backend (not ``torch``) with ``compile_timeout_s``,
+        that bounds its first call instead, and the timing after it gets ``timeout_s`` of its own.
+        """
         if self.proc is None or not self.proc.is_alive():
-            self._start()
+            started = utcnow()
+            why = self._start()
+            if why is not None:
+                return RowResult(_error(task, family, started, "crash", why), True)
         assert self.conn is not None
         started = utcnow()
+        compiling = task.backend != "torch" and compile_timeout_s is not None
+        limit = compile_timeout_s if compiling else timeout_s
+        deadline = time.monotonic() + limit  # type: ignore[operator]
         self.conn.send(task)
-        if self.conn.poll(timeout_s):
+        while self.conn.poll(max(0.0, deadline - time.monotonic())):
             try:
                 status, payload = self.conn.recv()
             except EOFError:
                 return RowResult(self._died(task, family, started), True)
+            if status == "prepared":  # compiled (or eager's checked call done): the timing's own limit starts
+                if compiling:
+                    compiling, limit = False, timeout_s
+                    deadline = time.monotonic() + timeout_s
+                continue
             if status == "ok":
                 return RowResult(payload, False)
             return RowResult(_error(task, family, started, "exception", payload), False)
         if not self.proc.is_alive():
             return RowResult(self._died(task, family, started), True)
         self.kill()
-        return RowResult(_error(task, family, started, "timeout",
-                                f"row did not finish within {timeout_s:g} s; the worker was killed"), True)
+        what = (f"the {task.backend} backend's first call (compilation included) did not finish within {limit:g} s "
+                "(--compile-timeout)" if compiling else f"row did not finish within {limit:g} s")
+        return RowResult(_error(task, family, started, "timeout", f"{what}; the worker was killed"), True)
 
     def _died(self, task: Task, family: str, started: datetime) -> Record:
         self.proc.join(5)

@@ -14,10 +14,10 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "CPU_ROOF_ALIASES": "tileops.calibrate.base", "TheoryOptions": "tileops.calibrate.base",
+    "CPU_ROOF_ALIASES": "tileops.calibrate.theoretical", "TheoryOptions": "tileops.calibrate.theoretical",
     "DeviceCalibration": "tileops.calibrate.results", "build_profile": "tileops.calibrate.results",
     "load_device_results": "tileops.calibrate.results",
-    "Outcome": "tileops.calibrate.run", "calibrate_cpu": "tileops.calibrate.run",
+    "CalibrationOutcome": "tileops.calibrate.run", "calibrate_cpu": "tileops.calibrate.run",
     "calibrate_device": "tileops.calibrate.run", "calibrate_gpu": "tileops.calibrate.run",
     "measure_device": "tileops.calibrate.run",
 }

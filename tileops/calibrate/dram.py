@@ -8,11 +8,14 @@ is unknown and keeps the measured bytes/s only.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from tileops.fsutil import read_regular
 
 _UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2.0**10, "mi": 2.0**20, "gi": 2.0**30,
           "ti": 2.0**40}
@@ -36,12 +39,32 @@ def parse_bandwidth(text: str) -> float:
     return value
 
 
+#: The nominal bandwidth for every calibration this process runs (``tileops calibrate``, the bench's
+#: automatic calibration), as ``--dram-bandwidth`` writes it; a flag given on the command line wins.
+#: It is how an image or a Helm chart states the nominal of a fleet of known hardware.
+DRAM_BANDWIDTH_ENV = "TILEOPS_DRAM_BANDWIDTH"
+
+
+def bandwidth_from_env(environ: dict[str, str] | None = None) -> tuple[float, str] | None:
+    """(bytes/s, where it came from) from ``$TILEOPS_DRAM_BANDWIDTH``, or None when unset or empty.
+    ValueError naming the variable and the accepted forms when it cannot be read."""
+    text = (os.environ if environ is None else environ).get(DRAM_BANDWIDTH_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        return parse_bandwidth(text), f"{DRAM_BANDWIDTH_ENV}={text}"
+    except ValueError as exc:
+        raise ValueError(f"{DRAM_BANDWIDTH_ENV}: {exc}") from None
+
+
 def read_bandwidth_file(path: Path) -> float:
     """The first value line of ``path``: a bare bandwidth or ``dram_bandwidth: 76.8GB/s``; '#' starts a comment."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    try:  # a regular file of at most 64 KiB: a FIFO or a device here would hang the calibration
+        lines = read_regular(path, 2**16).decode("utf-8").splitlines()
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the DRAM bandwidth file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text; write the bandwidth as text, e.g. 76.8GB/s") from None
     for line in lines:
         line = line.split("#", 1)[0].strip()
         if not line:

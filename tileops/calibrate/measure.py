@@ -1,5 +1,7 @@
-"""The microbenchmarks: bandwidth mixes, compute roofs and the latency floor, through torch.
+"""The microbenchmarks: bandwidth mixes, compute roofs and the latency floor.
 
+They run through torch, except a CPU's bandwidth mixes, which run through a
+small C kernel with streaming stores where a compiler exists (``streaming``).
 Every measurement is best-of-N (the ceiling is what the device can do, and
 noise only ever slows a run down). CPU time is the wall time of a synchronous
 call; GPU time comes from CUDA events around each repetition, or from the
@@ -17,6 +19,9 @@ from typing import Callable
 import torch
 
 from tileops.calibrate.results import STREAM_WORDS, MixMeasurement, RoofMeasurement
+from tileops.calibrate.streaming import StreamingKernels, load_kernels
+from tileops.profiles import MIXES
+from tileops.tf32 import tf32_matmul
 
 F32 = 4  # bytes per fp32 element
 
@@ -32,6 +37,7 @@ class Sizes:
     big_matmul: int
     matmul_reps: int
     latency_calls: int
+    gemm_sizes: tuple[int, ...] = ()  # GPU: the square GEMM sizes a tensor-core roof is the best of
 
 
 def cpu_sizes(llc_bytes: int | None, mem_bytes: int | None, quick: bool) -> Sizes:
@@ -46,13 +52,17 @@ def cpu_sizes(llc_bytes: int | None, mem_bytes: int | None, quick: bool) -> Size
 
 
 def gpu_sizes(l2_bytes: int | None, mem_bytes: int | None, quick: bool) -> Sizes:
-    """Arrays of 1 GiB (many times any L2), at most 1/8 of device memory each."""
+    """Arrays of 1 GiB (many times any L2), at most 1/8 of device memory each. Tensor-core roofs are the
+    best of a few GEMM sizes: which size cuBLAS runs fastest differs by device and clock (power) state."""
     arr = (256 << 20) if quick else (1 << 30)
     arr = max(arr, 8 * (l2_bytes or 0))
     if mem_bytes:
         arr = min(arr, mem_bytes // 8)
+    gemms = (4096,) if quick else (4096, 8192, 16384)
+    if mem_bytes:  # three fp32 operands within a quarter of the device
+        gemms = tuple(n for n in gemms if 12 * n * n <= mem_bytes // 4) or (2048,)
     return Sizes(arr, 5 if quick else 20, (), 0.002 if quick else 0.01, 4096 if quick else 8192, 3 if quick else 10,
-                 50 if quick else 200)
+                 50 if quick else 200, gemms)
 
 
 # --------------------------------------------------------------------------- timing
@@ -97,16 +107,20 @@ def _calls_for(fn: Callable[[], object], device: torch.device, target_s: float) 
 # --------------------------------------------------------------------------- bandwidth
 
 
-def measure_mixes(device: torch.device, sizes: Sizes,
-                  step: Callable[[str], None] = lambda _: None) -> dict[str, MixMeasurement]:
-    """copy a=b, triad a=b+s*c, read sum(b), write a=x over fp32 arrays of ``sizes.array_bytes`` each.
+def _arrays(device: torch.device, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return tuple(torch.empty(n, dtype=torch.float32, device=device) for _ in range(3))  # type: ignore[return-value]
 
-    Bytes are counted as STREAM counts them (``STREAM_WORDS``): no write-allocate.
-    """
+
+def _record(mix: str, n: int, t: float, reps: int, kernel: str) -> MixMeasurement:
+    moved = STREAM_WORDS[mix] * n * F32
+    return MixMeasurement(bytes_per_s=moved / t, bytes=moved, array_bytes=n * F32, best_s=t, reps=reps, kernel=kernel)
+
+
+def torch_mixes(device: torch.device, sizes: Sizes,
+                step: Callable[[str], None] = lambda _: None) -> dict[str, MixMeasurement]:
+    """The mixes through torch's own kernels (the GPU's, and a CPU's without a C compiler)."""
     n = sizes.array_bytes // F32
-    a = torch.empty(n, dtype=torch.float32, device=device)
-    b = torch.empty_like(a)
-    c = torch.empty_like(a)
+    a, b, c = _arrays(device, n)
     a.fill_(0.0)  # first touch: page faults stay out of the timed loop
     b.fill_(1.0)
     c.fill_(2.0)
@@ -119,11 +133,44 @@ def measure_mixes(device: torch.device, sizes: Sizes,
     out: dict[str, MixMeasurement] = {}
     for mix, (desc, fn) in kernels.items():
         step(f"bandwidth: {mix}")
-        t = best_time(fn, device, reps=sizes.mix_reps)
-        moved = STREAM_WORDS[mix] * n * F32
-        out[mix] = MixMeasurement(bytes_per_s=moved / t, bytes=moved, array_bytes=n * F32, best_s=t,
-                                  reps=sizes.mix_reps, kernel=desc)
+        out[mix] = _record(mix, n, best_time(fn, device, reps=sizes.mix_reps), sizes.mix_reps, desc)
     return out
+
+
+def streaming_mixes(kernels: StreamingKernels, sizes: Sizes, threads: int | None = None,
+                    step: Callable[[str], None] = lambda _: None) -> dict[str, MixMeasurement]:
+    """The CPU mixes through ``streaming.c`` (non-temporal stores, OpenMP on torch's thread count)."""
+    threads = threads or torch.get_num_threads()
+    n = sizes.array_bytes // F32
+    a, b, c = _arrays(torch.device("cpu"), n)
+    for t, v in ((a, 0.0), (b, 1.0), (c, 2.0)):
+        kernels.touch(t, v, threads)  # first touch by the thread that streams each page later
+    out: dict[str, MixMeasurement] = {}
+    for mix in MIXES:
+        step(f"bandwidth: {mix}")
+        t, _ = kernels.run(mix, a, b, c, reps=sizes.mix_reps, threads=threads)
+        out[mix] = _record(mix, n, t, sizes.mix_reps, kernels.describe(mix, threads))
+    return out
+
+
+def measure_mixes(device: torch.device, sizes: Sizes,
+                  step: Callable[[str], None] = lambda _: None) -> tuple[dict[str, MixMeasurement], list[str]]:
+    """copy a=b, triad a=b+s*c, read sum(b), write a=x over fp32 arrays of ``sizes.array_bytes`` each.
+
+    Bytes are counted as STREAM counts them (``STREAM_WORDS``): no write-allocate. On a CPU the mixes
+    run through ``streaming.c``, whose non-temporal stores move exactly those bytes; where it cannot be
+    built they run through torch, and the returned notes say why and what that costs.
+    """
+    if device.type != "cpu":
+        return torch_mixes(device, sizes, step), []
+    kernels, why = load_kernels()
+    if kernels is not None:
+        return streaming_mixes(kernels, sizes, step=step), []
+    note = (f"memory mixes measured with torch's kernels, not streaming.c: {why}. torch's CPU stores go through "
+            "the cache (each output line is read first), so copy, triad and write reach less than the hardware "
+            "streams and the envelope, and every CPU reading priced on it, is low; install a C compiler with "
+            "OpenMP (e.g. apt-get install gcc) or set CC, and calibrate again")
+    return torch_mixes(device, sizes, step), [note]
 
 
 # --------------------------------------------------------------------------- compute roofs
@@ -167,10 +214,20 @@ def cpu_big_matmul(sizes: Sizes) -> RoofMeasurement:
 
 
 def gpu_gemm(key: str, device: torch.device, sizes: Sizes) -> RoofMeasurement:  # pragma: no cover - needs a GPU
-    """A large GEMM on the tensor cores for roof ``key`` (tf32, bf16, fp16, fp8, int8)."""
-    n = sizes.big_matmul
+    """A tensor-core roof ``key`` (tf32, bf16, fp16, fp8, int8): the fastest of square GEMMs of ``gemm_sizes``."""
+    best: RoofMeasurement | None = None
+    for n in sizes.gemm_sizes or (sizes.big_matmul,):
+        r = _gpu_gemm_at(key, device, n, sizes.matmul_reps)
+        torch.cuda.empty_cache()
+        if best is None or r.flops_per_s > best.flops_per_s:
+            best = r
+    assert best is not None
+    swept = ", ".join(str(n) for n in sizes.gemm_sizes)
+    return best.model_copy(update={"method": f"{best.method}; the fastest of sizes {swept}"}) if swept else best
+
+
+def _gpu_gemm_at(key: str, device: torch.device, n: int, reps: int) -> RoofMeasurement:  # pragma: no cover
     flops = 2.0 * n**3
-    reps = sizes.matmul_reps
     gen = torch.Generator(device=device).manual_seed(0)
     if key in ("tensor_core.bf16", "tensor_core.fp16"):
         dt = torch.bfloat16 if key.endswith("bf16") else torch.float16
@@ -180,13 +237,9 @@ def gpu_gemm(key: str, device: torch.device, sizes: Sizes) -> RoofMeasurement:  
     if key == "tensor_core.tf32":
         a = torch.randn(n, n, device=device, generator=gen)
         b = torch.randn(n, n, device=device, generator=gen)
-        prev = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = True
-        try:
+        with tf32_matmul(True):
             return _gemm_rate(lambda: torch.mm(a, b), flops, device, reps, 3,
-                              f"fp32 GEMM {n}^3 with allow_tf32 (torch.mm), random data")
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = prev
+                              f"fp32 GEMM {n}^3 with TF32 allowed (torch.mm), random data")
     if key == "tensor_core.fp8":
         if torch.cuda.get_device_capability(device) < (8, 9) or not hasattr(torch, "_scaled_mm"):
             raise RuntimeError("fp8 GEMM needs compute capability 8.9+ and torch._scaled_mm")
@@ -221,13 +274,9 @@ def gpu_fp32(device: torch.device, sizes: Sizes) -> RoofMeasurement:  # pragma: 
     n = sizes.big_matmul
     a = torch.randn(n, n, device=device)
     b = torch.randn(n, n, device=device)
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
+    with tf32_matmul(False):
         return _gemm_rate(lambda: torch.mm(a, b), 2.0 * n**3, device, sizes.matmul_reps, 3,
                           f"fp32 SGEMM {n}^3 with TF32 off ({why}: a lower bound of the FMA rate)")
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
 
 
 # --------------------------------------------------------------------------- latency floor

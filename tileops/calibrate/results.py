@@ -9,16 +9,19 @@ model's profile be rebuilt (median over its devices) without re-measuring.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import secrets
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from tileops.fsutil import write_atomic
 from tileops.profiles import MIXES, MemoryRoof, Profile, ProfileError, Provenance, Roof, store_dir
+from tileops.records import Machine
 
 #: STREAM accounting: words each mix moves per element (reads + writes). STREAM
 #: does not count the write-allocate read of a store's line, and neither does
@@ -28,11 +31,13 @@ STREAM_WORDS = {"copy": 2, "triad": 3, "read": 1, "write": 1}
 
 #: A measured fraction above this is not a ceiling problem but a wrong theoretical figure.
 MAX_FRACTION = 1.5
-RESULTS_SCHEMA = 1
+#: 2: the device is described by ``machine`` (tileops.records.Machine, as in every record's environment);
+#: 1 (read still): the same facts as flat fields.
+RESULTS_SCHEMA = 2
 
 
 class MixMeasurement(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a measurement is a finite number
     bytes_per_s: float = Field(gt=0)
     bytes: int = Field(gt=0, description="bytes one repetition moves, STREAM counting")
     array_bytes: int = Field(gt=0)
@@ -42,7 +47,7 @@ class MixMeasurement(BaseModel):
 
 
 class RoofMeasurement(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a measurement is a finite number
     flops_per_s: float = Field(gt=0)
     flops: float = Field(gt=0, description="FLOPs one repetition performs")
     best_s: float = Field(gt=0)
@@ -51,27 +56,21 @@ class RoofMeasurement(BaseModel):
 
 
 class DeviceCalibration(BaseModel):
-    """One device's raw measurements: the per-device (uuid) result of a calibration run."""
+    """One device's raw measurements: the per-device (uuid) result of a calibration run.
 
-    model_config = ConfigDict(extra="forbid")
+    ``machine`` is the same description of the device a record's environment
+    carries (``tileops.records.Machine``), so a calibration and the rows priced
+    on it name the device, driver and versions the same way.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a measurement is a finite number
     schema_version: int = RESULTS_SCHEMA
     run_id: str
     started_at: dt.datetime
     finished_at: dt.datetime
-    tool_version: str
-    torch_version: str
-    quick: bool
-    kind: Literal["cpu", "cuda"]
-    name: str
-    uuid: str | None = None
-    index: int | None = None
-    hostname: str
-    driver: str | None = None
-    cuda: str | None = None
-    cpu_model: str | None = None
-    threads: int | None = None
-    l2_bytes: int | None = None
-    clocks_before: dict[str, Any] | None = None
+    quick: bool  # how: small sizes and few repetitions (seconds), or the full calibration
+    machine: Machine  # on what: device, uuid, driver, CUDA, threads, cache, host, versions
+    clocks_before: dict[str, Any] | None = None  # and in what state: clocks, temperature, power (limit)
     clocks_after: dict[str, Any] | None = None
     mixes: dict[str, MixMeasurement] = Field(default_factory=dict)
     roofs: dict[str, RoofMeasurement] = Field(default_factory=dict)
@@ -80,10 +79,95 @@ class DeviceCalibration(BaseModel):
     latency_method: str | None = None
     warnings: list[str] = Field(default_factory=list)
 
+    #: The device's calibration before this one, as :func:`with_previous` found it in the store's history;
+    #: not part of the file.
+    _previous: "DeviceCalibration | None" = PrivateAttr(None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _schema_1(cls, data: Any) -> Any:
+        """A result written before the machine description was shared (schema 1: flat fields) reads the same."""
+        if not isinstance(data, dict) or "machine" in data or "name" not in data:
+            return data
+        flat = dict(data)
+        tool = str(flat.pop("tool_version", ""))
+        flat["machine"] = {
+            "device_kind": flat.pop("kind", None), "device_name": flat.pop("name", None),
+            "device_uuid": flat.pop("uuid", None), "device_index": flat.pop("index", None),
+            "driver": flat.pop("driver", None), "cuda": flat.pop("cuda", None),
+            "cpu_model": flat.pop("cpu_model", None), "threads": flat.pop("threads", None),
+            "l2_bytes": flat.pop("l2_bytes", None), "hostname": flat.pop("hostname", None),
+            "torch_version": flat.pop("torch_version", ""), "tileops_version": tool.removeprefix("tileops "),
+        }
+        flat["schema_version"] = RESULTS_SCHEMA
+        return flat
+
+    # The device's facts, read through ``machine`` (what most callers want to name).
+    @property
+    def kind(self) -> str:
+        return self.machine.device_kind
+
+    @property
+    def name(self) -> str:
+        return self.machine.device_name
+
+    @property
+    def uuid(self) -> str | None:
+        return self.machine.device_uuid
+
+    @property
+    def index(self) -> int | None:
+        return self.machine.device_index
+
+    @property
+    def hostname(self) -> str:
+        return self.machine.hostname
+
+    @property
+    def driver(self) -> str | None:
+        return self.machine.driver
+
+    @property
+    def l2_bytes(self) -> int | None:
+        return self.machine.l2_bytes
+
+    @property
+    def threads(self) -> int | None:
+        return self.machine.threads
+
+    @property
+    def tool_version(self) -> str:
+        return f"tileops {self.machine.tileops_version}"
+
     @property
     def device_key(self) -> str:
         """The per-device file stem: the GPU uuid, or ``cpu-<hostname>``."""
-        return self.uuid or f"cpu-{self.hostname}"
+        return self.machine.device_key
+
+    @property
+    def previous(self) -> "DeviceCalibration | None":
+        """This device's previous calibration of the same mode (quick or full), or None (no history read)."""
+        return self._previous
+
+
+def device_key(uuid: str | None, hostname: str) -> str:
+    """A device's name in the store: its GPU (or MIG) uuid, or ``cpu-<hostname>`` for a host's CPU."""
+    return uuid or f"cpu-{hostname}"
+
+
+#: The real forms of a device key: an NVML GPU or MIG uuid, or ``cpu-`` and a host name (at most 64
+#: letters, digits, '-', '.' and '_'), so a key is always a plain file name inside the store.
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+DEVICE_KEY = re.compile(rf"(?:GPU|MIG)-{_UUID}|cpu-[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.)){{0,63}}")
+
+
+def check_device_key(key: str, where: str) -> str:
+    """``key`` when it has a device key's real form; else a ProfileError naming ``where`` it came from."""
+    if not isinstance(key, str) or not DEVICE_KEY.fullmatch(key) or key.endswith("."):
+        raise ProfileError(f"{where}: {key!r} is not a device id (GPU-<uuid>, MIG-<uuid> or cpu-<hostname>)",
+                           file=where, field="uuid",
+                           fix="use the uuid NVML reports, or a host name of letters, digits, '.', '-' and '_'")
+    return key
 
 
 def new_run_id() -> str:
@@ -93,14 +177,45 @@ def new_run_id() -> str:
 # --------------------------------------------------------------------------- per-device store
 
 
+#: Results kept per device in ``devices/history/<device key>/``: enough to see a trend, bounded so a
+#: nightly calibration never fills the volume.
+HISTORY_KEEP = 20
+
+
 def devices_dir(store: Path | None = None) -> Path:
     return (store or store_dir()) / "devices"
 
 
+def history_dir(device_key: str, store: Path | None = None) -> Path:
+    """``<store>/devices/history/<device key>/``: one ``<run id>.yaml`` per calibration of that device."""
+    return devices_dir(store) / "history" / device_key
+
+
+def _dump(run: DeviceCalibration) -> str:
+    return yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False)
+
+
 def write_device_result(run: DeviceCalibration, store: Path | None = None, *, path: Path | None = None) -> Path:
-    """Write one device's raw result as YAML (atomically) to ``<store>/devices/<uuid>.yaml``."""
-    target = path or devices_dir(store) / f"{run.device_key}.yaml"
-    write_atomic(target, yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False))
+    """Write one device's raw result as YAML (atomically) to ``<store>/devices/<uuid>.yaml``, the newest, and
+    keep it in the device's history beside the earlier ones (the newest ``HISTORY_KEEP``). In a store written
+    before history existed, the current file is copied into the history first, so its result becomes the
+    previous one. ``path``: write only there (a child process's raw result)."""
+    if path is not None:
+        write_atomic(path, _dump(run))
+        return path
+    target = devices_dir(store) / f"{check_device_key(run.device_key, 'device calibration result')}.yaml"
+    hist = history_dir(run.device_key, store)
+    if target.exists():
+        try:
+            old = read_device_result(target)
+        except ProfileError:
+            old = None  # an unreadable current file is replaced, not kept
+        if old is not None and not (hist / f"{old.run_id}.yaml").exists():
+            write_atomic(hist / f"{old.run_id}.yaml", target.read_text(encoding="utf-8"))
+    write_atomic(hist / f"{run.run_id}.yaml", _dump(run))
+    write_atomic(target, _dump(run))
+    for stale in load_device_history(run.device_key, store)[HISTORY_KEEP:]:
+        (hist / f"{stale.run_id}.yaml").unlink(missing_ok=True)
     return target
 
 
@@ -116,6 +231,99 @@ def load_device_results(store: Path | None = None) -> list[DeviceCalibration]:
     """Every per-device result in the store (the fleet's per-device calibration view)."""
     d = devices_dir(store)
     return [read_device_result(p) for p in sorted(d.glob("*.yaml"))] if d.is_dir() else []
+
+
+# --------------------------------------------------------------------------- staleness (--max-age)
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)([smhdw]))+")
+
+#: A stored result may finish this far in the future (clocks of a host drift) and still count.
+CLOCK_SLACK = dt.timedelta(minutes=5)
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """``90m``, ``12h``, ``7d``, ``2w`` or a sum such as ``1d12h``, as a positive timedelta."""
+    s = text.strip().lower()
+    if not _DURATION.fullmatch(s):
+        raise ValueError(f"{text!r} is not a duration: give a number and a unit (s, m, h, d, w), e.g. 12h, 7d, 1d12h")
+    seconds = sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([smhdw])", s))
+    if seconds <= 0:
+        raise ValueError(f"{text!r} is not a positive duration (to recalibrate every time, leave --max-age out)")
+    return dt.timedelta(seconds=seconds)
+
+
+def format_age(age: dt.timedelta) -> str:
+    """``3d 4h``, ``2h 5m``, ``40s``: the two largest units, for a person."""
+    s = max(int(age.total_seconds()), 0)
+    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
+    shown = [f"{n}{u}" for n, u in parts if n][:2]
+    return " ".join(shown) or "0s"
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """Whether a device's stored calibration can stand in for a new one, and why (said to the user)."""
+
+    key: str
+    fresh: bool
+    reason: str
+    result: DeviceCalibration | None = None
+
+
+def stored_freshness(key: str, max_age: dt.timedelta, *, store: Path | None = None, quick: bool = False,
+                     now: dt.datetime | None = None) -> Freshness:
+    """Is ``<store>/devices/<key>.yaml`` newer than ``max_age``?
+
+    Fresh means: the file reads as a calibration result, it finished less than
+    ``max_age`` ago, and it is no rougher than what is asked for (a quick result
+    never stands in for a full calibration; a full one does for a quick). Anything
+    else is stale, with the reason, and the device is measured again.
+    """
+    path = devices_dir(store) / f"{key}.yaml"
+    if not path.is_file():
+        return Freshness(key, False, f"no stored calibration ({path})")
+    try:
+        stored = read_device_result(path)
+    except ProfileError as exc:
+        return Freshness(key, False, f"the stored calibration is unreadable: {exc}")
+    now = now or dt.datetime.now(dt.timezone.utc)
+    finished = stored.finished_at if stored.finished_at.tzinfo else stored.finished_at.replace(tzinfo=dt.timezone.utc)
+    age = now - finished
+    when = finished.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    how = "quick" if stored.quick else "full"
+    if stored.quick and not quick:
+        return Freshness(key, False, f"the stored calibration ({when}) is a quick one and a full one is asked for",
+                         stored)
+    if age < -CLOCK_SLACK:
+        return Freshness(key, False, f"the stored calibration finished in the future ({when}): the clock moved",
+                         stored)
+    ago = f"calibrated {format_age(age)} ago"
+    if age > max_age:
+        return Freshness(key, False, f"{ago} ({when}), over the maximum age {format_age(max_age)}", stored)
+    return Freshness(key, True, f"{ago} ({when}, {how}), under the maximum age {format_age(max_age)}", stored)
+
+
+def load_device_history(device_key: str, store: Path | None = None) -> list[DeviceCalibration]:
+    """A device's kept calibrations, newest first; an unreadable file is skipped (the rest still tell)."""
+    d = history_dir(device_key, store)
+    runs: list[DeviceCalibration] = []
+    for p in sorted(d.glob("*.yaml")) if d.is_dir() else []:
+        try:
+            runs.append(read_device_result(p))
+        except ProfileError:
+            continue
+    return sorted(runs, key=lambda r: r.finished_at, reverse=True)
+
+
+def with_previous(run: DeviceCalibration, history: list[DeviceCalibration]) -> DeviceCalibration:
+    """``run`` knowing its predecessor: the newest result in ``history`` of the same mode (quick or full)
+    that finished before it. Quick and full runs measure different sizes, so only like is compared."""
+    earlier = [h for h in history if h.run_id != run.run_id and h.quick == run.quick
+               and h.finished_at < run.finished_at]
+    out = run.model_copy()
+    out._previous = max(earlier, key=lambda h: h.finished_at) if earlier else None
+    return out
 
 
 # --------------------------------------------------------------------------- building the profile
@@ -138,7 +346,8 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
     first = runs[0]
     date = first.finished_at.date()
     devices = ", ".join(r.device_key for r in runs)
-    quick = " quick run (small sizes): a rough figure, not for pricing;" if any(r.quick for r in runs) else ""
+    quick = (" quick run (smaller sizes, fewer repetitions): a first figure, which `tileops calibrate` "
+             "replaces with the full one;" if any(r.quick for r in runs) else "")
 
     def prov(method: str) -> Provenance:
         return Provenance(source="calibration", run_id=first.run_id, date=date, tool_version=first.tool_version,
@@ -202,3 +411,35 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
         data["latency_floor_s"] = _median(floors)
         data["latency_floor_source"] = prov(first.latency_method or "trivial op")
     return Profile.model_validate(data), warnings
+
+
+# --------------------------------------------------------------------------- pricing each device on its own
+
+
+def device_profile_reader(store: Path | None = None) -> Callable[[str, Profile], Profile | None]:
+    """What :class:`tileops.profiles.ProfileChooser` asks for one device (``per_device=``): the device's
+    own calibration (``<store>/devices/<key>.yaml``) on its model's theoretical ceilings (``base``).
+
+    Calibration is a per-device input (§5.1): two H200s of one fleet reach different
+    bandwidths, and each row is priced on the ceiling its own device reached. None
+    (the model's profile then prices the row) when the device has no readable result
+    or its result names another model (a card swapped under the same uuid cannot
+    happen; a result copied between hosts can). Reads one file per device, when asked.
+    """
+
+    def read(key: str, base: Profile) -> Profile | None:
+        if not DEVICE_KEY.fullmatch(key or ""):
+            return None
+        path = devices_dir(store) / f"{key}.yaml"
+        try:
+            if not path.is_file():
+                return None
+            run = read_device_result(path)
+        except (OSError, ProfileError):
+            return None
+        if not base.matches(run.name):
+            return None
+        profile, _ = build_profile(base, [run])
+        return profile
+
+    return read

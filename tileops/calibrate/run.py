@@ -21,10 +21,12 @@ import torch
 
 from tileops import __version__
 from tileops.calibrate import measure
-from tileops.calibrate.base import TheoryOptions, base_profile
+from tileops.calibrate.theoretical import TheoryOptions, base_profile
 from tileops.calibrate.results import DeviceCalibration, build_profile, new_run_id
-from tileops.device import DeviceInfo, cpu_busy_fraction, describe_device, gpu_processes, read_clocks
+from tileops.device import DeviceInfo, cpu_busy_fraction, describe_device, other_gpu_processes, read_clocks
 from tileops.profiles import Profile
+from tileops.records import Machine
+from tileops.revision import git_revision
 
 #: progress(what, step, steps): called before each step, and once more with step == steps at the end.
 Progress = Callable[[str, int, int], None]
@@ -36,7 +38,7 @@ BUSY_LOAD = 0.5  # load average per usable CPU above which a CPU calibration war
 
 
 @dataclass
-class Outcome:
+class CalibrationOutcome:
     profile: Profile
     run: DeviceCalibration
     warnings: list[str] = field(default_factory=list)
@@ -56,9 +58,9 @@ def idle_warnings(info: DeviceInfo) -> list[str]:
             return [f"the host is busy (1-minute load {load:.2f} per usable CPU): other work competes with the "
                     "calibration, so its figures may be low; calibrate on an idle host"]
         return []
-    procs = gpu_processes(info.device)  # pragma: no cover - needs a GPU
+    procs, why = other_gpu_processes(info.device)
     if procs is None:
-        return ["NVML is unavailable (install nvidia-ml-py): could not check that the GPU is idle"]
+        return [f"could not check that {info.device} is idle: {why}"]
     if procs:
         pids = ", ".join(str(p["pid"]) for p in procs)
         return [f"{len(procs)} other process(es) on {info.device} (pid {pids}): the GPU is not idle, so its "
@@ -87,7 +89,8 @@ def measure_device(device: str = "auto", *, quick: bool = False, progress: Progr
     else:  # pragma: no cover - needs a GPU
         torch.cuda.set_device(dev)
         sizes = measure.gpu_sizes(info.l2_bytes, info.memory_bytes, quick)
-    mixes = measure.measure_mixes(dev, sizes, step)
+    mixes, mix_notes = measure.measure_mixes(dev, sizes, step)
+    warnings += mix_notes
     roofs: dict[str, measure.RoofMeasurement] = {}
     not_measured: dict[str, str] = {}
     if info.kind == "cpu":
@@ -111,35 +114,36 @@ def measure_device(device: str = "auto", *, quick: bool = False, progress: Progr
         floor, how = measure.gpu_latency_floor(dev, sizes)
     if progress is not None:
         progress("done", len(steps), len(steps))
+    machine = Machine(**info.machine_fields(), torch_version=torch.__version__, tileops_version=__version__,
+                      git_revision=git_revision())
     return DeviceCalibration(
         run_id=run_id or new_run_id(), started_at=started, finished_at=dt.datetime.now(dt.timezone.utc),
-        tool_version=f"tileops {__version__}", torch_version=torch.__version__, quick=quick, kind=info.kind,
-        name=info.name, uuid=info.uuid, index=info.index, hostname=info.hostname, driver=info.driver,
-        cuda=info.cuda, cpu_model=info.cpu_model, threads=info.threads, l2_bytes=info.l2_bytes,
-        clocks_before=clocks_before, clocks_after=read_clocks(info.device, uuid=info.uuid), mixes=mixes,
+        quick=quick, machine=machine, clocks_before=clocks_before, clocks_after=read_clocks(info.device, uuid=info.uuid), mixes=mixes,
         roofs=roofs, not_measured=not_measured, latency_floor_s=floor, latency_method=how, warnings=warnings)
 
 
 def calibrate_device(device: str = "auto", *, quick: bool = False, progress: Progress | None = None,
-                     options: TheoryOptions = TheoryOptions(),
-                     profiles: Iterable[Profile] | None = None) -> Outcome:
+                     options: TheoryOptions | None = None,
+                     profiles: Iterable[Profile] | None = None) -> CalibrationOutcome:
     """Measure ``device`` and build its calibrated profile (theoretical figures resolved first, so a
-    missing clock fails before minutes of measuring). Writes nothing."""
+    missing clock fails before minutes of measuring). Writes nothing. Without ``options``, what the
+    environment states (``TheoryOptions.from_env``: ``$TILEOPS_DRAM_BANDWIDTH``)."""
+    options = options if options is not None else TheoryOptions.from_env()
     info = describe_device(device)
     base, notes = base_profile(info.kind, info.name, options, profiles)
     run = measure_device(device, quick=quick, progress=progress)
     profile, warnings = build_profile(base, [run])
-    return Outcome(profile=profile, run=run, warnings=[*run.warnings, *notes, *warnings])
+    return CalibrationOutcome(profile=profile, run=run, warnings=[*run.warnings, *notes, *warnings])
 
 
 def calibrate_cpu(quick: bool = False, progress: Progress | None = None,
-                  options: TheoryOptions = TheoryOptions()) -> Profile:
+                  options: TheoryOptions | None = None) -> Profile:
     """The calibrated CPU profile of this host (not written anywhere)."""
     return calibrate_device("cpu", quick=quick, progress=progress, options=options).profile
 
 
 def calibrate_gpu(index: int = 0, quick: bool = False, progress: Progress | None = None,
-                  options: TheoryOptions = TheoryOptions()) -> Profile:  # pragma: no cover - needs a GPU
+                  options: TheoryOptions | None = None) -> Profile:  # pragma: no cover - needs a GPU
     """The calibrated profile of GPU ``cuda:index`` (not written anywhere)."""
     return calibrate_device(f"cuda:{index}", quick=quick, progress=progress, options=options).profile
 
@@ -160,8 +164,11 @@ class ChildResult:
     error: str | None = None
 
 
-def run_children(devices: list[str], *, quick: bool, echo: Callable[[str], None] = print) -> list[ChildResult]:
-    """Calibrate each device in turn, each in its own ``tileops calibrate --results-out`` process."""
+def run_children(devices: list[str], *, quick: bool, echo: Callable[[str], None] = print,
+                 max_age: str | None = None) -> list[ChildResult]:
+    """Calibrate each device in turn, each in its own ``tileops calibrate --results-out`` process.
+
+    With ``max_age``, a child whose device has a fresh stored result hands that back unmeasured."""
     from tileops.calibrate.results import read_device_result
 
     out: list[ChildResult] = []
@@ -171,6 +178,8 @@ def run_children(devices: list[str], *, quick: bool, echo: Callable[[str], None]
             cmd = [sys.executable, "-m", "tileops.cli", "calibrate", "--device", dev, "--results-out", str(path)]
             if quick:
                 cmd.append("--quick")
+            if max_age is not None:
+                cmd += ["--max-age", max_age]
             echo(f"[{i}/{len(devices)}] calibrating {dev} in its own process")
             proc = subprocess.run(cmd, env=os.environ.copy())
             if proc.returncode != 0 or not path.exists():

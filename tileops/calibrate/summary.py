@@ -79,9 +79,12 @@ def memory_table(profile: Profile, run: DeviceCalibration | None = None) -> Rend
     lines: list[RenderableType] = [t]
     if run is not None and run.mixes:
         m0 = next(iter(run.mixes.values()))
-        lines.append(Text("kernels: " + "; ".join(f"{k} {m.kernel}" for k, m in run.mixes.items())
-                          + f" over {m0.array_bytes >> 20} MiB fp32 arrays, best of {m0.reps}; bytes counted as "
-                          "STREAM counts them (no write-allocate)", style="dim"))
+        kernels = {k: m.kernel for k, m in run.mixes.items()}
+        shared = {k.partition(" [")[2] for k in kernels.values()}
+        common = f" [{shared.pop()}" if len(shared) == 1 and "" not in shared else ""
+        lines.append(Text("kernels: " + "; ".join(f"{k} {v.removesuffix(common)}" for k, v in kernels.items())
+                          + common + f" over {m0.array_bytes >> 20} MiB fp32 arrays, best of {m0.reps}; bytes "
+                          "counted as STREAM counts them (no write-allocate)", style="dim"))
     if mem.theoretical is None:
         lines.append(Text(f"nominal bandwidth unknown ({mem.theoretical_source.note or 'not given'}); "
                           f"effective = measured envelope {fmt_rate(eff, 'B/s')}; every reading priced on it "

@@ -35,12 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     sel.add_argument("--family", action="append", default=[], help="op family (elementwise, moe, ...)")
     sel.add_argument("--label", action="append", default=[], help="workload row label")
     sel.add_argument("--tag", action="append", default=[], help="workload tag")
-    sel.add_argument("--backend", action="append", default=[], help="backend (torch, ...)")
+    from tileops.commands.bench import add_backend_argument
+
+    add_backend_argument(sel, [], "default: torch (the formula is the same for every backend; the audit "
+                                  "of another measures what its kernels read)")
     sel.add_argument("--dtype", action="append", default=[], help="dtype (bfloat16, ...) or dtype case name")
     p.add_argument("--device", default="cuda:0", help="the GPU to audit on (default cuda:0)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="where audit.jsonl and the reports go (default results/audit-<run-id>/); a bench run "
-                        "directory puts audit.jsonl beside its records, so `tileops export` publishes both")
+                   help="where audit.jsonl and the reports go (default results/audit-<run-id>/); `tileops export` "
+                        "and `serve` publish it under the GPU it audited, with that GPU's newest run; a bench run "
+                        "directory puts audit.jsonl beside its records instead")
     p.add_argument("--config", type=Path, default=None, metavar="PATH",
                    help="EXEMPT configuration: a YAML file or a folder of them (default: the shipped audit/)")
     p.add_argument("--ncu", default=None, metavar="PATH", help="the ncu executable (default: ncu on PATH, then "
@@ -107,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         return exitcodes.USAGE
     opts = AuditOptions(
         selection=Selection(ops=args.op, families=args.family, labels=args.label, tags=args.tag,
-                            backends=args.backend, dtypes=args.dtype),
+                            backends=args.backends, dtypes=args.dtype),
         device=args.device, out=args.out, config=args.config, ncu=args.ncu, row_timeout_s=args.row_timeout,
         warmup=args.warmup)
     err = Console(stderr=True, soft_wrap=True, highlight=False)

@@ -3,15 +3,47 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
 from pathlib import Path
 
+from tileops.commands import argtypes
+
 EPILOG = """\
 default rows: on a CPU the rows tagged `cpu`; on a GPU every row the device can run.
-exit codes: 0 ok; 1 some rows failed (error records written); 2 bad arguments;
-3 physics-check breach (a formula claims the impossible); 4 results written but the push failed;
-130 interrupted (resume with --resume DIR).
+default backends: on a GPU torch, compile and triton (where the op has a Triton kernel); on a CPU torch
+only (torch.compile costs seconds of C++ compilation per row there: --backend all shows both). A backend
+a row cannot run here is a skipped record with the reason (Triton on a CPU: its interpreter is not timed).
+--resume DIR restores the run's selection and options from DIR/run.json; a flag that differs is refused.
+exit codes: 0 ok; 1 some rows failed (error records written); 2 bad arguments, unreadable input, or an
+unwritable run directory (a full disk: run.json says failed, resume after freeing space); 3 physics-check
+breach (a formula claims the impossible); 4 results written but the push failed; 130 interrupted by
+Ctrl-C, 143 stopped by SIGTERM (docker stop): resume with --resume DIR.
 """
+
+#: Flags kept in run.json (tileops.pipeline.bench.SELECTION_FLAGS / OPTION_FLAGS): they default to None
+#: here, so that a resumed run can tell a flag given again from one left out.
+RESTORED = ("ops", "families", "labels", "tags", "backends", "dtypes", "all_rows", "device", "quick",
+            "row_timeout_s", "timer", "profile", "calibrate", "plot", "push_url", "textfile_dir", "job", "instance",
+            "compile_cache", "compile_timeout_s")
+
+
+def add_backend_argument(group: argparse._ArgumentGroup, default: object, what: str) -> None:
+    """``--backend``, shared by bench and audit: repeatable, ``all`` for every backend the op has."""
+    from tileops.ops.backends import BACKENDS
+
+    group.add_argument("--backend", dest="backends", action="append", default=default,
+                       choices=BACKENDS + ("all",), help=f"backend: {', '.join(BACKENDS)}, or all (every backend the "
+                                                         f"op has); {what} (docs/ops.md, Backends)")
+
+
+def _duration(text: str) -> "dt.timedelta":
+    from tileops.calibrate.results import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,27 +52,45 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "price them against the device profile, and print the roofline table.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sel = p.add_argument_group("selection (repeatable; default: the device's default set)")
-    sel.add_argument("--op", action="append", default=[], help="op name")
-    sel.add_argument("--family", action="append", default=[], help="op family (elementwise, gemm, ...)")
-    sel.add_argument("--label", action="append", default=[], help="workload row label")
-    sel.add_argument("--tag", action="append", default=[], help="workload tag (e.g. cpu)")
-    sel.add_argument("--backend", action="append", default=[], help="backend (torch, ...)")
-    sel.add_argument("--dtype", action="append", default=[], help="dtype (bfloat16, float32, ...)")
-    sel.add_argument("--all-rows", action="store_true",
+    sel.add_argument("--op", dest="ops", action="append", help="op name")
+    sel.add_argument("--family", dest="families", action="append", help="op family (elementwise, gemm, ...)")
+    sel.add_argument("--label", dest="labels", action="append", help="workload row label")
+    sel.add_argument("--tag", dest="tags", action="append", help="workload tag (e.g. cpu)")
+    add_backend_argument(sel, None, "default: torch, compile and triton on a GPU, torch on a CPU")
+    sel.add_argument("--dtype", dest="dtypes", action="append", help="dtype (bfloat16, float32, ...)")
+    sel.add_argument("--all-rows", action="store_true", default=None,
                      help="on a CPU, also run rows not tagged `cpu` (GPU-sized shapes: slow)")
-    p.add_argument("--device", default="auto", help="auto (a GPU when there is one), cpu, cuda or cuda:N")
+    p.add_argument("--device", default=None, help="auto (the default: a GPU when there is one), cpu, cuda or cuda:N")
     p.add_argument("--out", type=Path, default=None, help="run directory (default: results/<run-id>/)")
     p.add_argument("--resume", type=Path, default=None, metavar="DIR",
-                   help="finish an interrupted run: skip rows already recorded OK")
-    p.add_argument("--row-timeout", type=float, default=None, metavar="S",
-                   help="seconds before a row is killed and recorded as a timeout (default 60 CPU, 180 GPU)")
-    p.add_argument("--quick", action="store_true", help="loose stopping rule: a smoke run, not a measurement")
-    p.add_argument("--timer", choices=("auto", "cupti", "cuda-events"), default="auto",
-                   help="GPU timer (cuda-events rows are priced blank)")
+                   help="finish a stopped run: its selection and options come from DIR/run.json; skips rows "
+                        "already recorded OK")
+    p.add_argument("--row-timeout", dest="row_timeout_s", type=argtypes.seconds(example="60"), default=None,
+                   metavar="S", help="seconds before a row is killed and recorded as a timeout "
+                                     "(default 60 CPU, 180 GPU)")
+    p.add_argument("--quick", action="store_true", default=None,
+                   help="loose stopping rule: a smoke run, not a measurement")
+    p.add_argument("--timer", choices=("auto", "cupti", "cuda-events"), default=None,
+                   help="GPU timer (default auto): auto = CUPTI where it works, else CUDA events that record "
+                        "why; cupti = CUPTI or exit 2; cuda-events rows are priced blank (docs/timing.md)")
+    p.add_argument("--compile-cache", dest="compile_cache", type=Path, default=None, metavar="DIR",
+                   help="where torch.compile and Triton keep compiled code (TORCHINDUCTOR_CACHE_DIR, "
+                        "TRITON_CACHE_DIR under DIR, set for the bench's workers), shared across runs; default: "
+                        ".compile-cache beside the run directory (results/.compile-cache)")
+    p.add_argument("--compile-timeout", dest="compile_timeout_s", type=argtypes.seconds(example="600"),
+                   default=None, metavar="S",
+                   help="seconds a compile or triton row's first call (its compile) may take before the row is "
+                        "recorded as a timeout (default 600); the timing after it has --row-timeout of its own")
     p.add_argument("--profile", default=None, help="price against this profile name or file")
-    p.add_argument("--calibrate", choices=("auto", "never"), default="auto",
-                   help="auto: calibrate a CPU that no profile matches before pricing")
-    p.add_argument("--no-plot", dest="plot", action="store_false", help="do not write the roofline plot")
+    p.add_argument("--calibrate", choices=("auto", "quick", "full", "never"), default=None,
+                   help="calibrate the device first when the profile store holds no calibration of it, or one "
+                        "older than --calibration-max-age: auto (the default) is quick on a GPU, full on a CPU; "
+                        "never leaves uncalibrated rows blank (docs/profiles.md)")
+    p.add_argument("--calibration-max-age", type=_duration, default=None, metavar="DURATION",
+                   help="how old a device's calibration may be before it is measured again: 12h, 7d, 1d12h "
+                        "(default 7d)")
+    p.add_argument("--no-plot", dest="plot", action="store_false", default=None,
+                   help="do not write the roofline plot")
     from tileops.commands.export import add_sink_arguments
 
     add_sink_arguments(p.add_argument_group("metrics at the end of the run (docs/metrics.md)"))
@@ -50,22 +100,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tileops.bench.select import Selection  # torch loads here, not when the CLI starts
-    from tileops.bench.sweep import SweepOptions
     from tileops.commands.export import retry_policy
-    from tileops.pipeline.bench import BenchRequest, OutputOptions, run_bench
+    from tileops.pipeline.bench import new_request, resume_request, run_bench  # torch loads here
 
-    req = BenchRequest(
-        sweep=SweepOptions(
-            selection=Selection(ops=args.op, families=args.family, labels=args.label, tags=args.tag,
-                                backends=args.backend, dtypes=args.dtype, all_rows=args.all_rows),
-            device=args.device, out=args.out, resume=args.resume, row_timeout_s=args.row_timeout,
-            quick=args.quick, timer=args.timer, argv=sys.argv[1:]),
-        output=OutputOptions(
-            profile=args.profile, calibrate=args.calibrate, plot=args.plot, push_url=args.push,
-            textfile_dir=args.textfile, job=args.job, instance=args.instance, push_policy=retry_policy(args)),
-    )
-    console = Console()
+    args.push_url, args.textfile_dir = args.push, args.textfile
+    flags = {k: getattr(args, k) for k in RESTORED}
+    if args.resume is not None:
+        req = resume_request(args.resume, flags, out=args.out, argv=sys.argv[1:], push_policy=retry_policy(args))
+    else:
+        req = new_request(flags, out=args.out, argv=sys.argv[1:], push_policy=retry_policy(args))
+    req.output.metrics_detail = args.metrics_detail  # how much the sinks publish; not part of the measurement
+    if args.calibration_max_age is not None:
+        req.output.calibration_max_age = args.calibration_max_age
+    console = Console()  # stdout: the run's header, the SOL table and health, the files written
     if not console.is_terminal:  # logs (docker, CI, files): wide enough for the SOL table
         console = Console(width=200)
-    return run_bench(req, console)
+    err = Console(stderr=True)  # stderr: progress, notes, warnings and errors
+    if not err.is_terminal:
+        err = Console(stderr=True, width=200)
+    return run_bench(req, console, err)

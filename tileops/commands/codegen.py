@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from tileops.fsutil import write_atomic
 from tileops.manifest.codegen import generate
 
 
@@ -19,12 +20,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.manifest is not None and not args.manifest.is_dir():
+        print(f"tileops codegen: error: --manifest {args.manifest} is not a directory "
+              "(give the directory that holds the extra manifest's YAML files)", file=sys.stderr)
+        return 2
     target, text, report = generate(args.manifest)
     bad = [a for a in report.analyses if not a.ok]
     for a in bad:
         print(f"skipped {a.name}: {len(a.defects)} defect(s) (see `tileops validate`)", file=sys.stderr)
     for u in report.unreadable:
         print(f"unreadable: {u}", file=sys.stderr)
+    for d in report.file_defects:
+        print(d.render(), file=sys.stderr)
     if args.check:
         current = target.exists() and target.read_text(encoding="utf-8") == text
         if not current:
@@ -32,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 1
         print(f"{target} is current ({len(report.entries())} entries)")
-        return 0 if not bad else 1
-    target.write_text(text, encoding="utf-8")
+        return 0 if report.ok else 1
+    write_atomic(target, text)
     print(f"wrote {target} ({len(report.entries())} entries)")
-    return 0 if not bad and not report.unreadable else 1
+    return 0 if report.ok else 1

@@ -7,7 +7,7 @@ input or an unwritable textfile directory.
 
 The exporter (prometheus_client, pydantic) is imported when the command runs,
 not when the CLI starts; the defaults shown in --help are written here, and a
-test holds them equal to ``tileops.export.push``'s.
+test holds them equal to ``tileops.export.push``'s and ``tileops.export.metrics``'.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tileops.commands import argtypes  # argparse only
 from tileops.errors import TileOpsError
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 DEFAULT_JOB = "tileops"  # tileops.export.push.DEFAULT_JOB
 PUSH_ATTEMPTS, PUSH_BACKOFF_S, PUSH_TIMEOUT_S = 5, 1.0, 10.0  # tileops.export.push.RetryPolicy's defaults
+DETAILS, DEFAULT_DETAIL = ("lean", "full"), "lean"  # tileops.export.metrics.DETAILS, DEFAULT_DETAIL
 
 
 def add_sink_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,14 +34,23 @@ def add_sink_arguments(p: argparse.ArgumentParser) -> None:
                    "device: job / instance=host / UUID, replaced on each push")
     p.add_argument("--textfile", type=Path, metavar="DIR",
                    help="node_exporter textfile-collector directory: writes tileops_<uuid>.prom atomically")
-    p.add_argument("--job", default=DEFAULT_JOB, help="the Pushgateway job label (default %(default)s)")
+    p.add_argument("--job", default=None, help=f"the Pushgateway job label (default {DEFAULT_JOB})")
     p.add_argument("--instance", help="the Pushgateway instance label (default: the host that ran the bench)")
-    p.add_argument("--push-attempts", type=int, default=PUSH_ATTEMPTS, metavar="N",
-                   help="tries before giving up (default %(default)s)")
-    p.add_argument("--push-backoff", type=float, default=PUSH_BACKOFF_S, metavar="SECONDS",
+    p.add_argument("--push-attempts", type=argtypes.count, default=PUSH_ATTEMPTS, metavar="N",
+                   help="tries before giving up, 1-1000 (default %(default)s)")
+    p.add_argument("--push-backoff", type=argtypes.seconds(allow_zero=True, example="1"),
+                   default=PUSH_BACKOFF_S, metavar="SECONDS",
                    help="first retry delay, doubled each retry (default %(default)s)")
-    p.add_argument("--push-timeout", type=float, default=PUSH_TIMEOUT_S, metavar="SECONDS",
-                   help="timeout of one push (default %(default)s)")
+    p.add_argument("--push-timeout", type=argtypes.seconds(example="10"), default=PUSH_TIMEOUT_S,
+                   metavar="SECONDS", help="timeout of one push (default %(default)s)")
+    add_detail_argument(p)
+
+
+def add_detail_argument(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--metrics-detail``, shared by export, bench and serve."""
+    p.add_argument("--metrics-detail", choices=DETAILS, default=DEFAULT_DETAIL,
+                   help="lean (default): per row only device time, SOL ratio and the row's state; full: also SOL "
+                        "time, achieved rates and tileops_row_info (shapes, params, data_terms)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,8 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "the exposition. Exit 0 exported, 4 push failed after retries (results untouched), "
                     "2 unreadable input.")
     p.add_argument("results", nargs="+", type=Path, metavar="RESULTS",
-                   help="run directories (holding records.jsonl) or records.jsonl files; the newest run of each "
-                        "device is exported")
+                   help="run directories (holding records.jsonl), records.jsonl files, or audit folders "
+                        "(`tileops audit --out DIR`, holding audit.jsonl); the newest run of each device is "
+                        "exported with the device's newest audit")
     p.add_argument("--profile", metavar="NAME|FILE",
                    help="a profile name or YAML file (default: the profile matching each device)")
     add_sink_arguments(p)
@@ -58,11 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def retry_policy(args: argparse.Namespace) -> "RetryPolicy":
-    """The push flags as a policy; TileOpsError (exit 2) when they make no sense."""
+    """The push flags as a policy (argparse has checked each number)."""
     from tileops.export.push import RetryPolicy
 
-    if args.push_attempts < 1 or not args.push_backoff >= 0 or not args.push_timeout > 0:
-        raise TileOpsError("--push-attempts must be >= 1, --push-backoff >= 0 and --push-timeout > 0 (seconds)")
     return RetryPolicy(attempts=args.push_attempts, backoff_s=args.push_backoff, timeout_s=args.push_timeout)
 
 
@@ -75,22 +85,25 @@ def run(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from tileops import exitcodes
+    from tileops.calibrate.results import device_profile_reader
     from tileops.export.calibration import device_calibrations
     from tileops.export.metrics import render
-    from tileops.export.sinks import export_snapshots
-    from tileops.export.snapshot import latest_per_device, load_run
+    from tileops.export.sinks import check_sinks, export_snapshots
+    from tileops.export.snapshot import latest_per_device, load_results
     from tileops.profiles import ProfileChooser
 
     try:
+        check_sinks(args.push, args.textfile)
         policy = retry_policy(args)
-        chooser = ProfileChooser.resolve(args.profile)
+        chooser = ProfileChooser.resolve(args.profile, per_device=device_profile_reader())
         calibrations = device_calibrations()
-        snaps = latest_per_device(s for path in args.results for s in load_run(path, chooser, calibrations))
+        snaps = latest_per_device(s for path in args.results for s in load_results(path, chooser, calibrations))
     except TileOpsError as exc:
         print(f"tileops export: error: {exc}", file=sys.stderr)
         return exitcodes.USAGE
     if not args.push and args.textfile is None:
-        sys.stdout.buffer.write(render(snaps))
+        sys.stdout.buffer.write(render(snaps, detail=args.metrics_detail))
         sys.stdout.flush()
         return exitcodes.OK
-    return export_snapshots(snaps, args.push, args.textfile, job=args.job, instance=args.instance, policy=policy)
+    return export_snapshots(snaps, args.push, args.textfile, job=args.job or DEFAULT_JOB, instance=args.instance,
+                            policy=policy, detail=args.metrics_detail)

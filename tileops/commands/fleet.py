@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from tileops import exitcodes
+from tileops.commands import argtypes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         t.add_argument("--cpu", action="store_true", help="one container on the CPU, no GPU request")
         t.add_argument("--out", type=Path, default=None,
                        help="where each device's results and profiles are copied (default: results/fleet-<run-id>)")
-        t.add_argument("--profile-dir", type=Path, default=None,
+        t.add_argument("--profile-dir", type=argtypes.profile_store, default=None,
                        help="host profile store: calibrations are installed here, bench containers start with "
                             "a copy of it (default: $TILEOPS_PROFILE_DIR or the user data dir)")
         t.add_argument("args", nargs=argparse.REMAINDER, metavar="-- ARGS",

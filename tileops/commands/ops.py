@@ -25,8 +25,8 @@ from rich.table import Table
 
 from tileops import exitcodes
 from tileops.errors import OpNotAvailableError, TileOpsError
-from tileops.manifest.load import load_entries
-from tileops.manifest.spec import OpEntry, TensorSpec
+from tileops.ops.catalog import load_entries
+from tileops.ops.spec import OpEntry, TensorSpec
 
 if TYPE_CHECKING:
     from tileops.ops.workload import BoundRow

@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from pathlib import Path
 
 import yaml
 from rich.table import Table
 
 from tileops.calibrate.summary import fmt_rate, fmt_seconds, make_console, profile_view
+from tileops.commands import argtypes
 from tileops.errors import TileOpsError
 from tileops.profiles import PROFILE_DIR_ENV, Profile, ProfileError, find_profile, is_store_profile, \
     load_profiles, select_profile, store_dir
@@ -25,7 +25,7 @@ from tileops.profiles import PROFILE_DIR_ENV, Profile, ProfileError, find_profil
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="list and show device profiles (theoretical, calibration, effective)",
                        description="Device profiles: shipped ones plus the profile store, the store's overriding.")
-    p.add_argument("--profile-dir", type=Path, default=None,
+    p.add_argument("--profile-dir", type=argtypes.profile_store, default=None,
                    help="profile store (default: $TILEOPS_PROFILE_DIR or the user data dir)")
     p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
     verbs = p.add_subparsers(dest="verb", metavar="VERB")

@@ -1,6 +1,7 @@
 """`tileops roofline RESULTS...`: price benchmark records against a device profile (§4.3).
 
-Exit codes (tileops.cli): 0 healthy; 3 a physics breach (a formula error,
+Exit codes (tileops.cli): 0 no physics breach (the summary's health line says
+whether the check judged every ceiling, part, or none); 3 a physics breach (a formula error,
 checked first); 1 a row more than ``--threshold`` slower than ``--baseline``,
 or an error record in the results; 2 unreadable input (a missing or invalid
 records file, an unknown or invalid profile, no records).
@@ -18,6 +19,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from tileops.commands import argtypes  # argparse only
+
 FORMATS = ("table", "json", "md", "csv")  # tileops.report.FORMATS
 DEFAULT_THRESHOLD = 0.10  # tileops.report.baseline.DEFAULT_THRESHOLD
 
@@ -26,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "roofline", help="price benchmark records against a device profile: SOL efficiency, verdicts, physics check",
         description="Price benchmark records against a device profile (SOL efficiency, bound, verdicts, "
-                    "physics check). Exit 0 healthy, 3 physics breach (a formula error), 1 baseline "
+                    "physics check). Exit 0 no breach (the health line says what was judged), 3 physics breach "
+                    "(a formula error), 1 baseline "
                     "regression or error rows, 2 unreadable input.")
     p.add_argument("results", nargs="+", type=Path, metavar="RESULTS",
                    help="run directories (holding records.jsonl) or records.jsonl files")
@@ -37,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the table format: print every row even above 500 rows (default: a digest of a large run)")
     p.add_argument("--baseline", type=Path, action="append", metavar="OLD",
                    help="an older run (directory or records.jsonl) to compare with, row by row; repeatable")
-    p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+    p.add_argument("--threshold", type=argtypes.fraction, default=DEFAULT_THRESHOLD,
                    help="flag rows slower than the baseline by more than this fraction (default 0.10 = 10%%)")
     p.add_argument("--plot", type=Path, metavar="DIR",
                    help="write roofline.png and roofline.svg into DIR (one pair per profile)")
@@ -96,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _roofline(args: argparse.Namespace) -> int:
     from tileops import exitcodes
+    from tileops.calibrate.results import device_profile_reader
+    from tileops.fsutil import unwritable_dir
     from tileops.profiles import ProfileChooser, ProfileError
     from tileops.records import RecordFileError
     from tileops.report.baseline import TimeIndex, compare_indexes
@@ -103,12 +109,13 @@ def _roofline(args: argparse.Namespace) -> int:
     from tileops.report.tables import RunFacts, new_report
     from tileops.report.texttable import colour_wanted
 
-    if args.threshold < 0:
-        return _error("--threshold must be >= 0 (a fraction: 0.10 = 10 %)")
     jobs = default_jobs() if args.jobs is None else args.jobs
     if jobs < 1:
         return _error("--jobs must be >= 1")
-    if args.plot:
+    if args.plot is not None:
+        why = unwritable_dir(args.plot)
+        if why:
+            return _error(f"--plot {args.plot}: cannot write the plot there ({why}); give a writable directory")
         jobs = 1  # the plot needs every priced row in this process
     baseline = bool(args.baseline)
 
@@ -119,7 +126,8 @@ def _roofline(args: argparse.Namespace) -> int:
         return [s for s in out if s is not None]
 
     try:
-        chooser = ProfileChooser.resolve(args.profile)  # --profile: a file, a name, or a device name it matches
+        # --profile: a file, a name, or a device name it matches; else each device's own calibration
+        chooser = ProfileChooser.resolve(args.profile, per_device=device_profile_reader())
         old = None
         if baseline:
             (old,) = read_priced(args.baseline, chooser, lambda: [TimeIndex()], jobs=jobs)
@@ -138,7 +146,10 @@ def _roofline(args: argparse.Namespace) -> int:
     report.write(sys.stdout, facts, comparison, h, colour=args.format == "table" and colour_wanted(sys.stdout))
     sys.stdout.flush()
     if args.plot:
-        _plot(rest.pop(0).rows, chooser, args.plot)
+        try:
+            _plot(rest.pop(0).rows, chooser, args.plot)
+        except OSError as exc:
+            return _error(f"cannot write the plot in {args.plot}: {exc.strerror or exc}")
 
     if not h.ok:
         _say(f"roofline: physics check FAILED: {h.breaches} row(s) breach a theoretical ceiling "

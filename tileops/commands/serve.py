@@ -1,18 +1,27 @@
 """`tileops serve DIR`: an HTTP Prometheus exporter of the newest run per device under DIR.
 
 ``/metrics`` for Prometheus, ``/healthz`` for a liveness probe (200 when DIR is
-readable, else 503). Runs until interrupted; exit 0.
+readable, else 503; it lists the runs and profiles it had to leave out). Runs
+until interrupted (Ctrl-C or SIGTERM); exit 0. Binds 127.0.0.1 unless told
+otherwise: on a host, results are not published to the network by accident.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from tileops import exitcodes
+from tileops import exitcodes, interrupts
+from tileops.commands import argtypes
+from tileops.commands.export import add_detail_argument
 from tileops.errors import TileOpsError
-from tileops.export.server import DEFAULT_PORT, CachedProfiles, DirectorySource, make_http_server
+from tileops.export.server import (DEFAULT_MAX_FILE_BYTES, DEFAULT_PORT, CachedProfiles, DirectorySource,
+                                   make_http_server)
+
+#: The bind address when --host is not given: the image sets it to 0.0.0.0 (Dockerfile).
+HOST_ENV = "TILEOPS_SERVE_HOST"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,12 +30,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "(DIR/records.jsonl, DIR/<run>/, DIR/<host>/<run>/), priced at scrape time.")
     p.add_argument("directory", type=Path, metavar="DIR", nargs="?", default=Path("results"),
                    help="the results directory (default: %(default)s)")
-    p.add_argument("--host", default="0.0.0.0", help="address to bind (default %(default)s)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to bind; 0 picks a free one "
-                   "(default %(default)s)")
+    p.add_argument("--host", default=os.environ.get(HOST_ENV) or "127.0.0.1",
+                   help=f"address to bind (default: ${HOST_ENV} or 127.0.0.1, this machine only; the image "
+                        "sets 0.0.0.0, since a container's port is reached from outside it)")
+    p.add_argument("--port", type=argtypes.port, default=DEFAULT_PORT, help="port to bind, 0-65535; 0 picks a "
+                   "free one (default %(default)s)")
+    p.add_argument("--max-file-mb", type=argtypes.positive, default=DEFAULT_MAX_FILE_BYTES / 2**20, metavar="MB",
+                   help="the largest records.jsonl or audit.jsonl a scrape reads; a larger run is left out and "
+                        "listed in /healthz (default %(default)g)")
     p.add_argument("--profile", metavar="NAME|FILE",
                    help="a profile name or YAML file (default: the profile matching each device, re-read at "
                         "each scrape so a new calibration shows at once)")
+    add_detail_argument(p)
     p.set_defaults(func=run)
 
 
@@ -37,12 +52,14 @@ def run(args: argparse.Namespace) -> int:
     except TileOpsError as exc:
         print(f"tileops serve: error: {exc}", file=sys.stderr)
         return exitcodes.USAGE
+    for name, problem in profiles.problems.items():  # served without them, and listed in /healthz
+        print(f"tileops serve: warning: profile {name} skipped: {problem}", file=sys.stderr)
     if not args.directory.is_dir():
         print(f"tileops serve: warning: {args.directory} does not exist yet; /healthz answers 503 until it does",
               file=sys.stderr)
-    source = DirectorySource(args.directory, profiles)
+    source = DirectorySource(args.directory, profiles, max_file_bytes=int(args.max_file_mb * 2**20))
     try:
-        server = make_http_server(source, args.host, args.port)
+        server = make_http_server(source, args.host, args.port, detail=args.metrics_detail)
     except OSError as exc:
         print(f"tileops serve: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
               file=sys.stderr)
@@ -50,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     host, port = server.server_address[:2]
     print(f"tileops serve: http://{host}:{port}/metrics (results in {args.directory})", flush=True)
     try:
-        server.serve_forever()
+        with interrupts.handled():  # SIGTERM (docker stop, Kubernetes) stops it like Ctrl-C: exit 0
+            server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:

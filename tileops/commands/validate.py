@@ -13,10 +13,18 @@ import json
 import sys
 from pathlib import Path
 
+from tileops.errors import ManifestError
 from tileops.manifest.analysis import Defect
 from tileops.manifest.load import ManifestReport, read_manifest
+from tileops.ops.catalog import FORMULAS_MODULE, formula_problem
 
-FUNC_MODULE = "tileops.perf.formulas"
+#: Codes the validator adds to the analysis's (docs/manifest.md lists them all).
+VALIDATOR_CODES = {
+    "func-unresolved": "a func path of an implemented entry is not a plain function in tileops/ops/formulas.py",
+    "stale-codegen": "a generated module does not match the manifest (or does not import)",
+    "no-class": "an implemented entry no Op class claims",
+    "no-entry": "an Op class claims an entry that does not exist",
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,40 +35,55 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def package_defects(report: ManifestReport, *, check_registry: bool) -> list[Defect]:
-    """Checks that need the package: func paths resolve, entries and classes pair up."""
+def func_defects(report: ManifestReport) -> list[Defect]:
+    """Each implemented entry's func paths name a plain function defined in the formulas module."""
     out: list[Defect] = []
     try:
-        formulas = importlib.import_module(FUNC_MODULE)
+        formulas = importlib.import_module(FORMULAS_MODULE)
     except Exception as exc:  # an import error is a finding, not a crash
-        formulas = None
-        out.append(Defect("func-unresolved", FUNC_MODULE, f"cannot import {FUNC_MODULE}: {exc}",
-                          "fix the module so it imports"))
-    entries = report.entries()
-    for e in entries.values():
+        return [Defect("func-unresolved", FORMULAS_MODULE, f"cannot import {FORMULAS_MODULE}: {type(exc).__name__}: {exc}",
+                       "fix the module so it imports")]
+    for e in report.entries().values():
         if e.status != "implemented" or e.roofline.mode != "func":
             continue
         for field in ("func", "read_func"):
             path = getattr(e.roofline, field)
-            if path and formulas is not None and not callable(getattr(formulas, path.rsplit(".", 1)[1], None)):
-                out.append(Defect("func-unresolved", f"{e.file}:{e.name}.roofline.{field}",
-                                  f"{path} does not resolve to a function",
-                                  f"define {path.rsplit('.', 1)[1]}(call) in tileops/perf/formulas.py"))
-    if check_registry:
-        from tileops.ops import registry
-
-        classes = registry.load_all()
-        for e in entries.values():
-            if e.status == "implemented" and e.name not in classes:
-                out.append(Defect("no-class", f"{e.file}:{e.name}.status",
-                                  f"{e.name} is implemented but no Op class claims it",
-                                  f"add a class with name = {e.name!r}, or set status: spec-only"))
-        names = {a.name for a in report.analyses}
-        for name in sorted(set(classes) - names):
-            out.append(Defect("no-entry", f"class {classes[name].__module__}.{classes[name].__qualname__}",
-                              f"class claims manifest entry {name!r}, which does not exist",
-                              "add the manifest entry, or remove the class"))
+            if not path:
+                continue
+            problem = formula_problem(formulas, path.rsplit(".", 1)[1])
+            if problem is not None:
+                out.append(Defect("func-unresolved", f"{e.file}:{e.name}.roofline.{field}", problem,
+                                  f"define a plain function `def {path.rsplit('.', 1)[1]}(call)` in "
+                                  "tileops/ops/formulas.py"))
     return out
+
+
+def registry_defects(report: ManifestReport) -> list[Defect]:
+    """Entries and Op classes pair up; the generated modules the classes bind are current."""
+    from tileops.ops import registry
+
+    try:
+        classes = registry.load_all()
+    except ManifestError as exc:  # a stale or missing generated module: the classes cannot be created
+        return [Defect("stale-codegen", "generated module", str(exc),
+                       "run `tileops codegen` (and `tileops codegen --manifest DIR` for each extra directory)")]
+    out: list[Defect] = []
+    for e in report.entries().values():
+        if e.status == "implemented" and e.name not in classes:
+            out.append(Defect("no-class", f"{e.file}:{e.name}.status",
+                              f"{e.name} is implemented but no Op class claims it",
+                              f"add a class with name = {e.name!r}, or set status: spec-only"))
+    names = {a.name for a in report.analyses}
+    for name in sorted(set(classes) - names):
+        out.append(Defect("no-entry", f"class {classes[name].__module__}.{classes[name].__qualname__}",
+                          f"class claims manifest entry {name!r}, which does not exist",
+                          "add the manifest entry, or remove the class"))
+    return out
+
+
+def package_defects(report: ManifestReport, *, check_registry: bool) -> list[Defect]:
+    """Checks that need the package: func paths resolve, entries and classes pair up."""
+    return [*func_defects(report), *(registry_defects(report) if check_registry else [])]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,9 +15,15 @@ Labels join NVIDIA's dcgm-exporter as it names them (``Hostname``, ``UUID``,
 row. High-cardinality detail (shapes, params, run id, git revision) lives only
 in ``_info`` series, so a new shape or commit never multiplies the numeric series.
 
-Rates are exported as separate gauges (achieved and roof, bytes/s and FLOP/s;
-device time and sol time) so fleet aggregation divides sums
-(``sum(sol_time) / sum(device_time)``) rather than averaging ratios.
+Two detail levels (``DETAILS``). ``lean``, the default, exports per row only
+what cannot be derived, three series on a healthy row: device time, SOL ratio
+and the row's state (verdict, bound, roof, physics as labels); a breached row
+adds its breach ratio. SOL time is ``sol_ratio x device_time``; the achieved
+rate on the bounding roof is ``sol_ratio x`` that roof, which is a per-device
+profile gauge, not a per-row one. ``full`` adds per row what those give (SOL
+time, both achieved rates) and the ``tileops_row_info`` detail (shapes,
+params, ``data_terms``). At 10,000 GPUs x ~450 rows that is the difference
+between ~14M and ~31M series (docs/metrics.md, "Capacity").
 """
 
 from __future__ import annotations
@@ -36,13 +42,18 @@ from tileops import __version__
 from tileops.profiles import MIXES
 from tileops.records import AUDIT_VERDICTS
 from tileops.revision import git_revision
-from tileops.roofline import VERDICTS, Priced
+from tileops.roofline import HEALTH_STATES, VERDICTS, Priced, compare_backends
 
 from .exposition import render_text
-from .snapshot import RunSnapshot
+from .snapshot import AuditSnapshot, RunSnapshot, Snapshot
 
 DEVICE_LABELS: tuple[str, ...] = ("Hostname", "UUID", "modelName")
 ROW_LABELS: tuple[str, ...] = DEVICE_LABELS + ("op", "label", "dtype", "backend")
+
+
+#: Detail levels of an exposition: ``lean`` (the default) and ``full`` (adds derivable and descriptive row series).
+DETAILS: tuple[str, ...] = ("lean", "full")
+DEFAULT_DETAIL = "lean"
 
 
 @dataclass(frozen=True)
@@ -52,49 +63,56 @@ class MetricSpec:
     name: str
     help: str
     labels: tuple[str, ...]
-    scope: str  # "row", "run", "calibration", "profile", "audit", "build": its section in docs/metrics.md
+    scope: str  # "row", "run", "physics", "calibration", "profile", "audit", "build": its docs/metrics.md section
+    detail: str = "lean"  # the lowest detail level that exports it
 
 
-def _spec(name: str, help: str, labels: Sequence[str], scope: str) -> MetricSpec:
-    return MetricSpec(name, help, tuple(labels), scope)
+def _spec(name: str, help: str, labels: Sequence[str], scope: str, detail: str = "lean") -> MetricSpec:
+    return MetricSpec(name, help, tuple(labels), scope, detail)
 
 
 #: The catalogue: every metric the exporters emit. docs/metrics.md documents each one (a test checks).
 METRICS: dict[str, MetricSpec] = {s.name: s for s in (
-    # ---- per workload row
-    _spec("tileops_sol_ratio", "SOL efficiency: sol time / device time (1 = at the speed of light; "
-          "above 1.05 the row is an anomaly).", ROW_LABELS, "row"),
+    # ---- per workload row: lean (what cannot be derived)
     _spec("tileops_device_time_seconds", "Measured device-busy time of one call (median, plus excluded copies).",
           ROW_LABELS, "row"),
-    _spec("tileops_sol_time_seconds", "Speed-of-light time of one call: max(memory time, compute time) "
-          "on the effective roofs.", ROW_LABELS, "row"),
-    _spec("tileops_achieved_bytes_per_second", "Bytes the roofline formula moves per second of device time.",
-          ROW_LABELS, "row"),
-    _spec("tileops_achieved_flops_per_second", "FLOPs the roofline formula counts per second of device time.",
-          ROW_LABELS, "row"),
-    _spec("tileops_roof_bytes_per_second", "Effective memory roof that priced the row (theoretical x calibration).",
-          ROW_LABELS, "row"),
-    _spec("tileops_roof_flops_per_second", "Effective compute roof of the row's roof key (theoretical x "
-          "calibration).", ROW_LABELS, "row"),
-    _spec("tileops_row_verdict", "The row's verdict (value 1); blank_reason names why a blank or error row "
-          "has no SOL.", ROW_LABELS + ("verdict", "blank_reason"), "row"),
-    _spec("tileops_row_bound", "What bounds the row at its SOL (value 1): memory or compute.",
-          ROW_LABELS + ("bound",), "row"),
-    _spec("tileops_physics_breach", "1 when the row implies a rate above a theoretical ceiling (a formula "
-          "error), else 0.", ROW_LABELS, "row"),
+    _spec("tileops_sol_ratio", "SOL efficiency: sol time / device time (1 = at the speed of light; "
+          "above 1.05 the row is an anomaly). SOL time is this times the device time.", ROW_LABELS, "row"),
+    _spec("tileops_row_verdict", "The row's state (value 1): verdict; blank_reason (why a blank or error row has "
+          "no SOL); bound (memory or compute); roof (the profile roof that priced its FLOPs); physics (held, "
+          "breach or not-judged: the physics check of its ceilings).",
+          ROW_LABELS + ("verdict", "blank_reason", "bound", "roof", "physics"), "row"),
     _spec("tileops_physics_breach_ratio", "Implied rate / theoretical ceiling for each breached ceiling "
-          "(above 1 by definition).", ROW_LABELS + ("ceiling",), "row"),
+          "(above 1 by definition; only on rows that breach).", ROW_LABELS + ("ceiling",), "row"),
+    _spec("tileops_best_backend_margin_ratio", "On a row (op, label, dtype) run on several backends, one series "
+          "for the backend with the highest SOL (the backend label): its SOL ratio minus the runner-up's "
+          "(runner_up; 0.25 = 25 points ahead). Absent when fewer than two of its backends were priced.",
+          ROW_LABELS + ("runner_up",), "row"),
+    # ---- per workload row: full detail (derivable, or descriptive)
+    _spec("tileops_sol_time_seconds", "Speed-of-light time of one call: max(memory time, compute time) "
+          "on the effective roofs.", ROW_LABELS, "row", "full"),
+    _spec("tileops_achieved_bytes_per_second", "Bytes the roofline formula moves per second of device time.",
+          ROW_LABELS, "row", "full"),
+    _spec("tileops_achieved_flops_per_second", "FLOPs the roofline formula counts per second of device time.",
+          ROW_LABELS, "row", "full"),
+    _spec("tileops_compile_seconds", "A compile or triton row's first call, compilation included (or the "
+          "compiled code loaded from the compile cache); recorded apart, never part of the device time.",
+          ROW_LABELS, "row", "full"),
     _spec("tileops_row_info", "Descriptive detail of a row (value 1): family, roof key, shapes, params, timer, "
           "profile, and the values that decided a value-dependent bytes figure (data_terms, §4.7).",
           ROW_LABELS + ("family", "roof_key", "roof", "profile", "timer", "status", "shapes", "params",
-                        "data_terms"), "row"),
+                        "data_terms"), "row", "full"),
     # ---- per run (one device's share of one bench run)
-    _spec("tileops_run_healthy", "1 when the run completed without a physics breach, else 0.", DEVICE_LABELS,
-          "run"),
+    _spec("tileops_run_healthy", "1 when the run completed and the physics check judged at least one ceiling and "
+          "found no breach; 0 on a breach or an unfinished run; absent when nothing could be judged "
+          "(tileops_run_physics_check says so).", DEVICE_LABELS, "run"),
+    _spec("tileops_run_physics_check", "The run's physics check (value 1 for its state, 0 for the others): held "
+          "(every ceiling judged), partial (some not judged), not-judged (none), breached.",
+          DEVICE_LABELS + ("state",), "run"),
     _spec("tileops_run_duration_seconds", "Wall time of the run, start to finish.", DEVICE_LABELS, "run"),
     _spec("tileops_run_timestamp_seconds", "When the run finished (Unix time).", DEVICE_LABELS, "run"),
-    _spec("tileops_run_last_success_timestamp_seconds", "When the latest healthy run finished (Unix time); "
-          "absent until a healthy run.", DEVICE_LABELS, "run"),
+    _spec("tileops_run_last_success_timestamp_seconds", "When the latest run that completed without a physics "
+          "breach finished (Unix time); absent until there is one.", DEVICE_LABELS, "run"),
     _spec("tileops_run_rows", "Rows of the run by verdict (every verdict listed, zeros included).",
           DEVICE_LABELS + ("verdict",), "run"),
     _spec("tileops_run_physics_breaches", "Rows of the run that breach the physics check.", DEVICE_LABELS,
@@ -102,7 +120,12 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
     _spec("tileops_run_info", "Descriptive detail of a run (value 1): run id, versions, git revision, profile.",
           DEVICE_LABELS + ("run_id", "status", "profile", "git_revision", "tileops_version", "torch_version",
                            "driver", "cuda", "cpu_model"), "run"),
-    # ---- this device's own calibration (tileops calibrate: <store>/devices/<uuid>.yaml)
+    # ---- the physics check per ceiling of the device's run
+    _spec("tileops_physics_check_judged", "1 when the physics check compared the device's rows with this "
+          "ceiling's theoretical figure, 0 when it could not (reason: no-profile, nominal-unknown, "
+          "theoretical-missing, roof-absent, no-timing, no-roofline).", DEVICE_LABELS + ("ceiling", "reason"),
+          "physics"),
+    # ---- this device's own calibration (tileops calibrate: <store>/devices/<uuid>.yaml and its history)
     _spec("tileops_calibration_memory_bytes_per_second", "Bandwidth this device measured per mix (copy, triad, "
           "read, write), STREAM counting.", DEVICE_LABELS + ("mix",), "calibration"),
     _spec("tileops_calibration_memory_ratio", "This device's measured bandwidth per mix as a fraction of the "
@@ -114,6 +137,14 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
     _spec("tileops_calibration_latency_floor_seconds", "This device's measured latency floor (a trivial op).",
           DEVICE_LABELS, "calibration"),
     _spec("tileops_calibration_timestamp_seconds", "When this device's calibration finished (Unix time).",
+          DEVICE_LABELS, "calibration"),
+    _spec("tileops_calibration_previous_memory_bytes_per_second", "Bandwidth per mix of this device's previous "
+          "calibration of the same mode (quick or full); absent without history.", DEVICE_LABELS + ("mix",),
+          "calibration"),
+    _spec("tileops_calibration_previous_compute_flops_per_second", "Compute rate per roof of this device's "
+          "previous calibration of the same mode; absent without history.", DEVICE_LABELS + ("roof",),
+          "calibration"),
+    _spec("tileops_calibration_previous_timestamp_seconds", "When that previous calibration finished (Unix time).",
           DEVICE_LABELS, "calibration"),
     # ---- the profile that priced the device's rows (the model's ceilings)
     _spec("tileops_profile_memory_theoretical_bytes_per_second", "Nominal (datasheet) memory bandwidth of the "
@@ -176,30 +207,41 @@ def _compact(obj: object) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _row(fam: Samples, dev: tuple[str, ...], p: Priced) -> None:
+def _row(fam: Samples, dev: tuple[str, ...], p: Priced, full: bool) -> None:
     r = p.record
     lab = dev + (r.op, r.label, r.dtype, r.backend)
-    fam.add("tileops_sol_ratio", lab, p.efficiency)
     fam.add("tileops_device_time_seconds", lab, p.actual_time_s)
+    fam.add("tileops_sol_ratio", lab, p.efficiency)
+    fam.add("tileops_row_verdict", lab + (p.verdict, p.blank_reason or "", p.bound or "", p.roof or "",
+                                          p.physics or ""), 1)
+    for b in p.breaches:
+        fam.add("tileops_physics_breach_ratio", lab + (b.ceiling,), b.ratio)
+    if not full:
+        return
+    fam.add("tileops_compile_seconds", lab, r.timing.compile_s if r.timing else None)
     fam.add("tileops_sol_time_seconds", lab, p.sol_time_s)
     fam.add("tileops_achieved_bytes_per_second", lab, p.achieved_bytes_per_s)
     fam.add("tileops_achieved_flops_per_second", lab, p.achieved_flops_per_s)
-    fam.add("tileops_roof_bytes_per_second", lab, p.effective_bandwidth)
-    fam.add("tileops_roof_flops_per_second", lab, p.effective_peak)
-    fam.add("tileops_row_verdict", lab + (p.verdict, p.blank_reason or ""), 1)
-    if p.bound is not None:
-        fam.add("tileops_row_bound", lab + (p.bound,), 1)
-    if p.actual_time_s is not None:  # the physics check judged the row
-        fam.add("tileops_physics_breach", lab, 1 if p.breaches else 0)
-    for b in p.breaches:
-        fam.add("tileops_physics_breach_ratio", lab + (b.ceiling,), b.ratio)
     fam.add("tileops_row_info", lab + (
         r.family, r.roof_key or "", p.roof or "", p.profile or "", r.timing.timer if r.timing else "", r.status,
         _compact(r.shapes), _compact(r.params), _compact(r.data_terms)), 1)
 
 
+def _races(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
+    """One series per row run on several backends with two priced: the best backend's lead."""
+    for race in compare_backends(s.priced).values():
+        if race.margin is not None:
+            _, op, label, dtype = race.key
+            fam.add("tileops_best_backend_margin_ratio", dev + (op, label, dtype, race.best, race.runner_up),
+                    race.margin)
+
+
 def _run(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
-    fam.add("tileops_run_healthy", dev, 1 if s.healthy else 0)
+    healthy = s.healthy
+    fam.add("tileops_run_healthy", dev, None if healthy is None else 1 if healthy else 0)
+    state = s.health.state
+    for st in HEALTH_STATES:
+        fam.add("tileops_run_physics_check", dev + (st,), 1 if st == state else 0)
     fam.add("tileops_run_duration_seconds", dev, s.duration_s)
     fam.add("tileops_run_timestamp_seconds", dev, s.finished_at.timestamp())
     fam.add("tileops_run_last_success_timestamp_seconds", dev, s.last_success_s)
@@ -212,6 +254,16 @@ def _run(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
         (env.git_revision or "") if env else "", env.tileops_version if env else "",
         env.torch_version if env else "", (env.driver or "") if env else "", (env.cuda or "") if env else "",
         (env.cpu_model or "") if env else ""), 1)
+
+
+def _physics(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
+    """Per ceiling: whether the physics check could judge it on this device's rows, and if not, why."""
+    judged: dict[str, tuple[bool, str]] = {}
+    for c in s.health.ceilings:  # one device has one profile, so a ceiling name is unique here
+        was, why = judged.get(c.ceiling, (False, ""))
+        judged[c.ceiling] = (was or c.judged > 0, why or (c.reason or ""))
+    for ceiling, (was, why) in judged.items():
+        fam.add("tileops_physics_check_judged", dev + (ceiling, why), 1 if was else 0)
 
 
 def _calibration(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
@@ -233,6 +285,16 @@ def _calibration(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
         fam.add("tileops_calibration_compute_ratio", dev + (key,), r.flops_per_s / roof.theoretical if roof else None)
     fam.add("tileops_calibration_latency_floor_seconds", dev, cal.latency_floor_s)
     fam.add("tileops_calibration_timestamp_seconds", dev, cal.finished_at.timestamp())
+    prev = cal.previous  # the device's own history: what the drop-against-history alert compares with
+    if prev is None:
+        return
+    for mix in MIXES:
+        m = prev.mixes.get(mix)
+        if m is not None:
+            fam.add("tileops_calibration_previous_memory_bytes_per_second", dev + (mix,), m.bytes_per_s)
+    for key, r in sorted(prev.roofs.items()):
+        fam.add("tileops_calibration_previous_compute_flops_per_second", dev + (key,), r.flops_per_s)
+    fam.add("tileops_calibration_previous_timestamp_seconds", dev, prev.finished_at.timestamp())
 
 
 def _profile(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
@@ -253,7 +315,7 @@ def _profile(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
     fam.add("tileops_profile_latency_floor_seconds", lab, prof.latency_floor_s)
 
 
-def _audit(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
+def _audit(fam: Samples, dev: tuple[str, ...], s: Snapshot) -> None:
     for a in s.audit:
         lab = dev + a.key
         if a.verdict in AUDIT_VERDICTS:
@@ -266,14 +328,29 @@ def _build_labels() -> tuple[str, str, str]:
     return (__version__, git_revision() or "", platform.python_version())
 
 
-def collect_samples(snapshots: Iterable[RunSnapshot], *, build_info: bool = True) -> Samples:
-    """Every sample for these snapshots (and ``tileops_build_info`` unless told not)."""
+def _check_detail(detail: str) -> bool:
+    """True for ``full``; ValueError naming the levels for anything but a known level."""
+    if detail not in DETAILS:
+        raise ValueError(f"metrics detail {detail!r} is not one of {', '.join(DETAILS)}")
+    return detail == "full"
+
+
+def collect_samples(snapshots: Iterable[Snapshot], *, build_info: bool = True,
+                    detail: str = DEFAULT_DETAIL) -> Samples:
+    """Every sample for these snapshots at ``detail`` (and ``tileops_build_info`` unless told not).
+    An :class:`AuditSnapshot` (an audit with no run) gives its audit series only."""
+    full = _check_detail(detail)
     fam = Samples()
     for s in snapshots:
         dev = s.device.labels()
+        if isinstance(s, AuditSnapshot):
+            _audit(fam, dev, s)
+            continue
         for p in s.priced:
-            _row(fam, dev, p)
+            _row(fam, dev, p, full)
+        _races(fam, dev, s)
         _run(fam, dev, s)
+        _physics(fam, dev, s)
         _calibration(fam, dev, s)
         _profile(fam, dev, s)
         _audit(fam, dev, s)
@@ -293,33 +370,38 @@ def to_families(samples: Samples) -> list[Metric]:
     return out
 
 
-def families(snapshots: Iterable[RunSnapshot], *, build_info: bool = True) -> list[Metric]:
+def families(snapshots: Iterable[Snapshot], *, build_info: bool = True,
+             detail: str = DEFAULT_DETAIL) -> list[Metric]:
     """Every metric family for these snapshots as prometheus_client objects."""
-    return to_families(collect_samples(snapshots, build_info=build_info))
+    return to_families(collect_samples(snapshots, build_info=build_info, detail=detail))
 
 
 class SnapshotCollector(Collector):
     """A collector over whatever ``source`` returns at scrape time (a fixed list, or a directory scan)."""
 
-    def __init__(self, source: Callable[[], Iterable[RunSnapshot]], *, build_info: bool = True) -> None:
+    def __init__(self, source: Callable[[], Iterable[Snapshot]], *, build_info: bool = True,
+                 detail: str = DEFAULT_DETAIL) -> None:
+        _check_detail(detail)
         self._source = source
         self._build_info = build_info
+        self._detail = detail
 
     def collect(self) -> Iterator[Metric]:
-        yield from families(self._source(), build_info=self._build_info)
+        yield from families(self._source(), build_info=self._build_info, detail=self._detail)
 
 
-def registry_for(source: Callable[[], Iterable[RunSnapshot]], *, build_info: bool = True) -> CollectorRegistry:
+def registry_for(source: Callable[[], Iterable[Snapshot]], *, build_info: bool = True,
+                 detail: str = DEFAULT_DETAIL) -> CollectorRegistry:
     """A private registry (no process/platform collectors) holding only our metrics."""
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(SnapshotCollector(source, build_info=build_info))
+    reg.register(SnapshotCollector(source, build_info=build_info, detail=detail))
     return reg
 
 
-def render(snapshots: Iterable[RunSnapshot], *, build_info: bool = True) -> bytes:
-    """The Prometheus text exposition (format 0.0.4) of these snapshots.
+def render(snapshots: Iterable[Snapshot], *, build_info: bool = True, detail: str = DEFAULT_DETAIL) -> bytes:
+    """The Prometheus text exposition (format 0.0.4) of these snapshots at ``detail`` (``lean`` or ``full``).
 
     Written by :func:`tileops.export.exposition.render_text`, which a test holds
     equal to prometheus_client's ``generate_latest`` of :class:`SnapshotCollector`.
     """
-    return render_text(collect_samples(snapshots, build_info=build_info).items())
+    return render_text(collect_samples(snapshots, build_info=build_info, detail=detail).items())

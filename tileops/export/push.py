@@ -3,6 +3,10 @@
 The grouping key is ``job`` / ``instance`` (the host) / ``UUID`` (the device), so
 a host with eight GPUs keeps eight groups and each run replaces only its own
 (HTTP PUT: a row that vanished from the bench vanishes from Prometheus too).
+A device's read-side bytes audit goes to its own group, job ``<job>-audit``
+(``AUDIT_JOB_SUFFIX``): a bench run without an audit never erases the audit's
+verdicts, and an audit exported alone never erases the run. Every rule and
+panel aggregates ``without (job, instance)``, so the two groups read as one.
 
 A push that fails is retried with exponential backoff; transport errors and
 5xx/429 answers are retried, other 4xx answers are not (the request itself is
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import random
 import time
 import urllib.error
@@ -27,10 +32,12 @@ from typing import Callable
 from urllib.parse import quote, urlparse
 
 from .exposition import CONTENT_TYPE
-from .metrics import render
-from .snapshot import DeviceLabels, RunSnapshot
+from .metrics import DEFAULT_DETAIL, render
+from .snapshot import AuditSnapshot, DeviceLabels, Snapshot
 
 DEFAULT_JOB = "tileops"
+#: The audit's group is ``job=<job>-audit`` beside the run's ``job=<job>``.
+AUDIT_JOB_SUFFIX = "-audit"
 LAST_SUCCESS = "tileops_run_last_success_timestamp_seconds"
 
 
@@ -55,6 +62,7 @@ class PushResult:
     ok: bool
     attempts: int
     error: str | None = None
+    job: str = DEFAULT_JOB  # the group's job: ``<job>-audit`` for an audit
 
 
 def gateway_base(url: str) -> str:
@@ -63,6 +71,24 @@ def gateway_base(url: str) -> str:
     if not parsed.scheme or parsed.scheme not in ("http", "https"):
         url = f"http://{url}"
     return url.rstrip("/")
+
+
+def check_gateway_url(url: str) -> str:
+    """The Pushgateway base URL of ``--push URL``; ValueError with a sentence when it cannot be one.
+
+    Checked before any work starts: a typo found only at the end of a long
+    bench would cost the push (the records are kept either way).
+    """
+    fix = "write e.g. http://pushgateway:9091 or pushgateway:9091"
+    try:
+        base = gateway_base(url)
+        parsed = urlparse(base)
+        parsed.port  # noqa: B018 - raises ValueError for a port that is not a number in 0-65535
+    except ValueError as exc:
+        raise ValueError(f"--push {url!r} is not a usable URL ({exc}); {fix}") from None
+    if not parsed.hostname:
+        raise ValueError(f"--push {url!r} names no host; {fix}")
+    return base
 
 
 def grouping_key(device: DeviceLabels, instance: str | None = None) -> dict[str, str]:
@@ -118,34 +144,53 @@ def previous_last_success(url: str, job: str, key: dict[str, str], timeout_s: fl
             doc = json.load(resp)
     except (OSError, ValueError):
         return None
-    for group in doc.get("data") or []:
-        if group.get("labels") != want:
+    # What a gateway answers is read defensively: anything but the documented shape means "no value known",
+    # never a crash (a proxy's error page, another server on that port, a future API).
+    groups = doc.get("data") if isinstance(doc, dict) else None
+    for group in groups if isinstance(groups, list) else []:
+        if not isinstance(group, dict) or group.get("labels") != want:
             continue
-        fam = group.get(LAST_SUCCESS) or {}
-        values = [float(m["value"]) for m in fam.get("metrics") or [] if "value" in m]
+        fam = group.get(LAST_SUCCESS)
+        metrics = fam.get("metrics") if isinstance(fam, dict) else None
+        values = []
+        for m in metrics if isinstance(metrics, list) else []:
+            try:
+                v = float(m["value"])
+            except (TypeError, KeyError, ValueError, OverflowError):
+                continue
+            if math.isfinite(v):
+                values.append(v)
         return max(values) if values else None
     return None
 
 
-def push_snapshot(url: str, snapshot: RunSnapshot, *, job: str = DEFAULT_JOB, instance: str | None = None,
-                  policy: RetryPolicy = RetryPolicy(),
-                  log: Callable[[str], None] = lambda msg: None) -> PushResult:
-    """PUT one device's group, retrying with backoff. Never raises for a network failure."""
+def push_snapshot(url: str, snapshot: Snapshot, *, job: str = DEFAULT_JOB, instance: str | None = None,
+                  policy: RetryPolicy = RetryPolicy(), log: Callable[[str], None] = lambda msg: None,
+                  detail: str = DEFAULT_DETAIL) -> PushResult:
+    """PUT one device's group (metrics at ``detail``), retrying with backoff. Never raises for a network failure.
+
+    A run's audit is not pushed with it: split it off first (``snapshot.split_audit``; ``export_snapshots``
+    does) and push the :class:`AuditSnapshot` on its own, which goes to the ``<job>-audit`` group.
+    """
     key = grouping_key(snapshot.device, instance)
-    snap = snapshot.with_last_success(previous_last_success(url, job, key, policy.timeout_s))
-    body = render([snap])
+    if isinstance(snapshot, AuditSnapshot):
+        job = job + AUDIT_JOB_SUFFIX
+        snap: Snapshot = snapshot
+    else:
+        snap = snapshot.with_last_success(previous_last_success(url, job, key, policy.timeout_s))
+    body = render([snap], detail=detail)
     base = gateway_base(url)
     target = group_url(base, job, key)
     error: str | None = None
     for attempt in range(1, policy.attempts + 1):
         try:
             put_group(target, body, policy.timeout_s)
-            return PushResult(snapshot.device, base, True, attempt)
+            return PushResult(snapshot.device, base, True, attempt, job=job)
         except Exception as exc:  # noqa: BLE001 - every failure is reported, none may lose the run
             error = _describe(exc)
             if not _retryable(exc) or attempt == policy.attempts:
-                return PushResult(snapshot.device, base, False, attempt, error)
+                return PushResult(snapshot.device, base, False, attempt, error, job=job)
             wait = policy.delay(attempt - 1)
             log(f"push to {base} failed ({error}); retry {attempt + 1}/{policy.attempts} in {wait:.1f} s")
             time.sleep(wait)
-    return PushResult(snapshot.device, base, False, policy.attempts, error)
+    return PushResult(snapshot.device, base, False, policy.attempts, error, job=job)

@@ -1,25 +1,31 @@
-"""What the exporters publish: one device's run, priced, with its health.
+"""What the exporters publish: one device's run, priced, with its health; and its latest audit.
 
 A run directory (``tileops bench --out DIR``) holds ``records.jsonl``, ``run.json``
-and, when the read-side audit ran, ``audit.jsonl``. The exporters never trust a
-stored verdict: they re-price the records against the device's profile with the
-roofline tool, so a metric always agrees with ``tileops roofline`` on the same
-files. A run is split by device (a run normally measures one), because every
+and, when the read-side audit was written beside it, ``audit.jsonl``. The exporters
+never trust a stored verdict: they re-price the records against the device's profile
+with the roofline tool, so a metric always agrees with ``tileops roofline`` on the
+same files. A run is split by device (a run normally measures one), because every
 series is labelled by the device it describes.
+
+An audit folder of its own (``tileops audit``'s default ``results/audit-<run-id>/``)
+holds ``audit.jsonl`` and no records: it becomes an :class:`AuditSnapshot` of each
+device its entries name. It publishes the ``tileops_audit_*`` series and nothing
+else, because there is no run to report on. :func:`latest_per_device` joins a
+device's newest audit to its newest run when both are known.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Union
 
 from tileops.errors import TileOpsError
 from tileops.profiles import Profile, ProfileChooser
-from tileops.records import (RECORDS_FILE, AuditEntry, Record, RecordFileError, RunInfo, load_records,
-                             read_audit, read_run_info)
+from tileops.records import (AUDIT_FILE, RECORDS_FILE, AuditEntry, Record, RecordFileError, RunInfo,
+                             load_records, read_audit, read_run_info)
 from tileops.roofline import Health, Priced, health, price_all
 
 if TYPE_CHECKING:  # the calibrate package imports torch; the exporter needs only the type
@@ -51,6 +57,14 @@ class DeviceLabels:
         uuid = env.device_uuid or f"cpu-{env.hostname}"
         return cls(hostname=env.hostname, uuid=uuid, model=env.device_name, kind=env.device_kind)
 
+    @classmethod
+    def of_audit(cls, entry: AuditEntry) -> "DeviceLabels":
+        """The device an audit entry names. An audit on a host without a CUDA device names none: its
+        entries keep their host, with UUID and modelName empty (no device was audited, and an
+        empty label is no label in Prometheus), so they never join a run of that host's CPU."""
+        return cls(hostname=entry.hostname or "", uuid=entry.device_uuid or "", model=entry.device_name or "",
+                   kind="cuda" if entry.device_uuid or entry.device_name else "")
+
     def labels(self) -> tuple[str, str, str]:
         """Values of ``DEVICE_LABELS`` (Hostname, UUID, modelName), in that order."""
         return (self.hostname, self.uuid, self.model)
@@ -78,30 +92,95 @@ class RunSnapshot:
     last_success_s: float | None = None
 
     @property
-    def healthy(self) -> bool:
-        """No physics breach, and the run finished (a run without run.json is judged on its rows)."""
+    def succeeded(self) -> bool:
+        """The run finished (a run without run.json is judged on its rows) without a physics breach."""
         return self.health.ok and self.status in ("completed", "unknown")
+
+    @property
+    def healthy(self) -> bool | None:
+        """True: finished, and the physics check judged a ceiling and found no breach. False: a breach, or an
+        unfinished run. None: finished without a breach, but no ceiling could be judged (no profile, no
+        nominal): neither a pass nor a failure, so ``tileops_run_healthy`` is left out."""
+        if not self.succeeded:
+            return False
+        return None if self.health.state == "not-judged" else True
 
     @property
     def duration_s(self) -> float:
         return max(0.0, (self.finished_at - self.started_at).total_seconds())
 
+    @property
+    def results_dir(self) -> Path:
+        """The folder the snapshot was read from (what a sink's message names)."""
+        return self.run_dir
+
     def with_last_success(self, previous_s: float | None) -> "RunSnapshot":
-        """This run's own success time, or the latest success a sink remembered, whichever is newer."""
-        own = self.finished_at.timestamp() if self.healthy else None
+        """This run's own success time, or the latest success a sink remembered, whichever is newer.
+        A success is a run that finished without a breach, judged or not: the staleness alert asks whether
+        the bench still runs; whether its formulas were judged is tileops_run_physics_check."""
+        own = self.finished_at.timestamp() if self.succeeded else None
         known = [t for t in (own, previous_s, self.last_success_s) if t is not None]
         return replace(self, last_success_s=max(known) if known else None)
 
 
+@dataclass(frozen=True)
+class AuditSnapshot:
+    """One device's read-side bytes audit, apart from any run: what ``tileops audit --out DIR`` wrote into
+    a folder of its own, or the audit half of a run snapshot that a sink keeps in its own group.
+
+    It invents no run: no run health, no rows, no profile; only the ``tileops_audit_*`` series.
+    """
+
+    audit_dir: Path
+    device: DeviceLabels
+    audit: tuple[AuditEntry, ...]
+    #: When the audit finished: its newest entry's ``finished_at`` (``audit.jsonl``'s mtime when no entry
+    #: carries one). Decides which audit of a device is the newest.
+    finished_at: datetime
+
+    @property
+    def results_dir(self) -> Path:
+        return self.audit_dir
+
+    def with_last_success(self, previous_s: float | None) -> "AuditSnapshot":
+        """An audit is not a run: it has no success time to carry."""
+        return self
+
+
+#: What the sinks publish: a device's run (with its audit, when joined), or its audit alone.
+Snapshot = Union[RunSnapshot, AuditSnapshot]
+
+
+def audit_finished_at(entries: Iterable[AuditEntry]) -> datetime | None:
+    """The newest ``finished_at`` (else ``started_at``) the entries carry, or None when none does."""
+    times = []
+    for e in entries:
+        stamp = e.finished_at or e.started_at
+        if not stamp:
+            continue
+        try:
+            t = datetime.fromisoformat(stamp)
+        except ValueError:
+            continue
+        times.append(t if t.tzinfo else t.replace(tzinfo=timezone.utc))
+    return max(times) if times else None
+
+
 def resolve_run_dir(path: Path) -> Path:
-    """A run directory from a directory or its ``records.jsonl``; names the fix when neither."""
+    """A results folder from a directory, its ``records.jsonl`` or its ``audit.jsonl``; names the fix when none."""
     path = Path(path)
     if path.is_file() and path.name.endswith(".jsonl"):
         return path.parent
-    if path.is_dir() and (path / RECORDS_FILE).exists():
+    if path.is_dir() and ((path / RECORDS_FILE).exists() or (path / AUDIT_FILE).exists()):
         return path
     raise ExportInputError(
-        f"{path}: not a run directory (no {RECORDS_FILE}); pass the folder `tileops bench --out DIR` wrote")
+        f"{path}: not a run directory (no {RECORDS_FILE}) nor an audit folder (no {AUDIT_FILE}); pass the folder "
+        "`tileops bench --out DIR` or `tileops audit --out DIR` wrote")
+
+
+def _is_audit_only(directory: Path) -> bool:
+    """A folder holding an audit and no records."""
+    return not (directory / RECORDS_FILE).exists() and (directory / AUDIT_FILE).exists()
 
 
 def build_snapshots(run_dir: Path, info: RunInfo | None, priced: Sequence[Priced], chooser: ProfileChooser,
@@ -124,7 +203,7 @@ def build_snapshots(run_dir: Path, info: RunInfo | None, priced: Sequence[Priced
         finished = info.finished_at if info and info.finished_at else max(r.finished_at for r in recs)
         snap = RunSnapshot(
             run_dir=run_dir, run_id=info.run_id if info else recs[0].run_id, device=device, records=recs,
-            priced=tuple(rows), health=health(rows), profile=chooser(device.model), started_at=started,
+            priced=tuple(rows), health=health(rows), profile=chooser(device.model, device.uuid), started_at=started,
             finished_at=finished, status=info.status if info else "unknown", info=info, audit=tuple(audit),
             calibration=(calibrations or {}).get(device.uuid))
         out.append(snap.with_last_success(None))
@@ -150,30 +229,97 @@ def load_run(path: Path, chooser: ProfileChooser,
     return build_snapshots(run_dir, info, price_all(records, chooser), chooser, audit, calibrations)
 
 
+def load_audit(path: Path) -> list[AuditSnapshot]:
+    """Each device's snapshot of an audit folder that holds no run (or of its ``audit.jsonl``)."""
+    path = Path(path)
+    audit_dir = path.parent if path.is_file() else path
+    try:
+        entries = read_audit(audit_dir)
+        mtime = datetime.fromtimestamp((audit_dir / AUDIT_FILE).stat().st_mtime, timezone.utc)
+    except (RecordFileError, OSError) as exc:
+        raise ExportInputError(str(exc)) from None
+    by_device: dict[DeviceLabels, list[AuditEntry]] = {}
+    for e in entries:
+        by_device.setdefault(DeviceLabels.of_audit(e), []).append(e)
+    return [AuditSnapshot(audit_dir=audit_dir, device=device, audit=tuple(rows),
+                          finished_at=audit_finished_at(rows) or mtime)
+            for device, rows in by_device.items()]
+
+
+def load_results(path: Path, chooser: ProfileChooser,
+                 calibrations: Mapping[str, DeviceCalibration] | None = None) -> list[Snapshot]:
+    """What one results path holds: a run's snapshots (:func:`load_run`), or an audit folder's (:func:`load_audit`)."""
+    path = Path(path)
+    resolve_run_dir(path)  # the located error when it is neither
+    if path.is_file() and path.name == AUDIT_FILE:
+        path = path.parent  # an audit.jsonl stands for its folder: the run beside it, or the audit alone
+    if path.is_dir() and _is_audit_only(path):
+        return list(load_audit(path))
+    return list(load_run(path, chooser, calibrations))
+
+
 def find_run_dirs(root: Path, max_depth: int = 3) -> list[Path]:
-    """Run directories at or under ``root`` (``root`` itself, ``root/<run-id>``, ``root/<host>/<run-id>``)."""
+    """Results folders at or under ``root`` (``root`` itself, ``root/<run-id>``, ``root/<host>/<run-id>``):
+    run directories, and audit folders of their own (``audit-<run-id>``).
+
+    Hidden folders below ``root`` are not searched: the compile caches the bench keeps beside its runs
+    (``.compile-cache``, thousands of files) hold no run, and a scrape must not walk them."""
     root = Path(root)
     found: list[Path] = []
     base_depth = len(root.parts)
     for dirpath, dirnames, filenames in os.walk(root):
         depth = len(Path(dirpath).parts) - base_depth
-        if RECORDS_FILE in filenames:
+        if RECORDS_FILE in filenames or AUDIT_FILE in filenames:
             found.append(Path(dirpath))
         if depth >= max_depth:
             dirnames[:] = []
-        dirnames.sort()
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
     return found
 
 
-def latest_per_device(snapshots: Iterable[RunSnapshot]) -> list[RunSnapshot]:
-    """Each device's newest run, carrying the newest healthy run's time as its last success."""
+def _run_audit_time(s: RunSnapshot) -> datetime:
+    """When a run's own audit (beside its records) finished; the run's end when its entries do not say."""
+    return audit_finished_at(s.audit) or s.finished_at
+
+
+def latest_per_device(snapshots: Iterable[Snapshot]) -> list[Snapshot]:
+    """Each device's newest run, carrying the newest healthy run's time as its last success, and joined
+    with the device's newest audit: an audit folder of its own replaces the run's own ``audit.jsonl``
+    when it finished later. A device with an audit and no run is published as its :class:`AuditSnapshot`.
+    """
     newest: dict[DeviceLabels, RunSnapshot] = {}
     success: dict[DeviceLabels, float] = {}
+    audits: dict[tuple[str, str, str], AuditSnapshot] = {}
     for s in snapshots:
+        if isinstance(s, AuditSnapshot):
+            key = s.device.labels()
+            if key not in audits or s.finished_at > audits[key].finished_at:
+                audits[key] = s
+            continue
         if s.last_success_s is not None:
             success[s.device] = max(success.get(s.device, s.last_success_s), s.last_success_s)
         cur = newest.get(s.device)
         if cur is None or (s.started_at, s.finished_at) > (cur.started_at, cur.finished_at):
             newest[s.device] = s
-    return [s.with_last_success(success.get(d)) for d, s in sorted(newest.items(), key=lambda kv: kv[0].labels())]
+    out: list[Snapshot] = []
+    for d, s in newest.items():
+        a = audits.pop(d.labels(), None)
+        if a is not None and (not s.audit or a.finished_at > _run_audit_time(s)):
+            s = replace(s, audit=a.audit)
+        out.append(s.with_last_success(success.get(d)))
+    out += audits.values()  # devices audited but never benched (here)
+    return sorted(out, key=lambda s: (s.device.labels(), isinstance(s, AuditSnapshot)))
+
+
+def split_audit(snapshot: Snapshot) -> list[Snapshot]:
+    """A snapshot as the push and textfile sinks send it: the run without its audit, then the audit alone.
+
+    Each goes to its own Pushgateway group or textfile, so a bench run that was not audited never erases
+    the device's audit verdicts, and an audit exported on its own never erases the device's run.
+    """
+    if isinstance(snapshot, AuditSnapshot) or not snapshot.audit:
+        return [snapshot]
+    return [replace(snapshot, audit=()),
+            AuditSnapshot(audit_dir=snapshot.run_dir, device=snapshot.device, audit=snapshot.audit,
+                          finished_at=_run_audit_time(snapshot))]
 

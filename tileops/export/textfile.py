@@ -6,7 +6,10 @@ goes to a hidden temporary file in the same directory (not matching ``*.prom``),
 is fsync'd, and renamed over the old file in one step.
 
 The previous file is also where an unhealthy run finds the last success time
-it must keep publishing.
+it must keep publishing. A device's audit has its own file,
+``tileops_<uuid>.audit.prom``, for the reason the Pushgateway keeps it in its own
+group: a run without an audit must not erase the audit's verdicts, nor an audit
+exported alone the run.
 """
 
 from __future__ import annotations
@@ -18,15 +21,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tileops.fsutil import write_atomic
 
-from .metrics import render
+from .metrics import DEFAULT_DETAIL, render
 from .push import LAST_SUCCESS
-from .snapshot import DeviceLabels, RunSnapshot
+from .snapshot import AuditSnapshot, DeviceLabels, Snapshot
 
 
-def textfile_path(directory: Path, device: DeviceLabels) -> Path:
-    """``DIR/tileops_<uuid>.prom``: one file per device, so devices of one host never overwrite each other."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", device.uuid)
-    return Path(directory) / f"tileops_{safe}.prom"
+def textfile_path(directory: Path, device: DeviceLabels, *, audit: bool = False) -> Path:
+    """``DIR/tileops_<uuid>.prom`` (``.audit.prom`` for the device's audit): one file per device, so devices of
+    one host never overwrite each other. An audit that named no device is ``tileops_no-device.audit.prom``."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", device.uuid) or "no-device"
+    return Path(directory) / f"tileops_{safe}{'.audit' if audit else ''}.prom"
 
 
 def previous_last_success(path: Path) -> float | None:
@@ -49,16 +53,19 @@ def previous_last_success(path: Path) -> float | None:
 BUILD_FILE = "tileops_build.prom"
 
 
-def write_textfile(directory: Path, snapshot: RunSnapshot) -> Path:
-    """Write one device's metrics into ``directory`` (created if missing); returns the file.
+def write_textfile(directory: Path, snapshot: Snapshot, *, detail: str = DEFAULT_DETAIL) -> Path:
+    """Write one device's metrics (at ``detail``) into ``directory`` (created if missing); returns the file.
 
     ``tileops_build_info`` goes to its own file: node_exporter rejects a series
     that two files both define, and every device's file would otherwise hold it.
+    An :class:`AuditSnapshot` goes to the device's ``.audit.prom`` file; a run's
+    audit is split off first (``export_snapshots`` does).
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    path = textfile_path(directory, snapshot.device)
-    snap = snapshot.with_last_success(previous_last_success(path))
-    write_atomic(path, render([snap], build_info=False))
+    audit = isinstance(snapshot, AuditSnapshot)
+    path = textfile_path(directory, snapshot.device, audit=audit)
+    snap = snapshot if audit else snapshot.with_last_success(previous_last_success(path))
+    write_atomic(path, render([snap], build_info=False, detail=detail))
     write_atomic(directory / BUILD_FILE, render([]))
     return path

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import ast
 import keyword
+import math
 import re
+import reprlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from tileops.manifest import expr as E
-from tileops.manifest.primitives import DTYPE_BITS, PRIMITIVES
-from tileops.manifest.spec import (
+from tileops.manifest import expr
+from tileops.ops.primitives import DTYPE_BITS, PRIMITIVES
+from tileops.ops.spec import (
     OpEntry, ParamSpec, Roofline, Signature, TensorSpec, Workload,
 )
 
@@ -35,8 +37,12 @@ ROOFLINE_FIELDS = ("flops", "bytes", "read_bytes", "func", "read_func")
 WORKLOAD_FIELDS = ("label", "indices", "params", "present", "dtypes", "tags", "seed")
 STATUSES = ("spec-only", "implemented")
 PARAM_TYPES = ("int", "float", "bool", "str", "dtype")
-FUNC_PREFIX = "tileops.perf.formulas."
+FUNC_MODULE = "tileops.ops.formulas"
+FUNC_PREFIX = FUNC_MODULE + "."
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DIGITS = re.compile(r"^[0-9]{1,18}$")  # ASCII digits only: "١٢" or "²" is not a dim
+#: The largest index size or integer a workload row may bind (a dim a tensor library can index).
+MAX_INDEX = 2**62
 
 #: Every defect code the analysis can emit, with what it means. Tests provoke each one.
 DEFECT_CODES: dict[str, str] = {
@@ -58,7 +64,9 @@ DEFECT_CODES: dict[str, str] = {
     "bad-arity": "a primitive is called with the wrong number of arguments",
     "tensor-arg": "bytes()/bits()/present() is given something that is not a suitable tensor",
     "unknown-name": "a formula or shape names something not in scope",
-    "bad-func-path": "func is not tileops.perf.formulas.<name>",
+    "too-complex": "a formula exceeds the size, depth or length bounds",
+    "bad-constant": "a literal or constant subexpression is non-finite, out of range, or a power is unbounded",
+    "bad-func-path": "func is not tileops.ops.formulas.<public name>",
     "no-workloads": "an implemented entry has no workload rows",
     "bad-workload": "a workload row is malformed or does not fit the signature",
     "duplicate-label": "two workload rows share a label",
@@ -127,8 +135,22 @@ class Analysis:
 
 
 def analyze(entry: Any, name: Any = "<entry>", file: str = "<memory>") -> Analysis:
-    """Analyse one entry. Total: never raises, whatever ``entry`` and ``name`` are."""
-    return _Analyzer(entry, name, file).run()
+    """Analyse one entry. Total: never raises, whatever ``entry`` and ``name`` are.
+
+    The pass is bounded by construction (formula size and depth, repr length);
+    should a check still fail unexpectedly, that becomes an ``internal`` defect
+    at the entry's location instead of a traceback, and the tests treat it as a
+    bug in the analysis.
+    """
+    an = _Analyzer(entry, name, file)
+    try:
+        return an.run()
+    except Exception as exc:  # RecursionError and MemoryError included
+        an.a.entry = None
+        an.a.defects.append(Defect("internal", an.loc(""), f"the analysis could not finish: "
+                                   f"{type(exc).__name__}: {_short(str(exc))}",
+                                   "this is a bug in tileops; report it with the entry"))
+        return an.a
 
 
 # ---------------------------------------------------------------------------------------
@@ -143,11 +165,16 @@ def _is_ident(v: Any) -> bool:
 
 
 def _is_pos_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_INDEX
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 4, 4, 50, 50, 40
 
 
 def _short(v: Any) -> str:
-    s = repr(v)
+    """A bounded repr: whatever the value (deeply nested, huge, aliased many times), a short string."""
+    s = _REPR.repr(v)
     return s if len(s) <= 60 else s[:57] + "..."
 
 
@@ -164,6 +191,12 @@ class _Analyzer:
         self.params: dict[str, ParamSpec] = {}
         self.lets: list[tuple[str, str]] = []
         self.unnamed_tensors = 0  # tensors whose name is absent or malformed
+        # Broken facts other judgments depend on (§4.4 "accumulating"): a judgment that needs one is
+        # recorded as not reached, naming it, never as a second defect.
+        self.broken: dict[str, str] = {}  # a declared name whose declaration is defective -> that fact's path
+        self.unknowable: list[str] = []  # facts that may declare names but could not be read (an input's
+        # shape, the params or let mapping): a name not found may be declared there
+        self.inputs_read = False  # the inputs list was readable: names in formulas can be judged
 
     # -- recording ---------------------------------------------------------------------
 
@@ -198,9 +231,26 @@ class _Analyzer:
     def unknown_keys(self, mapping: dict, allowed: tuple[str, ...], path: str) -> None:
         for k in mapping:
             if k not in allowed:
-                self.defect("unknown-field", f"{path}.{k}" if path else str(k),
+                key = k if isinstance(k, str) and len(k) <= 60 else _short(k)
+                self.defect("unknown-field", f"{path}.{key}" if path else key,
                             f"{_short(k)} is not a field here",
                             f"remove it, or use one of: {', '.join(allowed)}")
+
+    def mark_broken(self, name: Any, path: str) -> None:
+        """Record that ``name``'s declaration is defective at ``path`` (the first such fact wins)."""
+        if isinstance(name, str):
+            self.broken.setdefault(name, path)
+
+    def depends_on_broken(self, name: str, judgment: str, path: str) -> bool:
+        """If ``name`` is unknown because a fact it needs is broken, record the judgment as not
+        reached (naming that fact) and return True; the caller then records no defect."""
+        if name in self.broken:
+            self.unreached(judgment, path, self.broken[name])
+            return True
+        if self.unknowable:
+            self.unreached(judgment, path, self.unknowable[0])  # it may be declared in that fact
+            return True
+        return False
 
     # -- the pass ----------------------------------------------------------------------
 
@@ -221,7 +271,7 @@ class _Analyzer:
         status = self.get(e, "status", "status", required=True, kind="spec-only or implemented",
                           check=lambda v: isinstance(v, str))
         if status.ok and status.value not in STATUSES:
-            self.defect("bad-status", "status", f"status {status.value!r} is unknown",
+            self.defect("bad-status", "status", f"status {_short(status.value)} is unknown",
                         f"use one of: {', '.join(STATUSES)}")
             status = self.fact("status", MALFORMED)
         desc = self.get(e, "description", "description", required=False, kind="a string",
@@ -257,10 +307,13 @@ class _Analyzer:
         params = self.get(sd, "params", "signature.params", required=False, kind="a mapping of name to {type, default}",
                           check=lambda v: isinstance(v, dict))
         ok &= params.state is not State.MALFORMED
+        if params.state is State.MALFORMED:
+            self.unknowable.append("signature.params")
         if params.ok:
             ok &= self.read_params(params.value)
         ins = self.get(sd, "inputs", "signature.inputs", required=True, kind="a list of tensors",
                        check=lambda v: isinstance(v, list))
+        self.inputs_read = ins.ok
         outs = self.get(sd, "outputs", "signature.outputs", required=True, kind="a non-empty list of tensors",
                         check=lambda v: isinstance(v, list) and len(v) > 0)
         inputs: list[TensorSpec] = []
@@ -286,6 +339,8 @@ class _Analyzer:
         lets = self.get(sd, "let", "signature.let", required=False, kind="a mapping of name to expression",
                         check=lambda v: isinstance(v, dict))
         ok &= lets.state is not State.MALFORMED
+        if lets.state is State.MALFORMED:
+            self.unknowable.append("signature.let")
         if lets.ok:
             ok &= self.read_lets(lets.value)
         if ins.ok:
@@ -298,7 +353,7 @@ class _Analyzer:
 
     def declare(self, name: str, path: str, what: str) -> bool:
         taken = (set(self.tensors) | set(self.indices) | set(self.params) | {n for n, _ in self.lets}
-                 | set(PRIMITIVES))
+                 | set(self.broken) | set(PRIMITIVES))
         if name in taken:
             self.defect("duplicate-name", path, f"{what} {name!r} is already declared (or is a primitive)",
                         "give it a name of its own")
@@ -308,7 +363,7 @@ class _Analyzer:
     def read_params(self, pd: dict) -> bool:
         ok = True
         for k, v in pd.items():
-            path = f"signature.params.{k}" if isinstance(k, str) else "signature.params"
+            path = f"signature.params.{k}" if _is_ident(k) else "signature.params"
             if not _is_ident(k):
                 self.defect("bad-name", path, f"parameter name {_short(k)} is not an identifier",
                             "use letters, digits and underscores")
@@ -317,24 +372,29 @@ class _Analyzer:
             if not isinstance(v, dict) or "type" not in v:
                 self.defect("bad-param", path, f"parameter {k} must be a mapping with a type, got {_short(v)}",
                             f"write {k}: {{type: int|float|bool|str|dtype, default: ...}}")
+                self.mark_broken(k, path)
                 ok = False
                 continue
             ptype = v.get("type")
             if ptype not in PARAM_TYPES if isinstance(ptype, str) else True:
                 self.defect("bad-param", f"{path}.type", f"type {_short(ptype)} is unknown",
                             f"use one of: {', '.join(PARAM_TYPES)}")
+                self.mark_broken(k, f"{path}.type")
                 ok = False
                 continue
             extra = set(v) - {"type", "default"} if all(isinstance(x, str) for x in v) else {"?"}
             if extra:
-                self.defect("unknown-field", path, f"parameter {k} has unknown keys {sorted(map(str, extra))}",
+                self.defect("unknown-field", path, f"parameter {k} has unknown keys {_short(sorted(map(_short, extra)))}",
                             "a parameter has only type and default")
                 ok = False
             has_default = "default" in v
             default = v.get("default")
             if has_default and default is not None and not _value_fits(ptype, default):
-                self.defect("bad-param", f"{path}.default", f"default {_short(default)} is not a {ptype}",
-                            f"give a {ptype} default or drop it")
+                self.defect("bad-param", f"{path}.default", f"default {_short(default)} is not a {ptype}"
+                            + (" (it must be finite)" if ptype == "float" and isinstance(default, float) else ""),
+                            f"give a finite {ptype} default or drop it" if ptype == "float"
+                            else f"give a {ptype} default or drop it")
+                self.mark_broken(k, f"{path}.default")
                 ok = False
                 continue
             if not self.declare(k, path, "parameter"):
@@ -347,95 +407,105 @@ class _Analyzer:
         if not isinstance(t, dict):
             self.defect("bad-type", path, f"a tensor must be a mapping, got {_short(t)}",
                         "write {name: x, shape: \"[M, K]\", dtype: \"float16 | bfloat16\"}")
+            self.unnamed_tensors += 1
             return None
         self.unknown_keys(t, TENSOR_FIELDS, path)
-        ok = True
+        bad: list[str] = []  # the defective facts of this declaration, in order
         name = self.get(t, "name", f"{path}.name", required=True, kind="a string",
                         check=lambda v: isinstance(v, str))
         if name.ok and not _is_ident(name.value):
-            self.defect("bad-name", f"{path}.name", f"tensor name {name.value!r} is not an identifier",
+            self.defect("bad-name", f"{path}.name", f"tensor name {_short(name.value)} is not an identifier",
                         "use letters, digits and underscores, not starting with a digit")
             name = self.fact(f"{path}.name", MALFORMED)
         if not name.ok:
             self.unnamed_tensors += 1
-        if name.ok:
+            bad.append(f"{path}.name")
+        else:
             path = f"{path}({name.value})"
             if not self.declare(name.value, f"{path}.name", "tensor"):
-                ok = False
-        else:
-            ok = False
+                bad.append(f"{path}.name")
         flags = {}
         for flag in ("optional", "mutated", "write_only", "metadata"):
             f = self.get(t, flag, f"{path}.{flag}", required=False, kind="true or false",
                          check=lambda v: isinstance(v, bool))
-            ok &= f.state is not State.MALFORMED
+            if f.state is State.MALFORMED:
+                bad.append(f"{path}.{flag}")
             flags[flag] = bool(f.value) if f.ok else False
         alias = self.get(t, "alias", f"{path}.alias", required=False, kind="an input's name", check=_is_ident)
-        ok &= alias.state is not State.MALFORMED
+        if alias.state is State.MALFORMED:
+            bad.append(f"{path}.alias")
         if not is_input:
             for flag in ("optional", "mutated", "write_only", "metadata"):
                 if flags[flag]:
                     self.defect("bad-flag", f"{path}.{flag}", f"{flag} applies to inputs only",
                                 "drop it; an output is always written")
-                    ok = False
+                    bad.append(f"{path}.{flag}")
             if alias.ok and alias.value not in self.input_names:
                 self.defect("bad-flag", f"{path}.alias", f"alias {alias.value!r} names no declared input",
                             f"name one of the inputs: {', '.join(self.input_names) or '(none)'}")
-                ok = False
+                bad.append(f"{path}.alias")
         else:
             if alias.ok:
                 self.defect("bad-flag", f"{path}.alias", "alias applies to outputs only",
                             "declare the alias on the output that shares this input's storage")
-                ok = False
+                bad.append(f"{path}.alias")
             if flags["mutated"] and flags["write_only"]:
                 self.defect("bad-flag", f"{path}.write_only", "an input cannot be both mutated and write_only",
                             "mutated: read and written; write_only: only written. Keep one")
-                ok = False
+                bad.append(f"{path}.write_only")
         shape = self.get(t, "shape", f"{path}.shape", required=True, kind="a shape pattern such as \"[*B, N]\"",
                          check=lambda v: isinstance(v, (str, list)))
         dims: tuple[str, ...] = ()
-        if shape.ok:
-            parsed = self.read_shape(shape.value, f"{path}.shape", is_input=is_input)
-            if parsed is None:
-                ok = False
-            else:
-                dims = parsed
+        parsed = self.read_shape(shape.value, f"{path}.shape", is_input=is_input) if shape.ok else None
+        if parsed is None:
+            bad.append(f"{path}.shape")
+            if is_input:
+                self.unknowable.append(f"{path}.shape")
         else:
-            ok = False
+            dims = parsed
         dtype = self.get(t, "dtype", f"{path}.dtype", required=True,
                          kind="a dtype union (\"float16 | bfloat16\"), same_as(x) or param(p)", check=_is_str)
         dt = self.read_dtype(dtype.value, f"{path}.dtype") if dtype.ok else None
-        ok &= dt is not None
-        if not ok or not name.ok:
-            if name.ok and is_input:
-                self.input_names.append(name.value)
+        if dt is None:
+            bad.append(f"{path}.dtype")
+        if name.ok and is_input:
+            self.input_names.append(name.value)
+        if bad or not name.ok:
+            if name.ok and name.value not in self.tensors:  # not a duplicate of a valid declaration
+                self.mark_broken(name.value, bad[0])
             return None
         dtypes, same_as, dparam = dt  # type: ignore[misc]
         spec = TensorSpec(name=name.value, shape=dims, dtypes=dtypes, same_as=same_as, dtype_param=dparam,
                           optional=flags["optional"], mutated=flags["mutated"], write_only=flags["write_only"],
                           alias=alias.value if alias.ok else None, metadata=flags["metadata"])
         self.tensors[name.value] = spec
-        if is_input:
-            self.input_names.append(name.value)
         return spec
 
     def read_shape(self, raw: Any, path: str, *, is_input: bool) -> tuple[str, ...] | None:
         if isinstance(raw, list):
-            if not all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in raw):
-                self.defect("bad-shape", path, f"shape items must be names or integers, got {_short(raw)}",
+            if not all((isinstance(x, str) and len(x) <= expr.MAX_CHARS)
+                       or (isinstance(x, int) and not isinstance(x, bool) and 0 < x <= MAX_INDEX) for x in raw):
+                self.defect("bad-shape", path, f"shape items must be names or positive integers, got {_short(raw)}",
                             "write the shape as \"[*B, N]\"")
                 return None
             items = [str(x) for x in raw]
         else:
-            try:
-                node = ast.parse(raw.strip(), mode="eval").body
-            except (SyntaxError, ValueError):
-                node = None
+            node = None
+            if len(raw) <= expr.MAX_CHARS:
+                try:
+                    node = ast.parse(raw.strip(), mode="eval").body
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    node = None
             if not isinstance(node, ast.List):
                 self.defect("bad-shape", path, f"shape {_short(raw)} is not a bracketed list",
                             "write the shape as \"[M, K]\" or \"[*B, N]\"")
                 return None
-            items = [ast.unparse(x) for x in node.elts]
+            try:
+                items = [ast.unparse(x) for x in node.elts]
+            except (ValueError, RecursionError, MemoryError):  # too deep, or an over-long integer literal
+                self.defect("bad-shape", path, f"shape {_short(raw)} has an item too large to read",
+                            "write the shape as \"[M, K]\" or \"[*B, N]\"")
+                return None
         out: list[str] = []
         variadic = 0
         ok = True
@@ -449,7 +519,7 @@ class _Analyzer:
                                     "rename the index")
                         ok = False
                         continue
-                    if body in self.params or body in self.tensors:
+                    if body in self.params or body in self.tensors or body in self.broken:
                         self.defect("duplicate-name", path,
                                     f"index {body!r} is already a parameter or tensor name", "rename the index")
                         ok = False
@@ -461,16 +531,17 @@ class _Analyzer:
                         ok = False
                     self.indices[body] = star
                     variadic += star
-                elif not star and body.isdigit() and int(body) > 0:
+                elif not star and _DIGITS.match(body) and 0 < int(body) <= MAX_INDEX:
                     pass
                 else:
                     self.defect("bad-shape", path,
-                                f"input dim {i} ({item!r}) must be an index name, *Name or a positive integer",
+                                f"input dim {i} ({_short(item)}) must be an index name, *Name or a positive "
+                                "integer written with the digits 0-9",
                                 "input shapes bind indices; compute extents in output shapes or let")
                     ok = False
                     continue
             else:
-                p = E.parse(body)
+                p = expr.parse(body)
                 if p.problems:
                     for pr in p.problems:
                         self.defect("bad-shape", path, f"dim {i}: {pr.message}", pr.fix)
@@ -490,6 +561,8 @@ class _Analyzer:
             kind, ref = m.groups()
             if kind == "param":
                 p = self.params.get(ref)
+                if p is None and self.depends_on_broken(ref, f"param({ref}) names a dtype parameter", path):
+                    return None
                 if p is None or p.type != "dtype":
                     self.defect("bad-dtype", path, f"param({ref}) names no dtype parameter",
                                 "declare it under signature.params with type: dtype")
@@ -499,7 +572,7 @@ class _Analyzer:
         names = [x.strip() for x in raw.split("|")]
         bad = [n for n in names if n not in DTYPE_BITS]
         if bad:
-            self.defect("bad-dtype", path, f"unknown dtype(s) {bad} in {raw!r}",
+            self.defect("bad-dtype", path, f"unknown dtype(s) {_short(bad)} in {_short(raw)}",
                         f"use dtypes from: {', '.join(DTYPE_BITS)}; or same_as(x); or param(p)")
             return None
         if len(set(names)) != len(names):
@@ -513,21 +586,21 @@ class _Analyzer:
         for t in inputs + outputs:
             seen = {t.name}
             cur = t
+            path = f"signature.{t.name}.dtype"
             while cur.same_as is not None:
                 nxt = known.get(cur.same_as)
                 if nxt is None:
-                    if self.unnamed_tensors:  # the name may belong to a tensor whose name is broken
-                        self.unreached(f"same_as({cur.same_as}) resolves", f"signature.{t.name}.dtype",
-                                       "name of every tensor")
-                        ok = False
-                    elif cur.same_as not in self.tensors:  # not merely a tensor with its own defect
-                        self.defect("bad-dtype", f"signature.{t.name}.dtype",
-                                    f"same_as({cur.same_as}) names no tensor",
+                    ok = False
+                    if self.depends_on_broken(cur.same_as, f"same_as({cur.same_as}) resolves", path):
+                        pass  # the tensor exists but its declaration is defective: not a second defect
+                    elif self.unnamed_tensors:  # the name may belong to a tensor whose name is broken
+                        self.unreached(f"same_as({cur.same_as}) resolves", path, "name of every tensor")
+                    else:
+                        self.defect("bad-dtype", path, f"same_as({cur.same_as}) names no tensor",
                                     f"name one of: {', '.join(known) or '(none)'}")
-                        ok = False
                     break
                 if nxt.name in seen:
-                    self.defect("bad-dtype", f"signature.{t.name}.dtype", f"same_as cycle through {sorted(seen)}",
+                    self.defect("bad-dtype", path, f"same_as cycle through {sorted(seen)}",
                                 "anchor the chain on a tensor with a dtype union")
                     ok = False
                     break
@@ -538,18 +611,22 @@ class _Analyzer:
     def read_lets(self, ld: dict) -> bool:
         ok = True
         for k, v in ld.items():
-            path = f"signature.let.{k}" if isinstance(k, str) else "signature.let"
+            path = f"signature.let.{k}" if _is_ident(k) else "signature.let"
             if not _is_ident(k):
                 self.defect("bad-name", path, f"let name {_short(k)} is not an identifier",
                             "use letters, digits and underscores")
                 ok = False
                 continue
-            if not _is_str(v) and not (isinstance(v, int) and not isinstance(v, bool)):
+            if not _is_str(v) and not (isinstance(v, int) and not isinstance(v, bool) and abs(v) < expr.MAX_LITERAL):
                 self.defect("bad-type", path, f"let {k} must be an expression string, got {_short(v)}",
                             f"write {k}: \"H * D\"")
+                self.mark_broken(k, path)
                 ok = False
                 continue
-            ok &= self.check_expr(str(v), path, allow_tensors=False)
+            if not self.check_expr(str(v), path, allow_tensors=False):
+                self.mark_broken(k, path)
+                ok = False
+                continue
             if not self.declare(k, path, "let"):
                 ok = False
                 continue
@@ -571,7 +648,7 @@ class _Analyzer:
                       | {n for n, _ in self.lets})
 
     def check_expr(self, source: str, path: str, *, allow_tensors: bool, names_known: bool = True) -> bool:
-        p = E.parse(source)
+        p = expr.parse(source)
         ok = True
         for pr in p.problems:
             self.defect(pr.code, path, pr.message, pr.fix)
@@ -585,6 +662,9 @@ class _Analyzer:
             return ok
         scope = set(self.value_names())
         for n in sorted(p.names - scope):
+            if self.depends_on_broken(n, f"{n!r} resolves", path):
+                ok = False
+                continue
             hint = " (tensors are named only inside bytes(), bits() or present())" if n in self.tensors else ""
             self.defect("unknown-name", path, f"{n!r} is not an index, parameter or let{hint}",
                         f"use one of: {', '.join(sorted(scope)) or '(none)'}; primitives: {', '.join(sorted(PRIMITIVES))}")
@@ -600,7 +680,12 @@ class _Analyzer:
                 if prim == "bits" and t is None and self.params.get(ref) is not None \
                         and self.params[ref].type == "dtype":
                     continue
-                if t is None:
+                if t is None and self.depends_on_broken(ref, f"{prim}({ref}) names a tensor", path):
+                    ok = False
+                elif t is None and self.unnamed_tensors:  # it may be the tensor whose name is broken
+                    self.unreached(f"{prim}({ref}) names a tensor", path, "name of every tensor")
+                    ok = False
+                elif t is None:
                     self.defect("tensor-arg", path, f"{prim}({ref}): {ref!r} is not a tensor of the signature",
                                 f"name one of: {', '.join(self.tensors) or '(none)'}")
                     ok = False
@@ -634,7 +719,7 @@ class _Analyzer:
             ok = False
         elif not inline and not func:
             self.defect("roofline-mode", "roofline", "neither flops nor func is given",
-                        "add flops: \"<expression>\" or func: \"tileops.perf.formulas.<name>\"")
+                        f"add flops: \"<expression>\" or func: \"{FUNC_PREFIX}<name>\"")
             return None
         elif inline and fields["flops"].state is State.ABSENT:
             self.defect("missing-field", "roofline.flops", "an inline roofline needs flops",
@@ -642,19 +727,20 @@ class _Analyzer:
             ok = False
         elif func and fields["func"].state is State.ABSENT:
             self.defect("missing-field", "roofline.func", "read_func without func",
-                        "add func: \"tileops.perf.formulas.<name>\"")
+                        f"add func: \"{FUNC_PREFIX}<name>\"")
             ok = False
         for k in ("flops", "bytes", "read_bytes"):
             if fields[k].ok:
                 ok &= self.check_expr(fields[k].value, f"roofline.{k}", allow_tensors=True,
-                                      names_known=sig is not None)
+                                      names_known=self.inputs_read)
         for k in ("func", "read_func"):
             if fields[k].ok:
                 path = fields[k].value.strip()
                 tail = path[len(FUNC_PREFIX):]
-                if not (path.startswith(FUNC_PREFIX) and _is_ident(tail)):
-                    self.defect("bad-func-path", f"roofline.{k}", f"{path!r} is not {FUNC_PREFIX}<name>",
-                                f"put the function in tileops/perf/formulas.py and write \"{FUNC_PREFIX}<name>\"")
+                if not (path.startswith(FUNC_PREFIX) and _is_ident(tail) and not tail.startswith("_")):
+                    self.defect("bad-func-path", f"roofline.{k}", f"{_short(path)} is not {FUNC_PREFIX}<name>",
+                                f"put a plain function in tileops/ops/formulas.py and write \"{FUNC_PREFIX}<name>\""
+                                " (a public name: no leading underscore)")
                     ok = False
         if not ok or sig is None:
             return None
@@ -689,7 +775,7 @@ class _Analyzer:
             if label.ok:
                 path = f"workloads[{label.value}]"
                 if label.value in labels:
-                    self.defect("duplicate-label", f"{path}.label", f"label {label.value!r} is used twice",
+                    self.defect("duplicate-label", f"{path}.label", f"label {_short(label.value)} is used twice",
                                 "give every row its own label")
                     ok = False
                 labels.add(label.value)
@@ -705,8 +791,8 @@ class _Analyzer:
                                    check=lambda v: isinstance(v, list) and len(v) > 0),
                 "tags": self.get(row, "tags", f"{path}.tags", required=False, kind="a list of strings",
                                  check=lambda v: isinstance(v, list) and all(_is_str(x) for x in v)),
-                "seed": self.get(row, "seed", f"{path}.seed", required=False, kind="an integer",
-                                 check=lambda v: isinstance(v, int) and not isinstance(v, bool)),
+                "seed": self.get(row, "seed", f"{path}.seed", required=False, kind="an integer in [0, 2**63)",
+                                 check=lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63),
             }
             if any(p.state is State.MALFORMED for p in parts.values()) or not label.ok \
                     or not parts["indices"].ok or not parts["dtypes"].ok:
@@ -726,7 +812,7 @@ class _Analyzer:
                     present=tuple(parts["present"].value or ()),
                     dtypes=tuple(c if isinstance(c, str) else dict(c) for c in parts["dtypes"].value),
                     tags=tuple(parts["tags"].value or ()),
-                    seed=parts["seed"].value if parts["seed"].ok else i,
+                    seed=parts["seed"].value if parts["seed"].ok else None,
                 ))
         return rows if ok else None
 
@@ -735,7 +821,7 @@ class _Analyzer:
         present = set(parts["present"].value or ())
         optional = {t.name for t in sig.inputs if t.optional}
         for p in sorted(present - optional):
-            self.defect("bad-workload", f"{path}.present", f"{p!r} is not an optional input",
+            self.defect("bad-workload", f"{path}.present", f"{_short(p)} is not an optional input",
                         f"list only optional inputs: {', '.join(sorted(optional)) or '(none)'}")
             ok = False
         bound = [t for t in sig.inputs if not t.optional or t.name in present]
@@ -783,10 +869,14 @@ class _Analyzer:
         free = [t for t in sig.tensors if t.is_free_dtype and (not t.optional or t.name in present)]
         for j, case in enumerate(parts["dtypes"].value):
             cpath = f"{path}.dtypes[{j}]"
-            if isinstance(case, str):
+            if isinstance(case, str) and case not in DTYPE_BITS:
+                self.defect("bad-workload", cpath, f"dtype {_short(case)} is unknown",
+                            f"use dtypes from: {', '.join(DTYPE_BITS)}")
+                ok = False
+            elif isinstance(case, str):
                 for t in free:
                     if case not in t.dtypes:
-                        self.defect("bad-workload", cpath, f"dtype {case!r} is not allowed for {t.name} ({' | '.join(t.dtypes)})",
+                        self.defect("bad-workload", cpath, f"dtype {case} is not allowed for {t.name} ({' | '.join(t.dtypes)})",
                                     f"use a dtype in {t.name}'s union, or a mapping {{tensor: dtype}}")
                         ok = False
             elif isinstance(case, dict):
@@ -813,10 +903,14 @@ class _Analyzer:
 
 
 def _value_fits(ptype: str, v: Any) -> bool:
+    """Whether ``v`` is a value of parameter type ``ptype``: numbers finite and within int64
+    (codegen writes them as Python literals, and ``.nan`` or ``1e999`` would not be one)."""
     if ptype == "int":
-        return isinstance(v, int) and not isinstance(v, bool)
+        return isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**63
     if ptype == "float":
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
+        if isinstance(v, float):
+            return math.isfinite(v)
+        return isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**63
     if ptype == "bool":
         return isinstance(v, bool)
     if ptype == "str":

@@ -3,8 +3,16 @@
 Expressions are a small subset of Python's expression grammar: integer and
 float literals, ``True``/``False``, names, ``+ - * / // % **``, unary ``-``,
 comparisons, ``and``/``or``/``not``, ``a if cond else b`` and calls to the
-primitives of :mod:`tileops.manifest.primitives`. Everything else (attributes,
+primitives of :mod:`tileops.ops.primitives`. Everything else (attributes,
 subscripts, strings, lambdas, comprehensions, keyword arguments) is refused.
+
+Parsing is bounded, so any string gives problems rather than an exception or
+a hang (§4.4 "total"): a formula longer than ``MAX_CHARS``, deeper than
+``MAX_DEPTH`` or larger than ``MAX_NODES`` is refused before anything recurses
+over it; literals are finite and within ``MAX_LITERAL``; constant
+subexpressions are folded with their size bounded, and the exponent of ``**``
+is a constant of magnitude at most ``MAX_EXPONENT`` (``10**10**10`` is a
+defect here, not a hang in ``tileops ops``).
 
 This module is manifest tooling: it parses formula strings once, before
 emission (§4.4.5). Generated evaluators never import it.
@@ -13,10 +21,19 @@ emission (§4.4.5). Generated evaluators never import it.
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from tileops.manifest.primitives import PRIMITIVES, VALUE_IMPLS, allowed_names
+from tileops.ops.primitives import PRIMITIVES, allowed_names
+
+#: Bounds on a formula (real ones are a few dozen nodes deep and wide).
+MAX_CHARS = 2000
+MAX_DEPTH = 40
+MAX_NODES = 400
+#: Largest magnitude of a literal or a folded constant, and of a power's exponent.
+MAX_LITERAL = 2**64
+MAX_EXPONENT = 64
 
 _BINOPS: dict[type, str] = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/",
@@ -45,18 +62,127 @@ class ParsedExpr:
     problems: list[ExprProblem] = field(default_factory=list)
 
 
+def _excerpt(source: str) -> str:
+    return repr(source) if len(source) <= 80 else repr(source[:77]) + "..."
+
+
+def _too_complex(message: str) -> ExprProblem:
+    return ExprProblem("too-complex", message,
+                       "write a shorter formula: name repeated subexpressions with let, or move Python "
+                       "logic into a func formula (tileops/ops/formulas.py)")
+
+
+def _shape_problem(tree: ast.AST) -> ExprProblem | None:
+    """Depth and size of the tree, measured without recursion."""
+    stack = [(tree, 1)]
+    nodes = 0
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if depth > MAX_DEPTH:
+            return _too_complex(f"the formula nests deeper than {MAX_DEPTH} levels")
+        if nodes > MAX_NODES:
+            return _too_complex(f"the formula has more than {MAX_NODES} parts")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return None
+
+
 def parse(source: str) -> ParsedExpr:
-    """Parse and form-check an expression. Never raises; problems are collected."""
+    """Parse and form-check an expression. Never raises, whatever the string; problems are collected."""
+    text = source.strip()
+    if len(text) > MAX_CHARS:
+        return ParsedExpr(source, None, problems=[_too_complex(
+            f"the formula is {len(text)} characters long, more than {MAX_CHARS}")])
     try:
-        tree = ast.parse(source.strip(), mode="eval").body
-    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes
-        msg = getattr(exc, "msg", str(exc))
+        tree = ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes, an over-long integer literal
+        msg = getattr(exc, "msg", None) or str(exc)
         return ParsedExpr(source, None, problems=[ExprProblem(
-            "syntax", f"does not parse: {msg} in {source!r}",
+            "syntax", f"does not parse: {msg} in {_excerpt(source)}",
             "write an arithmetic expression over indices and primitives, e.g. \"2 * M * N * K\"")])
+    except (RecursionError, MemoryError):
+        return ParsedExpr(source, None, problems=[_too_complex("the formula nests too deeply to parse")])
+    shape = _shape_problem(tree)
+    if shape is not None:
+        return ParsedExpr(source, None, problems=[shape])
     out = ParsedExpr(source, tree)
     _check(tree, out)
+    _fold(tree, out)
     return out
+
+
+# --- constants: finite, bounded, and folded with their size bounded ---------------------------------
+
+_NOT_CONSTANT = object()
+
+
+def _bad_constant(out: ParsedExpr, message: str) -> None:
+    out.problems.append(ExprProblem(
+        "bad-constant", message,
+        f"use finite constants below 2**64 and powers with a constant exponent of at most {MAX_EXPONENT}"))
+
+
+def _in_range(value: object) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value) and abs(value) < MAX_LITERAL
+    return isinstance(value, int) and abs(value) < MAX_LITERAL
+
+
+def _fold(node: ast.AST, out: ParsedExpr) -> object:
+    """The value of a constant subexpression (checked and bounded), or _NOT_CONSTANT.
+
+    Recursion is safe: the tree's depth is already bounded by MAX_DEPTH.
+    """
+    if isinstance(node, ast.Constant):
+        v = node.value
+        if isinstance(v, bool):
+            return int(v)
+        if isinstance(v, (int, float)) and not _in_range(v):
+            _bad_constant(out, f"literal {_excerpt(ast.unparse(node))} is not a finite number below 2**64")
+            return _NOT_CONSTANT
+        return v if isinstance(v, (int, float)) else _NOT_CONSTANT
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _fold(node.operand, out)
+        return _NOT_CONSTANT if v is _NOT_CONSTANT else (-v if isinstance(node.op, ast.USub) else v)  # type: ignore[operator]
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _fold(node.left, out), _fold(node.right, out)
+        if isinstance(node.op, ast.Pow):
+            if right is _NOT_CONSTANT:
+                out.problems.append(ExprProblem(
+                    "bad-constant", f"the exponent of {_excerpt(ast.unparse(node))} is not a constant",
+                    f"raise to a constant power of at most {MAX_EXPONENT}, or write the product out"))
+                return _NOT_CONSTANT
+            if abs(right) > MAX_EXPONENT:  # type: ignore[arg-type]
+                _bad_constant(out, f"the exponent of {_excerpt(ast.unparse(node))} is {right!r}, "
+                                   f"more than {MAX_EXPONENT}")
+                return _NOT_CONSTANT
+        if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and right is not _NOT_CONSTANT and right == 0:
+            _bad_constant(out, f"{_excerpt(ast.unparse(node))} divides by zero")
+            return _NOT_CONSTANT
+        if left is _NOT_CONSTANT or right is _NOT_CONSTANT:
+            return _NOT_CONSTANT
+        try:  # both operands are below 2**64 and any exponent is at most 64: this is cheap
+            value = _APPLY[type(node.op)](left, right)
+        except ZeroDivisionError:
+            _bad_constant(out, f"{_excerpt(ast.unparse(node))} divides by zero")
+            return _NOT_CONSTANT
+        except (OverflowError, ValueError, TypeError) as exc:
+            _bad_constant(out, f"{_excerpt(ast.unparse(node))} cannot be computed: {exc}")
+            return _NOT_CONSTANT
+        if isinstance(value, complex) or not _in_range(value):
+            _bad_constant(out, f"{_excerpt(ast.unparse(node))} is not a finite number below 2**64")
+            return _NOT_CONSTANT
+        return value
+    for child in ast.iter_child_nodes(node):  # not constant itself: still check what is inside
+        _fold(child, out)
+    return _NOT_CONSTANT
+
+
+_APPLY: dict[type, Callable[[object, object], object]] = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,  # type: ignore[operator]
+    ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,  # type: ignore[operator]
+    ast.Pow: lambda a, b: a ** b,  # type: ignore[operator]
+}
 
 
 def _check(node: ast.AST, out: ParsedExpr) -> None:
@@ -164,12 +290,11 @@ def to_python(tree: ast.expr, name_ref: Callable[[str], str], call_var: str = "c
         if isinstance(n, ast.Call):
             assert isinstance(n.func, ast.Name)
             prim = PRIMITIVES[n.func.id]
+            fn = prim.impl.__name__
             if prim.tensor_arg:
-                fn = {"bytes": "tensor_bytes", "bits": "tensor_bits", "present": "present"}[prim.name]
                 arg = n.args[0]
                 assert isinstance(arg, ast.Name)
                 return f"_p.{fn}({call_var}, {arg.id!r})"
-            fn = VALUE_IMPLS[prim.name].__name__
             return f"_p.{fn}(" + ", ".join(r(a) for a in n.args) + ")"
         raise AssertionError(f"unchecked node {ast.dump(n)}")  # analysis refuses these first
 

@@ -10,16 +10,32 @@ and caches nothing: a cached pair would outlive the shapes it was priced for.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import torch
 
 from tileops.dtypes import name_of, to_torch
-from tileops.errors import OpNotAvailableError, SignatureError
-from tileops.manifest.spec import Emitted, Signature, TensorSpec
+from tileops.errors import BackendUnavailableError, CompileError, OpNotAvailableError, SignatureError
+from tileops.ops.backends import device_unsupported, no_recompile, torch_compile
 from tileops.ops.call import CheckedCall
+from tileops.ops.spec import Emitted, Signature, TensorSpec
+
+if TYPE_CHECKING:
+    from tileops.ops.triton_kernels import Kernel
 
 DEFAULT_ROOF = "cuda_core.fp32"
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """A checked call ready to repeat (:meth:`Op.prepare`): ``run()`` re-executes only the backend's
+    implementation; ``setup_s`` is the first call's seconds, compilation included (None for eager)."""
+
+    run: Callable[[], Any]
+    setup_s: float | None
 
 
 class Op:
@@ -27,15 +43,21 @@ class Op:
 
     name: ClassVar[str]
     emitted: ClassVar[Emitted]
-    #: backends this op implements; "torch" is the portable one (CPU and CUDA).
-    backends: ClassVar[tuple[str, ...]] = ("torch",)
+    #: backends this op implements (tileops.ops.backends): "torch" (eager, the portable one) and
+    #: "compile" (torch.compile of ``compute``) for every op; "triton" where a kernel is named below.
+    backends: ClassVar[tuple[str, ...]] = ("torch", "compile")
+    #: the op's Triton kernel, "module:name" in tileops.ops.triton_kernels (imported only when used)
+    triton_kernel: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if ("triton" in cls.backends) != (cls.triton_kernel is not None):
+            raise TypeError(f"{cls.__qualname__}: declare the 'triton' backend and a triton_kernel together "
+                            f"(backends {cls.backends}, triton_kernel {cls.triton_kernel!r})")
         if "name" in cls.__dict__:  # a concrete op for one entry: bind its own evaluator (§4.4.1)
-            from tileops.ops import registry
+            from tileops.ops import catalog, registry
 
-            cls.emitted = registry.emitted_for(cls.name)
+            cls.emitted = catalog.emitted_for(cls.name)
             registry.register(cls)
 
     def __init__(self, backend: str = "torch", **params: Any) -> None:
@@ -45,6 +67,8 @@ class Op:
         self.params = self._bind_params(params)
         self.last_call: CheckedCall | None = None
         self._stages: dict[str, list[CheckedCall]] = {}
+        self._compiled: Callable[..., Any] | None = None  # the compile backend's compute, made once
+        self._unchecked = False  # inside a prepared eager call: stages run their compute only
 
     # -- construction --------------------------------------------------------------
 
@@ -75,7 +99,7 @@ class Op:
         call = self._check_inputs(bound)
         self.check_call(call)
         self._stages = {}
-        result = self.compute(**bound)
+        result = self.implementation()(**bound)
         outs = result if isinstance(result, tuple) else (result,)
         if len(outs) != len(sig.outputs):
             raise AssertionError(f"{self.name}: compute returned {len(outs)} tensors, signature has {len(sig.outputs)}")
@@ -90,6 +114,105 @@ class Op:
         """The implementation: inputs by signature name (absent optionals are None)."""
         raise NotImplementedError
 
+    # -- backends ------------------------------------------------------------------
+
+    def implementation(self) -> Callable[..., Any]:
+        """The selected backend's ``compute``: inputs by signature name, outputs as ``compute``
+        returns them; no checks and no ``last_call`` (``forward`` adds both)."""
+        if self.backend == "compile":
+            if self._compiled is None:  # compiled on first use when prepare() was not called
+                self._compiled = torch_compile(self.compute)
+            return self._compiled
+        if self.backend == "triton":
+            kernel = self.kernel()
+            return lambda **tensors: kernel(self, **tensors)
+        return self.compute
+
+    def prepare(self, *args: Any, **kwargs: Any) -> PreparedCall:
+        """Check a call once and make the backend ready; return what repeats it and what that took.
+
+        A timer must time the op, not the contract's bookkeeping (binding, dtype and shape
+        checks, output checks, ``last_call``): that costs tens of microseconds per call, as
+        much as a small kernel. So the call is made once through ``forward`` here -- it is
+        checked, ``last_call`` is the call ``eval_roofline`` prices, and for ``compile`` it
+        compiles (torch.compile, once per instance) and for ``triton`` it JIT-compiles the
+        kernel (or loads it from TRITON_CACHE_DIR). ``PreparedCall.run`` then repeats only the
+        backend's implementation on the same, already checked inputs; eager composites run
+        their stages' ``compute`` too (the checked call recorded their calls). A mutated input
+        is mutated, as by any call.
+
+        ``setup_s`` is the first call's seconds, compilation included, for ``compile`` and
+        ``triton`` (the bench records it apart from the timing; None for ``torch``). After it, a
+        compiled op that would recompile (a guard failing on other inputs) raises instead of
+        compiling inside a timing. A backend failure raises CompileError naming the op, the
+        backend and the cause.
+        """
+        t0 = time.perf_counter()
+        try:
+            self.forward(*args, **kwargs)
+            for d in {t.device for t in (*args, *kwargs.values())
+                      if isinstance(t, torch.Tensor) and t.device.type == "cuda"}:  # pragma: no cover - GPU
+                torch.cuda.synchronize(d)
+        except (SignatureError, BackendUnavailableError):
+            raise
+        except Exception as exc:
+            if self.backend == "torch":
+                raise
+            raise CompileError(f"{self.name}: the {self.backend} backend failed on its first call "
+                               f"(compilation included): {type(exc).__name__}: {exc}") from exc
+        seconds = time.perf_counter() - t0
+        if self.backend == "compile":
+            assert self._compiled is not None
+            self._compiled = no_recompile(self._compiled)
+        bound = self._bind_inputs(args, kwargs)
+        if self.backend == "torch":
+            return PreparedCall(run=lambda: self._compute_unchecked(bound), setup_s=None)
+        impl = self.implementation()  # compiled code keeps its stages' bookkeeping: it was traced with it
+
+        def run() -> Any:
+            # A composite's code was traced from an empty stage record (forward starts one): start each call
+            # from a fresh one, or its guard ("not self._stages") fails and the call would recompile (it
+            # raises instead); last_call keeps the checked call's own record.
+            self._stages = {}
+            return impl(**bound)
+
+        return PreparedCall(run=run, setup_s=seconds)
+
+    def _compute_unchecked(self, bound: dict[str, Any]) -> Any:
+        self._unchecked = True
+        try:
+            return self.compute(**bound)
+        finally:
+            self._unchecked = False
+
+    @classmethod
+    def kernel(cls) -> "Kernel":
+        """The op's Triton kernel (imports triton)."""
+        if cls.triton_kernel is None:
+            raise BackendUnavailableError(f"{cls.name}: no Triton kernel; backends are {', '.join(cls.backends)}")
+        from tileops.ops.triton_kernels import load
+
+        return load(cls.triton_kernel)
+
+    @classmethod
+    def unsupported(cls, backend: str, device: str, dtypes: Mapping[str, str],
+                    shapes: Mapping[str, tuple[int, ...]], params: Mapping[str, Any] | None = None) -> str | None:
+        """Why this op cannot run ``backend`` on ``device`` for a call with these dtypes (every
+        tensor's, outputs included: ``BoundRow.dtypes``) and input shapes (``BoundRow.shapes``),
+        or None when it can. The bench asks before running a row and records a skip with the reason."""
+        if backend not in cls.backends:
+            return f"{cls.name} has no {backend!r} backend (it has {', '.join(cls.backends)})"
+        return device_unsupported(backend, device) or cls.call_unsupported(backend, dtypes, shapes, params or {})
+
+    @classmethod
+    def call_unsupported(cls, backend: str, dtypes: Mapping[str, str], shapes: Mapping[str, tuple[int, ...]],
+                         params: Mapping[str, Any]) -> str | None:
+        """The implementation's own limits on dtypes and shapes, whatever the device (the tests use
+        this to pick the rows a kernel claims). Only Triton kernels have any today."""
+        if backend == "triton":
+            return cls.kernel().unsupported(cls.name, dtypes, shapes, params)
+        return None
+
     def check_call(self, call: CheckedCall) -> None:
         """Constraints between bound indices that shape patterns cannot state (a's K equals b's K,
         an even width, query heads a multiple of kv heads). Raise SignatureError naming the op,
@@ -97,6 +220,8 @@ class Op:
 
     def run_stage(self, stage: str, op: "Op", *args: Any, **kwargs: Any) -> Any:
         """Run a sub-op as a named stage of this composite; its checked call joins ``stages``."""
+        if self._unchecked:  # a prepared call: the checked call already recorded this stage
+            return op._compute_unchecked(op._bind_inputs(args, kwargs))
         out = op.forward(*args, **kwargs)
         assert op.last_call is not None
         self._stages.setdefault(stage, []).append(op.last_call)
@@ -181,7 +306,7 @@ class Op:
                 val = shape[pos]
                 pos += 1
                 key = d
-                if d.isdigit():
+                if d.isascii() and d.isdigit():
                     if val != int(d):
                         raise SignatureError(f"{self.name}: input {t.name!r} dim {pos - 1} is {val}, expected {d}")
                     continue

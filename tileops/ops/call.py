@@ -16,18 +16,20 @@ import torch
 from tileops.errors import OpNotAvailableError
 
 
-@dataclass
-class CheckedCall:
+class TensorFacts:
+    """What the manifest's tensor primitives (``bytes(t)``, ``present(t)``, ``bits(t)``) ask of a call.
+
+    Shared by the checked call and by anything that stands for one without its
+    tensors (the audit's record of the call its child measured), so the primitives
+    read both the same way. Subclasses hold ``op``, ``dtypes``, ``params``,
+    ``nbytes_by_tensor`` and ``present_inputs``.
+    """
+
     op: str
-    indices: dict[str, Any]  # dims (int), variadic dims (tuple), parameters, lets
+    dtypes: dict[str, str]
     params: dict[str, Any]
-    dtypes: dict[str, str]  # tensor -> dtype name, bound tensors only
-    shapes: dict[str, tuple[int, ...]]  # bound tensors only
-    nbytes_by_tensor: dict[str, int]  # bound tensors only
-    present_inputs: frozenset[str]  # optional inputs that are bound
-    metadata: dict[str, torch.Tensor] = field(default_factory=dict)  # value-deciding inputs
-    stages: dict[str, list["CheckedCall"]] = field(default_factory=dict)
-    device: str = "cpu"
+    nbytes_by_tensor: dict[str, int]
+    present_inputs: Any  # a set or tuple of the optional inputs that are bound
 
     def nbytes(self, name: str) -> int:
         """Bytes of tensor ``name``; 0 when an optional tensor is absent."""
@@ -41,8 +43,22 @@ class CheckedCall:
         if name in self.dtypes:
             return self.dtypes[name]
         if name in self.params:
-            return self.params[name]
+            return str(self.params[name])
         raise KeyError(f"{self.op}: {name!r} is neither a bound tensor nor a dtype parameter")
+
+
+@dataclass
+class CheckedCall(TensorFacts):
+    op: str
+    indices: dict[str, Any]  # dims (int), variadic dims (tuple), parameters, lets
+    params: dict[str, Any]
+    dtypes: dict[str, str]  # tensor -> dtype name, bound tensors only
+    shapes: dict[str, tuple[int, ...]]  # bound tensors only
+    nbytes_by_tensor: dict[str, int]  # bound tensors only
+    present_inputs: frozenset[str]  # optional inputs that are bound
+    metadata: dict[str, torch.Tensor] = field(default_factory=dict)  # value-deciding inputs
+    stages: dict[str, list["CheckedCall"]] = field(default_factory=dict)
+    device: str = "cpu"
 
     def values(self, name: str) -> torch.Tensor:
         """The values of a metadata tensor. Raises OpNotAvailableError on a meta call."""

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from tileops.dtypes import to_torch
 from tileops.errors import SignatureError
-from tileops.manifest.spec import TensorSpec
+from tileops.ops.spec import TensorSpec
 from tileops.ops.base import Op, make_tensor
 from tileops.ops.call import CheckedCall
 
@@ -32,9 +32,11 @@ def check_broadcast(op: str, call: CheckedCall, names: tuple[str, ...]) -> None:
 
 
 class Unary(Op):
-    """y = fn(x), elementwise."""
+    """y = fn(x), elementwise. The Triton kernel computes the op named in its expression table."""
 
     fn: ClassVar[Callable[[torch.Tensor], torch.Tensor]]
+    backends = ("torch", "compile", "triton")
+    triton_kernel = "elementwise:unary"
 
     def compute(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         return type(self).fn(x)
@@ -44,6 +46,8 @@ class Binary(Op):
     """y = fn(a, b), elementwise with NumPy broadcasting."""
 
     fn: ClassVar[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]
+    backends = ("torch", "compile", "triton")
+    triton_kernel = "elementwise:binary"
 
     def check_call(self, call: CheckedCall) -> None:
         check_broadcast(self.name, call, ("a", "b"))
@@ -142,6 +146,8 @@ class Gt(Binary):
 
 class Where(Op):
     name = "where"
+    backends = ("torch", "compile", "triton")
+    triton_kernel = "elementwise:where"
 
     def check_call(self, call: CheckedCall) -> None:
         check_broadcast(self.name, call, ("cond", "a", "b"))
@@ -154,6 +160,8 @@ class Cast(Op):
     """x.to(dtype) into a fresh tensor, also when the dtype is x's own (the output is a new storage)."""
 
     name = "cast"
+    backends = ("torch", "compile", "triton")
+    triton_kernel = "elementwise:cast"
 
     def compute(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         return x.to(to_torch(self.params["dtype"]), copy=True)
@@ -163,6 +171,8 @@ class SiluAndMul(Op):
     """SwiGLU on [gate | up] stacked along the last dim."""
 
     name = "silu_and_mul"
+    backends = ("torch", "compile", "triton")
+    triton_kernel = "elementwise:silu_and_mul"
 
     def check_call(self, call: CheckedCall) -> None:
         if call.indices["H"] % 2:

@@ -8,12 +8,14 @@ import torch
 import torch.nn.functional as F
 
 from tileops.dtypes import to_torch
-from tileops.manifest.spec import TensorSpec
+from tileops.ops.spec import TensorSpec
 from tileops.ops.base import Op
 
 
 class Embedding(Op):
     name = "embedding"
+    backends = ("torch", "compile", "triton")
+    triton_kernel = "embedding:embedding"
 
     def make_input(self, t: TensorSpec, shape: tuple[int, ...], dtype: str, device: str,
                    generator: torch.Generator, indices: dict[str, Any]) -> torch.Tensor:

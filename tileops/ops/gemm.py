@@ -9,9 +9,10 @@ import torch.nn.functional as F
 
 from tileops.dtypes import is_float8, to_torch
 from tileops.errors import SignatureError
-from tileops.manifest.spec import TensorSpec
+from tileops.ops.spec import TensorSpec
 from tileops.ops.base import Op, make_tensor
 from tileops.ops.call import CheckedCall
+from tileops.tf32 import tf32_matmul_enabled
 
 TENSOR_CORE_KEY = {"float16": "tensor_core.fp16", "bfloat16": "tensor_core.bf16",
                    "int8": "tensor_core.int8"}
@@ -29,7 +30,7 @@ class Contraction(Op):
     def __init__(self, backend: str = "torch", **params: Any) -> None:
         super().__init__(backend, **params)
         # Whether fp32 contractions may run on TF32 tensor cores.
-        self.allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+        self.allow_tf32 = tf32_matmul_enabled()
 
     def roof_key(self) -> str:
         dt = self._require_call().dtypes[self.operand]

@@ -17,7 +17,7 @@ import torch
 
 from tileops.dtypes import to_torch
 from tileops.errors import SignatureError
-from tileops.manifest.spec import TensorSpec
+from tileops.ops.spec import TensorSpec
 from tileops.ops.base import Op, make_tensor
 from tileops.ops.call import CheckedCall
 from tileops.ops.elementwise import SiluAndMul

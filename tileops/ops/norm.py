@@ -15,6 +15,8 @@ def _rms(xf: torch.Tensor, eps: float) -> torch.Tensor:
 
 class RmsNorm(Op):
     name = "rms_norm"
+    backends = ("torch", "compile", "triton")
+    triton_kernel = "rows:rms_norm"
 
     def compute(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         return (_rms(x.float(), self.params["eps"]) * weight.float()).to(x.dtype)
@@ -22,6 +24,8 @@ class RmsNorm(Op):
 
 class LayerNorm(Op):
     name = "layer_norm"
+    backends = ("torch", "compile", "triton")
+    triton_kernel = "rows:layer_norm"
 
     def compute(self, x: torch.Tensor, weight: torch.Tensor | None,  # type: ignore[override]
                 bias: torch.Tensor | None) -> torch.Tensor:
@@ -35,6 +39,8 @@ class FusedAddRmsNorm(Op):
     """residual <- x + residual in place (rounded to its dtype); y = rms_norm of the fp32 sum."""
 
     name = "fused_add_rms_norm"
+    backends = ("torch", "compile", "triton")
+    triton_kernel = "rows:fused_add_rms_norm"
 
     def compute(self, x: torch.Tensor, residual: torch.Tensor,  # type: ignore[override]
                 weight: torch.Tensor) -> torch.Tensor:

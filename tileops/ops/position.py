@@ -8,7 +8,7 @@ import torch
 
 from tileops.dtypes import to_torch
 from tileops.errors import SignatureError
-from tileops.manifest.spec import TensorSpec
+from tileops.ops.spec import TensorSpec
 from tileops.ops.base import Op
 from tileops.ops.call import CheckedCall
 
@@ -17,6 +17,8 @@ class Rope(Op):
     """y = x rotated pairwise by per-token angles: halves (x1, x2) of each head's D = 2R dims."""
 
     name = "rope"
+    backends = ("torch", "compile", "triton")
+    triton_kernel = "rope:rope"
 
     def check_call(self, call: CheckedCall) -> None:
         ix = call.indices

@@ -25,6 +25,8 @@ class Sum(LastDim):
 
 class Softmax(LastDim):
     name = "softmax"
+    backends = ("torch", "compile", "triton")
+    triton_kernel = "rows:softmax"
     fn = staticmethod(lambda x: torch.softmax(x, dim=-1, dtype=torch.float32))
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from tileops.manifest.spec import OpEntry, Signature, TensorSpec, Workload, dtype_case_name
+from tileops.ops.spec import OpEntry, Signature, TensorSpec, Workload, dtype_case_name, row_seed
 from tileops.ops.base import Op
 from tileops.ops.registry import op_class
 
@@ -59,7 +59,7 @@ def input_shape(t: TensorSpec, indices: dict[str, Any]) -> tuple[int, ...]:
     for d in t.shape:
         if d.startswith("*"):
             dims.extend(indices[d[1:]])
-        elif d.isdigit():
+        elif d.isascii() and d.isdigit():
             dims.append(int(d))
         else:
             dims.append(indices[d])
@@ -79,16 +79,16 @@ def instantiate(entry: OpEntry, row: Workload, backend: str = "torch") -> Op:
     return op_class(entry.name)(backend=backend, **row.params)
 
 
-def row_generator(row: Workload, case: Any) -> torch.Generator:
-    """The row's own generator (§4.7): seeded from the row and case, never the global stream."""
+def row_generator(op: str, row: Workload, case: Any) -> torch.Generator:
+    """The row's own generator (§4.7), never the global stream."""
     g = torch.Generator()
-    g.manual_seed((row.seed * 1_000_003 + sum(map(ord, dtype_case_name(case)))) % (2**63))
+    g.manual_seed(row_seed(op, row, case))
     return g
 
 
 def build_inputs(op: Op, bound: BoundRow, device: str) -> dict[str, torch.Tensor | None]:
     """Tensors for one bound row, made by the op's ``make_input`` hook from the row's generator."""
-    g = row_generator(bound.row, bound.case)
+    g = row_generator(bound.entry.name, bound.row, bound.case)
     out: dict[str, torch.Tensor | None] = {}
     for t in bound.entry.signature.inputs:
         if t.name not in bound.shapes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
@@ -44,11 +45,37 @@ class RowProgress:
         self.progress.stop()
 
     def row_started(self, index: int, total: int, planned: Planned) -> None:
-        self.progress.update(self.bar, description=describe(planned))
+        self.progress.update(self.bar, description=escape(describe(planned)))  # "[compile]" is no markup tag
 
     def row_finished(self, index: int, total: int, planned: Planned, record: Record) -> None:
         self.progress.advance(self.bar)
         if not self.live:  # logs (docker, CI): one line per row
-            self.console.print(f"[{index}/{total}] {describe(planned)}: {row_line(record)}", highlight=False)
+            self.console.print(f"[{index}/{total}] {describe(planned)}: {row_line(record)}", highlight=False,
+                               markup=False)
         elif record.status != "ok":
-            self.progress.console.print(f"  {describe(planned)}: {row_line(record)}", highlight=False)
+            self.progress.console.print(f"  {describe(planned)}: {row_line(record)}", highlight=False, markup=False)
+
+
+class CalibrationProgress:
+    """The device's calibration before the rows (``progress(what, step, steps)``): a bar on a terminal,
+    nothing in a log (the calibration's own lines say what happens). Starts only if a step is reported."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(TextColumn("[bold]calibrating[/] {task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True,
+                                 disable=not console.is_terminal)
+        self.task = None
+
+    def __enter__(self) -> "CalibrationProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.task is not None:
+            self.progress.stop()
+
+    def __call__(self, what: str, step: int, steps: int) -> None:
+        if self.task is None:
+            self.progress.start()
+            self.task = self.progress.add_task(what, total=steps)
+        self.progress.update(self.task, description=what, completed=step)

@@ -3,20 +3,29 @@
 Log-log: arithmetic intensity (FLOP/byte) across, achieved FLOP/s up. One
 ceiling per roof of the profile: the memory slope (bytes/s × intensity) and
 each compute roof as a flat line, theoretical dashed and effective solid in
-the same colour. Each row is a point coloured by its verdict and labelled by a
-short id; the table beside the plot lists what each id is. Rows that cannot be
-placed (no FLOPs, no bytes, not timed, another profile) are listed there too,
-with why.
+the same colour. Each row is a point coloured by its verdict and shaped by its
+backend (``BACKEND_MARKER``: torch a circle, compile a square, triton a triangle;
+one scatter per verdict and backend, so thousands of rows cost what a few do). Up to ``LABEL_CAP`` points
+carry a short id — all of them in a small run; in a large one the formula
+errors and anomalies, then the worst rows and the best at-ceiling ones — and
+the table beside the plot lists what each id is, followed by rows that cannot
+be placed (no FLOPs, no bytes, not timed, another profile) with why, up to
+``TABLE_CAP`` rows. What is not listed is summarised under the table (counts by
+verdict and by reason); every row is in ``roofline.json`` and
+``tileops roofline --format csv``. ``plot_layout`` makes these choices as a
+pure function, so they can be tested without drawing.
 
 Matplotlib runs on the Agg backend: no display is needed.
 """
 
 from __future__ import annotations
 
+import collections
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import matplotlib
 
@@ -26,7 +35,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import EngFormatter  # noqa: E402
 
 from tileops.profiles import Profile  # noqa: E402
-from tileops.report import rows as R  # noqa: E402
+from tileops.report import rows  # noqa: E402
 from tileops.roofline import Priced  # noqa: E402
 
 VERDICT_COLOR = {
@@ -37,9 +46,24 @@ VERDICT_COLOR = {
     "blank": "#9e9e9e",
     "error": "#d73027",
 }
+#: One marker shape per backend, so a row's backends stand side by side at the same intensity.
+BACKEND_MARKER = {"torch": "o", "compile": "s", "triton": "^"}
+OTHER_MARKER = "D"  # a backend this table does not name
 MEMORY_COLOR = "#333333"
 ROOF_COLORS = ("#e6550d", "#756bb1", "#31a354", "#3182bd", "#de2d26", "#636363", "#8c6d31", "#d6616b", "#17becf")
 FILES = ("roofline.png", "roofline.svg")
+
+
+#: The most points that carry an id on the plot, and the most rows the table beside it lists:
+#: beyond these, labels overlap and the table outgrows the figure.
+LABEL_CAP = 30
+TABLE_CAP = 45
+# Geometry, inches.
+PLOT_W, PLOT_H = 9.5, 6.2
+MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM, GAP = 1.35, 0.25, 0.45, 0.75, 0.35
+FONT_PT = 7.5
+CHAR_IN = FONT_PT * 0.61 / 72  # one monospace (DejaVu Sans Mono) character
+ROW_IN = 0.155  # one table line
 
 
 @dataclass
@@ -48,6 +72,22 @@ class _Point:
     x: float
     y: float
     priced: Priced
+
+
+@dataclass
+class Layout:
+    """Which rows are drawn, labelled and listed: every row is in ``points`` or in ``unplaced``."""
+
+    points: list[_Point]  # every placed row
+    unplaced: list[tuple[str, Priced, str]]  # (id, row, why it cannot be placed)
+    labelled: list[_Point]  # the placed rows that carry their id on the plot
+    listed: list[tuple[str, Priced, str | None]]  # the table: labelled rows, then unplaced ones, in id order
+    summary: list[str]  # what the table leaves out, counted
+
+
+def backend_marker(backend: str) -> str:
+    """The marker shape of a backend's points (``OTHER_MARKER`` for one not in ``BACKEND_MARKER``)."""
+    return BACKEND_MARKER.get(backend, OTHER_MARKER)
 
 
 def _why_not_placed(p: Priced, profile: Profile) -> str | None:
@@ -61,6 +101,67 @@ def _why_not_placed(p: Priced, profile: Profile) -> str | None:
     if not r.flops:
         return "0 FLOPs (off a log axis)"
     return None
+
+
+def _choose_labels(points: list[_Point], cap: int) -> list[_Point]:
+    """All points when they fit; else breaches and anomalies first (most impossible first), then the
+    worst priced rows and the best at-ceiling ones in turn, then the rest in id order."""
+    if len(points) <= cap:
+        return list(points)
+
+    def eff(q: _Point) -> float:
+        return q.priced.efficiency if q.priced.efficiency is not None else 0.0
+
+    must = sorted((q for q in points if q.priced.breaches or q.priced.verdict == "anomaly"), key=lambda q: -eff(q))
+    worst = sorted((q for q in points if q.priced.verdict == "below"), key=eff)
+    best = sorted((q for q in points if q.priced.verdict == "at-ceiling"), key=lambda q: -eff(q))
+    chosen: dict[int, _Point] = {}
+    for q in must:
+        if len(chosen) >= cap:
+            break
+        chosen[id(q)] = q
+    for pair in itertools.zip_longest(worst, best):
+        for q in pair:
+            if q is not None and len(chosen) < cap:
+                chosen.setdefault(id(q), q)
+    for q in points:
+        if len(chosen) >= cap:
+            break
+        chosen.setdefault(id(q), q)
+    return sorted(chosen.values(), key=lambda q: int(q.ident))
+
+
+def _counts(items: Iterable[str]) -> str:
+    return ", ".join(f"{k} {v:,}" for k, v in collections.Counter(items).most_common())
+
+
+def plot_layout(priced: Sequence[Priced], profile: Profile, *, label_cap: int = LABEL_CAP,
+                table_cap: int = TABLE_CAP) -> Layout:
+    """Place every row of ``priced`` on ``profile``'s plot or say why not, and choose what is labelled and
+    listed (ids are 1-based positions in ``priced``)."""
+    points: list[_Point] = []
+    unplaced: list[tuple[str, Priced, str]] = []
+    for i, p in enumerate(priced, 1):
+        why = _why_not_placed(p, profile)
+        if why is None:
+            t = p.record.timing.actual_time_s  # type: ignore[union-attr]
+            points.append(_Point(str(i), p.record.flops / p.record.bytes, p.record.flops / t, p))  # type: ignore[operator]
+        else:
+            unplaced.append((str(i), p, why))
+    labelled = _choose_labels(points, label_cap)
+    shown_unplaced = unplaced[:max(0, table_cap - len(labelled))]
+    listed = sorted([(q.ident, q.priced, None) for q in labelled] + list(shown_unplaced), key=lambda r: int(r[0]))
+    summary: list[str] = []
+    if len(labelled) < len(points):
+        ids = {q.ident for q in labelled}
+        rest = [q.priced.verdict for q in points if q.ident not in ids]
+        summary.append(f"{len(rest):,} more placed row(s) drawn without an id: {_counts(rest)}")
+    if len(shown_unplaced) < len(unplaced):
+        rest_why = [why for _, _, why in unplaced[len(shown_unplaced):]]
+        summary.append(f"{len(rest_why):,} more row(s) not placed: {_counts(rest_why)}")
+    if summary:
+        summary.append("every row: roofline.json, or `tileops roofline --format csv`")
+    return Layout(points, unplaced, labelled, listed, summary)
 
 
 def _id_text(ids: list[int], per_line: int = 6) -> tuple[str, int]:
@@ -129,14 +230,8 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    points: list[_Point] = []
-    legend_rows: list[tuple[str, Priced, str | None]] = []
-    for i, p in enumerate(priced, 1):
-        why = _why_not_placed(p, profile)
-        legend_rows.append((str(i), p, why))
-        if why is None:
-            t = p.record.timing.actual_time_s  # type: ignore[union-attr]
-            points.append(_Point(str(i), p.record.flops / p.record.bytes, p.record.flops / t, p))  # type: ignore[operator]
+    layout = plot_layout(priced, profile)
+    points = layout.points
 
     mem = profile.memory
     bw_eff = mem.effective if mem else None
@@ -162,16 +257,19 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
         ys = [1e9, 1e12]
     ymin, ymax = min(ys) / 5, max(ys) * 3
 
-    n_rows = len(legend_rows)
-    height = max(6.5, 1.6 + 0.22 * (n_rows + 1))
-    fig = plt.figure(figsize=(17, height), dpi=110)
-    gs = fig.add_gridspec(1, 2, width_ratios=[1.35, 1.0], wspace=0.04)
-    ax = fig.add_subplot(gs[0, 0])
-    tax = fig.add_subplot(gs[0, 1])
-    # Keep the plot a readable size when the legend table makes the figure tall.
-    plot_h = min(1.0, 7.0 / height)
-    pos = ax.get_position()
-    ax.set_position([pos.x0, pos.y1 - pos.height * plot_h, pos.width, pos.height * plot_h])
+    n_rows = len(priced)
+    lines, summary = _table_lines(layout.listed), layout.summary
+    # A fixed geometry in inches (no tight bounding box: that costs a whole extra draw per file): the plot
+    # on the left, the table as wide as its longest line and as tall as its rows on the right.
+    table_w = max(4.0, 0.3 + CHAR_IN * max([len(t) for t, _ in lines] + [0.85 * len(x) for x in summary]))
+    table_h = ROW_IN * (len(lines) + 1.3 * len(summary) + 0.5)
+    width = MARGIN_LEFT + PLOT_W + GAP + table_w + MARGIN_RIGHT
+    height = max(MARGIN_BOTTOM + PLOT_H + MARGIN_TOP, MARGIN_TOP + table_h + 0.2)
+    fig = plt.figure(figsize=(width, height), dpi=110)
+    ax = fig.add_axes((MARGIN_LEFT / width, (height - MARGIN_TOP - PLOT_H) / height, PLOT_W / width,
+                       PLOT_H / height))
+    tax = fig.add_axes(((MARGIN_LEFT + PLOT_W + GAP) / width, (height - MARGIN_TOP - table_h) / height,
+                        table_w / width, table_h / height))
 
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -194,10 +292,10 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
 
     handles: list = []
     if bw_theo:
-        slope(bw_theo, peak_max, "--", f"memory theoretical {R.si(bw_theo, 'B/s')}")
+        slope(bw_theo, peak_max, "--", f"memory theoretical {rows.si(bw_theo, 'B/s')}")
     if bw_eff:
         note = " (measured; nominal unknown)" if mem is not None and not mem.nominal_known else ""
-        slope(bw_eff, eff_max or peak_max, "-", f"memory effective {R.si(bw_eff, 'B/s')}{note}")
+        slope(bw_eff, eff_max or peak_max, "-", f"memory effective {rows.si(bw_eff, 'B/s')}{note}")
     for idx, (key, theo, eff) in enumerate(sorted(roofs, key=lambda r: -r[1])):
         color = ROOF_COLORS[idx % len(ROOF_COLORS)]
         # With the nominal bandwidth unknown there is no theoretical ridge: the dashed roof spans the plot.
@@ -209,17 +307,21 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
             x0 = min(max(x0, xmin), xmax)
             ls = (idx * 3, (5, 4)) if style == "--" else "-"
             ax.plot([x0, xmax], [value, value], ls=ls, color=color, lw=1.6,
-                    label=f"{key} {kind} {R.si(value, 'FLOP/s')}")
+                    label=f"{key} {kind} {rows.si(value, 'FLOP/s')}")
         if eff is None:
             ax.plot([], [], " ", label=f"{key}: uncalibrated (no effective line)")
     handles, _ = ax.get_legend_handles_labels()
 
     by_verdict: dict[str, list[_Point]] = {}
+    by_kind: dict[tuple[str, str], list[_Point]] = {}
     for pt in points:
         by_verdict.setdefault(pt.priced.verdict, []).append(pt)
-    for verdict, pts in by_verdict.items():
+        by_kind.setdefault((pt.priced.verdict, pt.priced.record.backend), []).append(pt)
+    for (verdict, backend), pts in by_kind.items():
         ax.scatter([q.x for q in pts], [q.y for q in pts], s=46, color=VERDICT_COLOR[verdict], zorder=5,
-                   edgecolors="white", linewidths=0.6)
+                   marker=backend_marker(backend), edgecolors="white", linewidths=0.6,
+                   gid=f"points-{backend}-{verdict}")
+    backends = list(dict.fromkeys(pt.priced.record.backend for pt in points))
     breached = [pt for pt in points if pt.priced.breaches]
     if breached:
         ax.scatter([q.x for q in breached], [q.y for q in breached], s=180, facecolors="none",
@@ -233,7 +335,7 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
     def to_frac(x: float, y: float) -> tuple[float, float]:
         return math.log10(x / xmin) / span_x, math.log10(y / ymin) / span_y
 
-    for lab, text in _place_labels(points, to_frac, line_h, char_w):
+    for lab, text in _place_labels(layout.labelled, to_frac, line_h, char_w):
         moved = abs(lab.ty - lab.fy) > 0.5 * line_h
         ax.annotate(text, (lab.fx, lab.fy), xycoords="axes fraction", xytext=(lab.fx + 0.012, lab.ty),
                     textcoords="axes fraction", fontsize=8, va="center", zorder=7,
@@ -248,56 +350,72 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
     leg1 = ax.legend(handles=handles, loc="upper left", fontsize=7.5, title="ceilings", title_fontsize=8,
                      framealpha=0.9)
     ax.add_artist(leg1)
+    shapes = bool(backends) and backends != ["torch"]  # shapes say something once a run has another backend
     if verdict_handles:
-        ax.legend(handles=verdict_handles, loc="lower right", fontsize=7.5, title="verdict", title_fontsize=8,
-                  framealpha=0.9)
+        leg2 = ax.legend(handles=verdict_handles, loc="lower right", fontsize=7.5, title="verdict",
+                         title_fontsize=8, framealpha=0.9)
+        if shapes:  # the next legend replaces the axes' own: keep this one as an artist
+            ax.add_artist(leg2)
+    if shapes:
+        ax.legend(handles=[Line2D([], [], marker=backend_marker(b), ls="", color="#555555", label=b)
+                           for b in backends], loc="lower center", fontsize=7.5, title="backend",
+                  title_fontsize=8, framealpha=0.9)
     placed = len(points)
     title = f"Roofline — {profile.name} ({placed} of {n_rows} row(s) placed)"
     ax.set_title(title, fontsize=11, loc="left")
 
-    _legend_table(tax, legend_rows)
+    _legend_table(tax, layout.listed, lines, summary, ROW_IN / table_h)
     paths = []
     for ext in ("png", "svg"):
         path = out_dir / f"{stem}.{ext}"
         with matplotlib.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: searchable, small
-            fig.savefig(path, bbox_inches="tight")
+            fig.savefig(path)
         paths.append(path)
     plt.close(fig)
     return paths
 
 
-def _legend_table(tax, legend_rows: list[tuple[str, Priced, str | None]]) -> None:
-    """The id → row table beside the plot, coloured by verdict."""
-    tax.axis("off")
-    if not legend_rows:
-        tax.text(0, 1, "no rows", va="top")
-        return
-    header = ("id", "op", "label", "dtype", "backend", "eff", "verdict")
-    cells = []
-    colors = []
+TABLE_HEADER = ("id", "op", "label", "dtype", "backend", "eff", "verdict")
+
+
+def _table_lines(legend_rows: list[tuple[str, Priced, str | None]]) -> list[tuple[str, bool]]:
+    """The table as monospace lines, header first: (text, is a formula error)."""
+    cells = [TABLE_HEADER]
     for ident, p, why in legend_rows:
         r = p.record
-        verdict = R.verdict_text(p) + (f" (not placed: {why})" if why else "")
-        cells.append([ident, r.op, _short(r.label, 30), r.dtype, r.backend, R.percent(p.efficiency),
-                      _short(verdict, 44)])
-        colors.append(VERDICT_COLOR.get(p.verdict, "#ffffff"))
-    n = len(cells)
-    row_h = min(0.055, 0.97 / (n + 1))
-    table = tax.table(cellText=cells, colLabels=header, loc="upper left", cellLoc="left",
-                      colLoc="left", bbox=[0.0, 1.0 - row_h * (n + 1), 1.0, row_h * (n + 1)])
-    table.auto_set_font_size(False)
-    table.set_fontsize(7.5)
-    table.auto_set_column_width(list(range(len(header))))
-    for (row, col), cell in table.get_celld().items():
-        cell.set_edgecolor("#dddddd")
-        if row == 0:
-            cell.set_text_props(weight="bold")
-            cell.set_facecolor("#f0f0f0")
-        elif col == 0:
-            cell.set_facecolor(colors[row - 1])
-            cell.set_text_props(color="white", weight="bold")
-        elif col == 6 and legend_rows[row - 1][1].breaches:
-            cell.set_text_props(color="red", weight="bold")
+        verdict = rows.verdict_text(p) + (f" (not placed: {why})" if why else "")
+        cells.append((ident, r.op, _short(r.label, 30), r.dtype, r.backend, rows.percent(p.efficiency),
+                      _short(verdict, 44)))
+    widths = [max(len(c[i]) for c in cells) for i in range(len(TABLE_HEADER))]
+    return [("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(), k > 0 and bool(legend_rows[k - 1][1].breaches))
+            for k, row in enumerate(cells)]
+
+
+def _legend_table(tax, legend_rows: list[tuple[str, Priced, str | None]], lines: list[tuple[str, bool]],
+                  summary: list[str], row_h: float) -> None:
+    """The id → row table beside the plot and the summary of what it leaves out: one monospace line per
+    row (red for a formula error) and a verdict-coloured mark in its backend's shape, not a cell per value."""
+    tax.axis("off")
+    tax.set_xlim(0, 1)
+    tax.set_ylim(0, 1)
+    text = dict(fontsize=FONT_PT, family="monospace", va="center", ha="left", transform=tax.transAxes)
+    x_text = 0.22 / tax.get_position().width / tax.figure.get_figwidth()  # room for the colour square
+    for k, (line, red) in enumerate(lines):
+        tax.text(x_text, 1.0 - (k + 0.5) * row_h, line, color="red" if red else "black",
+                 weight="bold" if k == 0 or red else "normal", **text)
+    if legend_rows:  # each row's verdict colour in its backend's shape, one scatter per shape
+        by_marker: dict[str, list[int]] = {}
+        for k, (_, p, _) in enumerate(legend_rows):
+            by_marker.setdefault(backend_marker(p.record.backend), []).append(k)
+        for marker, ks in by_marker.items():
+            tax.scatter([x_text / 2] * len(ks), [1.0 - (k + 1.5) * row_h for k in ks], marker=marker, s=30,
+                        transform=tax.transAxes, clip_on=False,
+                        c=[VERDICT_COLOR.get(legend_rows[k][1].verdict, "#ffffff") for k in ks])
+    else:
+        tax.text(x_text, 1.0 - 1.5 * row_h, "no rows", **text)
+    if summary:
+        tax.text(0.0, 1.0 - (len(lines) + 0.3) * row_h, "\n".join(summary), fontsize=FONT_PT, va="top", ha="left",
+                 color="#333333", transform=tax.transAxes)
 
 
 def _short(s: str, n: int) -> str:

@@ -12,10 +12,14 @@ import json
 import math
 from typing import Any, Iterable
 
-from tileops.roofline import Priced, si
+from tileops.roofline import BackendRace, Priced, si
 
 #: The human table's columns, in order (``op`` is the group heading).
 DISPLAY_COLUMNS = ("label", "dtype", "backend", "time", "achieved", "roof", "bound", "efficiency", "verdict")
+#: Columns the human table adds before the verdict when the run has them (:func:`display_columns`):
+#: ``compile time``, a compile/triton row's first call, compilation included, and never part of ``time``;
+#: ``vs best``, where a row ran on several backends, each backend's SOL points behind the best.
+BACKEND_COLUMNS = ("compile time", "vs best")
 
 #: The machine formats' columns, in order.
 RAW_COLUMNS = (
@@ -24,6 +28,7 @@ RAW_COLUMNS = (
     "memory_time_s", "compute_time_s", "sol_time_s", "efficiency", "bound",
     "achieved_bytes_per_s", "achieved_flops_per_s", "effective_bandwidth", "effective_peak",
     "verdict", "blank_reason", "blank_detail", "formula_error", "breaches", "notes", "data_terms",
+    "compile_s", "best_backend", "best_margin", "behind_best",
 )
 
 _TIME = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
@@ -70,17 +75,62 @@ def achieved_and_roof(p: Priced) -> tuple[str, str]:
     return DASH, DASH
 
 
+def points(ratio: float) -> str:
+    """A SOL difference in percentage points: ``25.1 pts``; two significant figures below one point
+    (``0.07 pts``), so a small lead does not read as none."""
+    pts = ratio * 100
+    return f"{pts:.1f} pts" if abs(pts) >= 1 or pts == 0 else f"{pts:.2g} pts"
+
+
+def versus_best(p: Priced, race: BackendRace | None) -> str:
+    """``best, +25.1 pts`` on the row's best backend (ahead of the next), ``-25.1 pts`` on the others;
+    empty when the row ran on one backend or this backend has no SOL (its verdict says why)."""
+    return versus_best_of(p.record.backend, race)
+
+
+def versus_best_of(backend: str, race: BackendRace | None) -> str:
+    """:func:`versus_best` of a row known by its backend (a streamed report keeps only that)."""
+    if race is None or race.best is None:
+        return ""
+    if backend == race.best:
+        return "best" if race.margin is None else f"best, +{points(race.margin)}"
+    behind = race.behind(backend)
+    return "" if behind is None else f"-{points(behind)}"
+
+
+def compile_seconds(p: Priced) -> float | None:
+    """A compile/triton row's first call, compilation included (recorded apart from its timing)."""
+    return p.record.timing.compile_s if p.record.timing else None
+
+
+def columns_for(compiled: bool, raced: bool) -> tuple[str, ...]:
+    """The human table's columns: ``DISPLAY_COLUMNS``, plus ``compile time`` when a row was compiled and
+    ``vs best`` when a row ran on several backends, both before the verdict."""
+    extra = (("compile time",) if compiled else ()) + (("vs best",) if raced else ())
+    return DISPLAY_COLUMNS[:-1] + extra + DISPLAY_COLUMNS[-1:]
+
+
+def display_columns(priced: Iterable[Priced], races: dict) -> tuple[str, ...]:
+    """The human table's columns for this run (:func:`columns_for`)."""
+    return columns_for(any(compile_seconds(p) is not None for p in priced), bool(races))
+
+
 def display_cells(p: Priced) -> tuple[str, ...]:
-    """The human columns (:data:`DISPLAY_COLUMNS`) of a row, in order."""
+    """The human columns (:data:`DISPLAY_COLUMNS`) of a row, in order, then its ``compile time`` cell (the
+    ``vs best`` cell needs the run's other backends: :func:`versus_best_of` when the run is read)."""
     achieved, roof = achieved_and_roof(p)
     r = p.record
+    timing = r.timing
+    compile_s = timing.compile_s if timing is not None else None
     return (r.label, r.dtype, r.backend, seconds(p.actual_time_s), achieved, roof, p.bound or DASH,
-            percent(p.efficiency), verdict_text(p))
+            percent(p.efficiency), verdict_text(p), DASH if compile_s is None else seconds(compile_s))
 
 
-def display(p: Priced) -> dict[str, str]:
-    """The human columns by name, with ``op``."""
-    return {"op": p.record.op, **dict(zip(DISPLAY_COLUMNS, display_cells(p)))}
+def display(p: Priced, race: BackendRace | None = None) -> dict[str, str]:
+    """The human columns by name, with ``op``, ``compile time`` and ``vs best``."""
+    cells = display_cells(p)
+    return {"op": p.record.op, **dict(zip(DISPLAY_COLUMNS, cells)), "compile time": cells[-1],
+            "vs best": versus_best(p, race)}
 
 
 _last: tuple[Priced | None, tuple[str, ...]] = (None, ())  # the last row's breach sentences
@@ -104,7 +154,7 @@ def breach_sentences(p: Priced) -> tuple[str, ...]:
     return out
 
 
-def raw(p: Priced) -> dict[str, Any]:
+def raw(p: Priced, race: BackendRace | None = None) -> dict[str, Any]:
     """The machine columns (:data:`RAW_COLUMNS`, in that order), base units."""
     r = p.record
     env = r.env
@@ -127,11 +177,26 @@ def raw(p: Priced) -> dict[str, Any]:
         if breaches else [],
         "notes": list(p.notes),
         "data_terms": dict(r.data_terms),
+        "compile_s": compile_seconds(p),
+        "best_backend": race.best if race else None,
+        "best_margin": race.margin if race else None,
+        "behind_best": race.behind(r.backend) if race else None,
     }
 
 
 #: Where the list-valued columns sit in a row's values (CSV flattens them to text).
 BREACHES_AT, NOTES_AT, DATA_TERMS_AT = (RAW_COLUMNS.index(c) for c in ("breaches", "notes", "data_terms"))
+#: The columns that depend on the run's other backends of the row (last, so a streamed report adds them
+#: when the whole run has been read).
+RACE_COLUMNS = ("best_backend", "best_margin", "behind_best")
+assert RAW_COLUMNS[-len(RACE_COLUMNS):] == RACE_COLUMNS
+
+
+def race_cells(backend: str, race: BackendRace | None) -> tuple[str | None, float | None, float | None]:
+    """The :data:`RACE_COLUMNS` of a row on ``backend`` whose run put it in ``race`` (None: one backend)."""
+    if race is None:
+        return (None, None, None)
+    return (race.best, race.margin, race.behind(backend))
 
 
 def data_terms_text(terms: dict[str, Any]) -> str:

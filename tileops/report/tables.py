@@ -24,7 +24,8 @@ from typing import Any, Iterable, Sequence, TextIO
 from tileops.report import rows
 from tileops.report.baseline import Comparison, RowChange
 from tileops.report.texttable import TextTable, ansi
-from tileops.roofline import BLANK_REASONS, BLANK_ERROR, BLANK_SKIPPED, Health, HealthTally, Priced
+from tileops.roofline import (BLANK_ERROR, BLANK_REASONS, BLANK_SKIPPED, NOT_JUDGED_REASONS, BackendRace,
+                              CeilingHealth, Health, HealthTally, Priced, RaceKey, RaceTally, si)
 
 VERDICT_STYLE = {
     "at-ceiling": "bold green",
@@ -50,10 +51,97 @@ EVERYTHING_HINT = "every row: `tileops roofline RESULTS --full-table`, or `--for
 # --------------------------------------------------------------------------- the summary
 
 
+class BackendTally:
+    """What a run on several backends adds to the summary, counted row by row (mergeable): rows per
+    backend, compile times, skip reasons, and every row's backends side by side (:class:`RaceTally`)."""
+
+    __slots__ = ("rows_of", "compiled", "slowest", "skipped", "races")
+
+    def __init__(self) -> None:
+        self.rows_of: dict[str, int] = {}
+        self.compiled: dict[str, list[float]] = {}
+        self.slowest: dict[str, tuple[float, str, str, str]] = {}  # backend -> (compile_s, op, label, dtype)
+        self.skipped: dict[str, dict[str, int]] = {}
+        self.races = RaceTally()
+
+    def add(self, p: Priced) -> None:
+        r = p.record
+        b = r.backend
+        self.rows_of[b] = self.rows_of.get(b, 0) + 1
+        self.races.add(race_key_of(p), b, p.efficiency)
+        t = r.timing
+        if t is not None and t.compile_s is not None:
+            self.compiled.setdefault(b, []).append(t.compile_s)
+            if b not in self.slowest or t.compile_s > self.slowest[b][0]:
+                self.slowest[b] = (t.compile_s, r.op, r.label, r.dtype)
+        elif r.status == "skipped" and b != "torch":
+            why = self.skipped.setdefault(b, {})
+            reason = r.skip_reason or "no reason given"
+            why[reason] = why.get(reason, 0) + 1
+
+    def merge(self, later: "BackendTally") -> None:
+        for b, n in later.rows_of.items():
+            self.rows_of[b] = self.rows_of.get(b, 0) + n
+        for b, secs in later.compiled.items():
+            self.compiled.setdefault(b, []).extend(secs)
+        for b, slow in later.slowest.items():
+            if b not in self.slowest or slow[0] > self.slowest[b][0]:  # the first of the slowest, as row by row
+                self.slowest[b] = slow
+        for b, reasons in later.skipped.items():
+            mine = self.skipped.setdefault(b, {})
+            for why, n in reasons.items():
+                mine[why] = mine.get(why, 0) + n
+        self.races.merge(later.races)
+
+    def lines(self, races: dict[RaceKey, BackendRace]) -> list[str]:
+        """The summary's backend lines (:func:`backend_lines`)."""
+        if set(self.rows_of) <= {"torch"} and not self.compiled:
+            return []
+        lines = ["backends: " + "; ".join(f"{b} {n} row(s)" for b, n in self.rows_of.items())]
+        for b, secs in self.compiled.items():
+            secs = sorted(secs)
+            _, op, label, dtype = self.slowest[b]
+            lines.append(f"compile time, reported apart (a {b} row's first call, compilation included; never in "
+                         f"its time): {len(secs)} row(s), median {rows.seconds(secs[len(secs) // 2])}, "
+                         f"{rows.seconds(sum(secs))} in all; slowest {op} [{label} {dtype}] {rows.seconds(secs[-1])}")
+        wins: dict[str, int] = {}
+        margins: list[float] = []
+        for race in races.values():
+            if race.best is not None:
+                wins[race.best] = wins.get(race.best, 0) + 1
+                if race.margin is not None:
+                    margins.append(race.margin)
+        if wins:
+            margins.sort()
+            median = f"; median margin over the next {rows.points(margins[len(margins) // 2])}" if margins else ""
+            lines.append(f"best backend (highest SOL) of {sum(wins.values())} row(s) run on several backends: "
+                         + ", ".join(f"{b} {n}" for b, n in sorted(wins.items(), key=lambda kv: -kv[1])) + median)
+        for b, reasons in self.skipped.items():
+            ranked = sorted(reasons.items(), key=lambda kv: -kv[1])
+            for why, n in ranked[:SKIP_REASONS_SHOWN]:
+                lines.append(f"{b} skipped on {n} row(s): {why}")
+            if len(ranked) > SKIP_REASONS_SHOWN:
+                rest = sum(n for _, n in ranked[SKIP_REASONS_SHOWN:])
+                lines.append(f"{b} skipped on {rest} more row(s) for {len(ranked) - SKIP_REASONS_SHOWN} other "
+                             "reason(s) (each row's skip_reason is in roofline.json)")
+        return lines
+
+
+def race_key_of(p: Priced) -> RaceKey:
+    """``tileops.roofline.race_key`` of the row's record."""
+    r = p.record
+    env = r.env
+    return (env.device_uuid or env.device_name, r.op, r.label, r.dtype)
+
+
+#: The most distinct skip reasons of one backend the summary names (kernel limits can vary by row).
+SKIP_REASONS_SHOWN = 4
+
+
 class RunFacts:
     """What the summary under a report says about a run, counted row by row (mergeable)."""
 
-    __slots__ = ("tally", "skipped", "breach_lines", "notes", "profiles")
+    __slots__ = ("tally", "skipped", "breach_lines", "notes", "profiles", "backends", "_races")
 
     def __init__(self) -> None:
         self.tally = HealthTally()
@@ -61,6 +149,8 @@ class RunFacts:
         self.breach_lines: list[str] = []
         self.notes: dict[str, None] = {}
         self.profiles: set[str] = set()
+        self.backends = BackendTally()
+        self._races: dict[RaceKey, BackendRace] | None = None
 
     @classmethod
     def of(cls, priced: Iterable[Priced]) -> "RunFacts":
@@ -70,7 +160,9 @@ class RunFacts:
         return facts
 
     def add(self, p: Priced) -> None:
+        self._races = None
         self.tally.add(p)
+        self.backends.add(p)
         if p.verdict == "error" and p.blank_reason == BLANK_SKIPPED:
             self.skipped += 1
         if p.breaches:
@@ -81,7 +173,9 @@ class RunFacts:
             self.profiles.add(p.profile)
 
     def merge(self, later: "RunFacts") -> None:
+        self._races = None
         self.tally.merge(later.tally)
+        self.backends.merge(later.backends)
         self.skipped += later.skipped
         self.breach_lines += later.breach_lines
         for note in later.notes:
@@ -92,11 +186,26 @@ class RunFacts:
     def rows(self) -> int:
         return self.tally.rows
 
+    @property
+    def compiled(self) -> bool:
+        """Whether a row of the run was compiled (the human table then shows ``compile time``)."""
+        return bool(self.backends.compiled)
+
+    def races(self) -> dict[RaceKey, BackendRace]:
+        """Every row of the run that ran on several backends (decided once every row is in)."""
+        if self._races is None:
+            self._races = self.backends.races.races()
+        return self._races
+
+    def columns(self) -> tuple[str, ...]:
+        """The human table's columns for this run."""
+        return rows.columns_for(self.compiled, bool(self.races()))
+
     def health(self) -> Health:
         return self.tally.health()
 
     def lines(self, h: Health | None = None, *, breach_limit: int | None = None) -> list[str]:
-        """The summary a person reads under the table: counts, blanks by reason, breaches, health.
+        """The summary a person reads under the table: counts, blanks by reason, breaches, backends, health.
 
         ``breach_limit``: at most this many FORMULA ERROR sentences, then a count of the rest.
         """
@@ -115,20 +224,83 @@ class RunFacts:
             lines.append(f"FORMULA ERROR: {len(self.breach_lines) - len(shown):,} more breach(es) not listed here "
                          f"({EVERYTHING_HINT})")
         lines += [f"note: {note}" for note in self.notes]
-        if h.ok:
-            lines.append("health: OK (physics check passed)")
-        else:
-            lines.append(f"health: FAILED — physics check: {h.breaches} row(s) imply a rate above a theoretical "
-                         "ceiling (FORMULA ERROR)")
-        return lines
+        return lines + self.backends.lines(self.races()) + physics_lines(h)
 
     def profile_names(self) -> str:
         return ", ".join(sorted(self.profiles)) or "none"
 
+    def __getstate__(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__ if k != "_races"}
 
-def summary_lines(priced: Sequence[Priced], h: Health | None = None) -> list[str]:
-    """The summary a person reads under the table: counts, blanks by reason, breaches, health."""
+    def __setstate__(self, state: dict) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+        self._races = None
+
+
+def summary_lines(priced: Sequence[Priced], h: Health | None = None,
+                  races: dict[RaceKey, BackendRace] | None = None) -> list[str]:
+    """The summary a person reads under the table: counts, blanks by reason, breaches, backends, health.
+    (``races`` is accepted for callers that have them; they are the ones the rows give.)"""
     return RunFacts.of(priced).lines(h)
+
+
+def backend_lines(priced: Sequence[Priced], races: dict[RaceKey, BackendRace] | None = None) -> list[str]:
+    """What a run on several backends adds to the summary: rows per backend, compile time (reported apart
+    from every timing), the best backend per row and its margin, and why a backend was skipped."""
+    tally = BackendTally()
+    for p in priced:
+        tally.add(p)
+    return tally.lines(tally.races.races() if races is None else races)
+
+
+def _percent(ratio: float) -> str:
+    """45%, 2.5%, 0.041%: two significant figures below 10 %, so a small margin does not read as 0.0%."""
+    pct = ratio * 100
+    return f"{pct:.3g}%" if pct >= 10 else f"{pct:.1f}%" if pct >= 1 else f"{pct:.2g}%"
+
+
+def _ceiling_name(c: CeilingHealth, several_profiles: bool) -> str:
+    return f"{c.ceiling} ({c.profile or 'no profile'})" if several_profiles else c.ceiling
+
+
+def physics_lines(h: Health) -> list[str]:
+    """What the physics check judged, ceiling by ceiling, and the health line: "passed" is said only of a
+    ceiling that was judged, and a run whose ceilings could not be judged is never called OK."""
+    several = len({c.profile for c in h.ceilings}) > 1
+    lines: list[str] = []
+    for c in h.ceilings:
+        name = _ceiling_name(c, several)
+        theo = f"theoretical {si(c.theoretical_per_s, c.unit)}"
+        if c.state == "breached":
+            lines.append(f"physics check BREACHED on {name}: {c.breached} of {c.judged} row(s) above the {theo} "
+                         "(FORMULA ERROR)")
+        elif c.state == "held":
+            top = f"; highest implied rate {_percent(c.max_ratio)} of it" if c.max_ratio is not None else ""
+            lines.append(f"physics check passed on {name}: {c.judged} row(s) judged against the {theo}{top}")
+        for reason, n in sorted(c.not_judged.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"physics check NOT JUDGED on {name}: {n} row(s), {reason} "
+                         f"({NOT_JUDGED_REASONS.get(reason, reason)})")
+    passed = [_ceiling_name(c, several) for c in h.ceilings if c.state == "held"]
+    unjudged = [f"{_ceiling_name(c, several)} ({', '.join(sorted(c.not_judged))})" for c in h.unjudged()]
+    state = h.state
+    if state == "breached":
+        lines.append(f"health: FAILED — physics check: {h.breaches} row(s) imply a rate above a theoretical "
+                     "ceiling (FORMULA ERROR)")
+    elif state == "held" and unjudged:  # only roofs the profile does not have, whose rows are blank
+        lines.append(f"health: OK (physics check passed on {', '.join(passed)}; not in the profile, so not "
+                     f"judged and left blank: {'; '.join(unjudged)})")
+    elif state == "held":
+        lines.append(f"health: OK (physics check passed on every ceiling: {', '.join(passed)})")
+    elif state == "partial":
+        lines.append(f"health: PARTLY JUDGED — physics check passed on {', '.join(passed) or 'no ceiling'}; "
+                     f"NOT JUDGED: {'; '.join(unjudged)}")
+    elif h.ceilings:
+        lines.append(f"health: NOT JUDGED — the physics check could judge no ceiling ({'; '.join(unjudged)}): an "
+                     "inflated formula would go unseen")
+    else:
+        lines.append("health: NOT JUDGED — no measured row to check")
+    return lines
 
 
 def _comparison_lines(c: Comparison) -> list[str]:
@@ -183,6 +355,49 @@ class _Lines:
         self.write = self.items.append
 
 
+class _RaceCells:
+    """Each row's place among the run's backends, kept until the run is read: the race-dependent cells
+    (``vs best``, :data:`rows.RACE_COLUMNS`) need every backend of the row, which may come much later or
+    from another part of the run. Device names and ops repeat, so one copy of each is kept."""
+
+    __slots__ = ("keys", "_names")
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[RaceKey, str]] = []  # ((device, op, label, dtype), backend) per row
+        self._names: dict[str, str] = {}
+
+    def add(self, p: Priced) -> None:
+        r = p.record
+        env = r.env
+        names = self._names
+        device = env.device_uuid or env.device_name
+        device = names.setdefault(device, device)
+        op = names.setdefault(r.op, r.op)
+        self.keys.append(((device, op, r.label, r.dtype), r.backend))
+
+    def merge(self, later: "_RaceCells") -> None:
+        self.keys += later.keys
+
+    def __getstate__(self) -> list:
+        return self.keys
+
+    def __setstate__(self, keys: list) -> None:
+        self.keys = keys
+        self._names = {}
+
+
+#: What the race columns of a row on one backend hold in a JSON row (the end of ``json.dumps(rows.raw(p))``).
+_JSON_NO_RACE = ', "best_backend": null, "best_margin": null, "behind_best": null}'
+
+
+def _json_race_tail(backend: str, race: BackendRace | None) -> str:
+    if race is None:
+        return _JSON_NO_RACE
+    best, margin, behind = rows.race_cells(backend, race)
+    return f', "best_backend": {json.dumps(best)}, "best_margin": {json.dumps(margin)}, ' \
+           f'"behind_best": {json.dumps(behind)}}}'
+
+
 class CsvReport(Report):
     """One line per record, base units. With a baseline, three more columns (and the gone rows)."""
 
@@ -191,14 +406,16 @@ class CsvReport(Report):
         self._sink = _Lines()
         self._writer = csv.writer(self._sink, lineterminator="\n")
         self.keys: list[tuple[str, str, str, str]] = []  # with a baseline: each line's row key
+        self.races = _RaceCells()  # each line ends before its race columns
 
     def __getstate__(self) -> dict:
-        return {"baseline": self.baseline, "lines": self._sink.items, "keys": self.keys}
+        return {"baseline": self.baseline, "lines": self._sink.items, "keys": self.keys, "races": self.races}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(baseline=state["baseline"])  # type: ignore[misc]
         self._sink.items += state["lines"]
         self.keys = state["keys"]
+        self.races = state["races"]
 
     @property
     def lines(self) -> list[str]:
@@ -206,11 +423,13 @@ class CsvReport(Report):
 
     def add(self, p: Priced) -> None:
         values = list(rows.raw(p).values())
+        del values[-len(rows.RACE_COLUMNS):]
         breaches, notes, terms = values[rows.BREACHES_AT], values[rows.NOTES_AT], values[rows.DATA_TERMS_AT]
         values[rows.BREACHES_AT] = "; ".join(b["message"] for b in breaches) if breaches else ""
         values[rows.NOTES_AT] = "; ".join(notes) if notes else ""
         values[rows.DATA_TERMS_AT] = rows.data_terms_text(terms) if terms else ""
         self._writer.writerow(values)
+        self.races.add(p)
         if self.baseline:
             self.keys.append(p.record.key)
 
@@ -218,6 +437,7 @@ class CsvReport(Report):
         assert isinstance(later, CsvReport)
         self.lines.extend(later.lines)
         self.keys += later.keys
+        self.races.merge(later.races)
 
     def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
               health: Health | None = None, *, colour: bool = False) -> None:
@@ -226,14 +446,25 @@ class CsvReport(Report):
         w = csv.writer(tail, lineterminator="\n")
         w.writerow(list(rows.RAW_COLUMNS) + extra)
         out.write(tail.items.pop())
+        races = facts.races()
+        no_race = ",," + ("\n" if comparison is None else "")  # the race columns of a row on one backend
+        idx = {r.key: r for r in comparison.rows} if comparison is not None else None
+        for i, (line, (key, backend)) in enumerate(zip(self.lines, self.races.keys)):
+            race = races.get(key) if races else None
+            if race is None:
+                cells = no_race
+            else:
+                w.writerow(rows.race_cells(backend, race))
+                cells = tail.items.pop()
+                if comparison is not None:
+                    cells = cells[:-1]
+            if idx is not None:
+                rc = idx.get(self.keys[i])
+                w.writerow([rc.old_time_s, rc.ratio, rc.change] if rc else [None, None, None])
+                cells += "," + tail.items.pop()
+            out.write(line[:-1] + "," + cells)
         if comparison is None:
-            out.writelines(self.lines)
             return
-        idx = {r.key: r for r in comparison.rows}
-        for line, key in zip(self.lines, self.keys):
-            rc = idx.get(key)
-            w.writerow([rc.old_time_s, rc.ratio, rc.change] if rc else [None, None, None])
-            out.write(line[:-1] + "," + tail.items.pop())
         empty = [None] * len(rows.RAW_COLUMNS)
         at = {c: i for i, c in enumerate(rows.RAW_COLUMNS)}
         for rc in comparison.rows:
@@ -251,28 +482,43 @@ def _indented(value: Any) -> str:
 
 
 class JsonReport(Report):
-    """The health, the summary, and one object per record (one per line), base units."""
+    """The health, the summary, one object per record (one per line), base units, and the rows run on
+    several backends."""
 
     def __init__(self) -> None:
-        self.rows: list[str] = []
+        self.rows: list[str] = []  # each row's object, up to its race columns
+        self.races = _RaceCells()
 
     def add(self, p: Priced) -> None:
-        self.rows.append(json.dumps(rows.raw(p)))
+        text = json.dumps(rows.raw(p))
+        assert text.endswith(_JSON_NO_RACE)
+        self.rows.append(text[:-len(_JSON_NO_RACE)])
+        self.races.add(p)
 
     def merge(self, later: Report) -> None:
         assert isinstance(later, JsonReport)
         self.rows += later.rows
+        self.races.merge(later.races)
 
     def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
               health: Health | None = None, *, colour: bool = False) -> None:
         h = health or facts.health()
+        races = facts.races()
         out.write(f'{{\n  "health": {_indented(h.as_dict())},\n  "profiles": {_indented(sorted(facts.profiles))},\n'
                   f'  "summary": {_indented(facts.lines(h))},\n  "rows": [')
         if self.rows:
             out.write("\n    ")
             last = len(self.rows) - 1
-            out.writelines(row + (",\n    " if i != last else "\n  ") for i, row in enumerate(self.rows))
-        out.write("]")
+            if races:
+                out.writelines(row + _json_race_tail(backend, races.get(key)) + (",\n    " if i != last else "\n  ")
+                               for i, (row, (key, backend)) in enumerate(zip(self.rows, self.races.keys)))
+            else:
+                end = _JSON_NO_RACE + ",\n    "
+                out.writelines(row + end for row in self.rows[:-1])
+                out.write(self.rows[-1] + _JSON_NO_RACE + "\n  ")
+        out.write("],\n")
+        # every row run on several backends: each backend's SOL ratio, the best and its margin over the next
+        out.write('  "backends": ' + _indented([race.as_dict() for race in races.values()]))
         if comparison is not None:
             out.write(',\n  "baseline": ' + _indented(baseline_doc(comparison)))
         out.write("\n}\n")
@@ -300,30 +546,50 @@ class MarkdownReport(Report):
     """A section per op (ops in the order they first appear), then the summary and the baseline."""
 
     def __init__(self) -> None:
-        self.groups: dict[str, list[tuple[str, str]]] = {}  # op -> [(row line without its end, data terms)]
+        # op -> [(the row's cells up to its compile time, joined; compile time; verdict; data terms)]
+        self.groups: dict[str, list[tuple[str, str, str, str]]] = {}
+        self.races: dict[str, _RaceCells] = {}  # op -> each row's place among the run's backends
 
     def add(self, p: Priced) -> None:
-        line = "| " + " | ".join(map(_md, rows.display_cells(p)))
+        cells = rows.display_cells(p)
         terms = p.record.data_terms
-        self.groups.setdefault(p.record.op, []).append((line, rows.data_terms_text(terms) if terms else ""))
+        op = p.record.op
+        group = self.groups.get(op)
+        if group is None:
+            group = self.groups[op] = []
+            self.races[op] = _RaceCells()
+        group.append(("| " + " | ".join(map(_md, cells[:8])), _md(cells[9]), _md(cells[8]),
+                      rows.data_terms_text(terms) if terms else ""))
+        self.races[op].add(p)
 
     def merge(self, later: Report) -> None:
         assert isinstance(later, MarkdownReport)
         for op, lines in later.groups.items():
-            self.groups.setdefault(op, []).extend(lines)
+            if op in self.groups:
+                self.groups[op].extend(lines)
+                self.races[op].merge(later.races[op])
+            else:
+                self.groups[op] = lines
+                self.races[op] = later.races[op]
 
     def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
               health: Health | None = None, *, colour: bool = False) -> None:
         out.write(f"# Roofline — profile {facts.profile_names()}\n\n")
+        compiled, races = facts.compiled, facts.races()
+        columns = facts.columns()
         for op, group in self.groups.items():
-            with_terms = any(terms for _, terms in group)
-            cols = rows.DISPLAY_COLUMNS + (("data terms",) if with_terms else ())
+            with_terms = any(terms for *_, terms in group)
+            cols = columns + (("data terms",) if with_terms else ())
             out.write(f"## {_md(op)}\n\n| " + " | ".join(cols) + " |\n|"
-                      + "|".join("---:" if c in ("time", "achieved", "efficiency") else "---" for c in cols) + "|\n")
-            if with_terms:
-                out.writelines(f"{line} | {_md(terms)} |\n" for line, terms in group)
-            else:
-                out.writelines(line + " |\n" for line, _ in group)
+                      + "|".join("---:" if c in _RIGHT else "---" for c in cols) + "|\n")
+            for (head, compile_s, verdict, terms), (key, backend) in zip(group, self.races[op].keys):
+                line = head
+                if compiled:
+                    line += " | " + compile_s
+                if races:
+                    line += " | " + _md(rows.versus_best_of(backend, races.get(key)))
+                line += " | " + verdict
+                out.write(f"{line} | {_md(terms)} |\n" if with_terms else line + " |\n")
             out.write("\n")
         out.write("## Summary\n\n")
         out.writelines(f"- {_md(line)}\n" for line in facts.lines(health))
@@ -343,6 +609,27 @@ class MarkdownReport(Report):
 
 def _style(p: Priced) -> str:
     return "bold red" if p.breaches else VERDICT_STYLE.get(p.verdict, "")
+
+
+#: The human columns shown right-aligned.
+_RIGHT = frozenset({"time", "achieved", "efficiency", "compile time"})
+
+
+def _row_cells(p: Priced) -> tuple[str, ...]:
+    """What the table keeps of a row: its display cells (:func:`rows.display_cells`), then its device (the
+    ``vs best`` cell is decided when the run has been read)."""
+    env = p.record.env
+    return rows.display_cells(p) + (env.device_uuid or env.device_name,)
+
+
+def _shown(op: str, cells: tuple[str, ...], compiled: bool, races: dict[RaceKey, BackendRace]) -> tuple[str, ...]:
+    """A kept row's cells in the run's columns (:meth:`RunFacts.columns`)."""
+    out = cells[:8]
+    if compiled:
+        out += (cells[9],)
+    if races:
+        out += (rows.versus_best_of(cells[2], races.get((cells[10], op, cells[0], cells[1]))),)
+    return out + (cells[8],)
 
 
 class _OpDigest:
@@ -367,7 +654,7 @@ class _OpDigest:
     def _keep(self, key: float, nseq: int, p: Priced | tuple[tuple[str, ...], str]) -> None:
         heap = self.worst
         if len(heap) < WORST_PER_OP or (key, nseq) > heap[0][:2]:
-            cells, style = p if isinstance(p, tuple) else (rows.display_cells(p), _style(p))
+            cells, style = p if isinstance(p, tuple) else (_row_cells(p), _style(p))
             (heapq.heappush if len(heap) < WORST_PER_OP else heapq.heapreplace)(heap, (key, nseq, cells, style))
 
     def merge(self, later: "_OpDigest", offset: int) -> None:
@@ -422,7 +709,7 @@ class TableReport(Report):
         self.count += 1
         cells = None
         if self.all is not None:
-            cells = rows.display_cells(p)
+            cells = _row_cells(p)
             self.all.append((op, cells, _style(p)))
             if not self.full and len(self.all) > self.limit:
                 self.all = None
@@ -433,7 +720,7 @@ class TableReport(Report):
             counts["error"] += p.verdict == "error"
             self.attention_total += 1
             if len(self.attention) < ATTENTION_SHOWN:
-                self.attention.append((op, cells or rows.display_cells(p), _style(p)))
+                self.attention.append((op, cells or _row_cells(p), _style(p)))
 
     def merge(self, later: Report) -> None:
         assert isinstance(later, TableReport)
@@ -467,8 +754,9 @@ class TableReport(Report):
             out.write((ansi(style) + line + reset if colour and style else line) + "\n")
 
         for line in facts.lines(h, breach_limit=BREACH_LINES_SHOWN if digest else None):
-            say(line, "bold red" if line.startswith(("FORMULA ERROR", "health: FAILED")) else
-                "green" if line.startswith("health: OK") else "")
+            say(line, "bold red" if line.startswith(("FORMULA ERROR", "health: FAILED", "physics check BREACHED"))
+                else "green" if line.startswith("health: OK")
+                else "yellow" if line.startswith(("health: PARTLY", "health: NOT", "physics check NOT")) else "")
         if comparison is not None:
             changed = _changed(comparison)
             if changed:
@@ -487,26 +775,27 @@ class TableReport(Report):
             say(f"{self.count:,} rows, more than {self.limit:,}: summarised above; {EVERYTHING_HINT}", "dim")
 
     @staticmethod
-    def _row_table(title: str | None) -> TextTable:
-        return TextTable(("op",) + rows.DISPLAY_COLUMNS, right=frozenset({"time", "achieved", "efficiency"}),
-                         title=title)
+    def _row_table(title: str | None, facts: RunFacts) -> TextTable:
+        return TextTable(("op",) + facts.columns(), right=_RIGHT, title=title)
 
     @staticmethod
-    def _add_rows(t: TextTable, items: Iterable[tuple[str, tuple[str, ...], str]]) -> None:
+    def _add_rows(t: TextTable, items: Iterable[tuple[str, tuple[str, ...], str]], facts: RunFacts) -> None:
         """Rows grouped under their op (ops in first-seen order), the op named on its first row, a rule after
         its last."""
         groups: dict[str, list[tuple[tuple[str, ...], str]]] = {}
         for op, cells, style in items:
             groups.setdefault(op, []).append((cells, style))
-        plain = [""] * (len(rows.DISPLAY_COLUMNS) - 1)
+        compiled, races = facts.compiled, facts.races()
+        plain = [""] * (len(facts.columns()) - 1)
         for op, group in groups.items():
             last = len(group) - 1
             for i, (cells, style) in enumerate(group):
-                t.add(op if i == 0 else "", *cells, styles=["bold", *plain, style], end_section=i == last)
+                t.add(op if i == 0 else "", *_shown(op, cells, compiled, races), styles=["bold", *plain, style],
+                      end_section=i == last)
 
     def _rows_table(self, facts: RunFacts, colour: bool) -> list[str]:
-        t = self._row_table(self._title(facts))
-        self._add_rows(t, self.all or ())
+        t = self._row_table(self._title(facts), facts)
+        self._add_rows(t, self.all or (), facts)
         return t.lines(colour)
 
     def _digest(self, facts: RunFacts, colour: bool) -> list[str]:
@@ -520,14 +809,16 @@ class TableReport(Report):
         c = self.attention_counts
         if self.attention:
             t = self._row_table(f"Rows that need attention: {c['breach']:,} physics breach(es) (FORMULA ERROR), "
-                                f"{c['anomaly']:,} anomaly(ies), {c['error']:,} error record(s)")
-            self._add_rows(t, self.attention)
+                                f"{c['anomaly']:,} anomaly(ies), {c['error']:,} error record(s)", facts)
+            self._add_rows(t, self.attention, facts)
             out += [""] + t.lines(colour)
             unlisted = self.attention_total - len(self.attention)
             if unlisted:
                 out.append(f"… {unlisted:,} more not listed here; {EVERYTHING_HINT}")
-        worst = self._row_table(f"Lowest efficiency, up to {WORST_PER_OP} per op (at-ceiling and below rows)")
-        self._add_rows(worst, ((op, cells, style) for op, d in self.ops.items() for cells, style in d.lowest()))
+        worst = self._row_table(f"Lowest efficiency, up to {WORST_PER_OP} per op (at-ceiling and below rows)",
+                               facts)
+        self._add_rows(worst, ((op, cells, style) for op, d in self.ops.items() for cells, style in d.lowest()),
+                       facts)
         if worst.rows:
             out += [""] + worst.lines(colour)
         return out + [""]

@@ -70,15 +70,18 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
-The pod spec of a benchmark or calibration run on one SKU's node.
-Call: include "tileops.podSpec" (dict "root" $ "sku" $sku "args" (list ...) "component" "bench")
+The benchmark pod of one SKU: an init container calibrating the node's GPUs when their stored
+calibration is missing or older than calibration.maxAge, then the benchmark itself.
+Both containers request the same nvidia.com/gpu count: Kubernetes' device manager hands the
+GPUs of an init container on to the pod's containers, so the devices calibrated are the ones benchmarked.
+Call: include "tileops.podSpec" (dict "root" $ "sku" $sku "args" (list ...))
 */}}
 {{- define "tileops.podSpec" -}}
 {{- $root := .root }}
 {{- $sku := .sku }}
-{{- $v := $root.Values }}
+{{- $v := .root.Values -}}
 {{- $allowShared := $v.allowSharedGPUs }}
-{{- if hasKey $sku "allowSharedGPUs" }}{{ $allowShared = $sku.allowSharedGPUs }}{{- end }}
+{{- if hasKey $sku "allowSharedGPUs" }}{{ $allowShared = $sku.allowSharedGPUs }}{{- end -}}
 serviceAccountName: {{ include "tileops.serviceAccountName" $root }}
 automountServiceAccountToken: {{ $v.serviceAccount.automount }}
 restartPolicy: Never
@@ -110,32 +113,13 @@ affinity:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- if $v.calibration.enabled }}
+initContainers:
+  {{- $cal := concat (list "calibrate" "--all-devices" "--max-age" $v.calibration.maxAge) $v.calibration.args }}
+  {{- include "tileops.container" (dict "root" $root "sku" $sku "name" "calibrate" "args" $cal) | nindent 2 }}
+{{- end }}
 containers:
-  - name: tileops
-    image: {{ include "tileops.image" $root }}
-    imagePullPolicy: {{ $v.image.pullPolicy }}
-    args:
-      {{- toYaml .args | nindent 6 }}
-    env:
-      - name: TILEOPS_PROFILE_DIR
-        value: /data/profiles
-      - name: TILEOPS_SKU
-        value: {{ $sku.name | quote }}
-      - name: NODE_NAME
-        valueFrom:
-          fieldRef:
-            fieldPath: spec.nodeName
-    {{- $res := deepCopy $v.resources }}
-    {{- $_ := set $res "limits" (merge (dict "nvidia.com/gpu" (int $sku.gpus)) ($res.limits | default dict)) }}
-    resources:
-      {{- toYaml $res | nindent 6 }}
-    securityContext:
-      {{- toYaml $v.securityContext | nindent 6 }}
-    volumeMounts:
-      - {name: results, mountPath: /data/results}
-      - {name: profiles, mountPath: /data/profiles}
-      - {name: tmp, mountPath: /tmp}
-      - {name: dshm, mountPath: /dev/shm}
+  {{- include "tileops.container" (dict "root" $root "sku" $sku "name" "tileops" "args" .args) | nindent 2 }}
 volumes:
   {{- range $vol := list "results" "profiles" }}
   {{- $p := index $v.persistence $vol }}
@@ -153,4 +137,43 @@ volumes:
     emptyDir:
       medium: Memory
       sizeLimit: {{ $v.shmSize }}
+{{- end }}
+
+{{/*
+One TileOps container of a SKU's pod (a list item). Results go to a folder per node on the
+results volume (subPathExpr $(NODE_NAME)), so runs of many hosts share one claim without mixing,
+and `tileops serve` over the claim finds them as DIR/<host>/<run-id>/.
+Call: include "tileops.container" (dict "root" $ "sku" $sku "name" "tileops" "args" (list ...))
+*/}}
+{{- define "tileops.container" -}}
+{{- $v := .root.Values -}}
+- name: {{ .name }}
+  image: {{ include "tileops.image" .root }}
+  imagePullPolicy: {{ $v.image.pullPolicy }}
+  args:
+    {{- toYaml .args | nindent 4 }}
+  env:
+    - name: TILEOPS_PROFILE_DIR
+      value: /data/profiles
+    - name: TILEOPS_SKU
+      value: {{ .sku.name | quote }}
+    - name: NODE_NAME
+      valueFrom:
+        fieldRef:
+          fieldPath: spec.nodeName
+    {{- with .sku.dramBandwidth }}
+    - name: TILEOPS_DRAM_BANDWIDTH
+      value: {{ . | quote }}
+    {{- end }}
+  {{- $res := deepCopy $v.resources }}
+  {{- $_ := set $res "limits" (merge (dict "nvidia.com/gpu" (int .sku.gpus)) ($res.limits | default dict)) }}
+  resources:
+    {{- toYaml $res | nindent 4 }}
+  securityContext:
+    {{- toYaml $v.securityContext | nindent 4 }}
+  volumeMounts:
+    - {name: results, mountPath: /data/results, subPathExpr: $(NODE_NAME)}
+    - {name: profiles, mountPath: /data/profiles}
+    - {name: tmp, mountPath: /tmp}
+    - {name: dshm, mountPath: /dev/shm}
 {{- end }}

@@ -1,4 +1,5 @@
-"""Test-only ops: a process crash, a hang, and a plain exception (tests/test_bench.py)."""
+"""Test-only ops: a process crash, a hang, a plain exception, and a hang with a bulky record
+(tests/test_bench.py, tests/test_reliability.py)."""
 
 import os
 import signal
@@ -26,3 +27,7 @@ class RaiseOp(Op):
 
     def compute(self, x):
         raise RuntimeError("deliberate failure inside the op")
+
+
+class WideRecordOp(StallOp):
+    name = "wide_record_op"  # sorts after relu; its long workload label makes a record larger than a page

@@ -1,13 +1,17 @@
-"""Checked manifest entries: what the analysis hands to codegen, the ops and the bench.
+"""Checked manifest entries: what the analysis decides, codegen writes down and every run reads.
 
-Plain frozen dataclasses whose ``repr`` is valid Python, so codegen can embed a
-signature in the generated module as a literal.
+Plain frozen dataclasses whose ``repr`` is valid Python, so codegen can embed an
+entry in the generated module as a literal. This module is on the run-time
+side: the build-time analysis (``tileops.manifest``) produces these, the
+generated module carries them, and the ops, the workload binder and the bench
+read them without ever seeing YAML (§4.4.5).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 DimTerm = str  # "M" | "*B" | "4" | an output-extent expression such as "ceil_div(N, 2)"
 
@@ -44,7 +48,7 @@ class Signature:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     params: tuple[ParamSpec, ...] = ()
-    lets: tuple[tuple[str, str], ...] = ()  # (name, expression), in dependency order
+    lets: tuple[tuple[str, str], ...] = ()  # (name, expression source), in dependency order; display only
 
     def tensor(self, name: str) -> TensorSpec:
         for t in self.inputs + self.outputs:
@@ -60,16 +64,19 @@ class Signature:
 @dataclass(frozen=True)
 class Workload:
     label: str
-    indices: dict[str, Any]  # index name -> int, or list[int] for a variadic index
+    indices: dict[str, Any]  # index name -> int, or tuple[int, ...] for a variadic index
     params: dict[str, Any] = field(default_factory=dict)
     present: tuple[str, ...] = ()  # optional inputs this row binds
     dtypes: tuple[Any, ...] = ()  # cases: a dtype name, or {tensor: dtype}
     tags: tuple[str, ...] = ()
-    seed: int = 0
+    seed: int | None = None  # explicit generator seed; None: a stable hash of (op, label) decides (§4.7)
 
 
 @dataclass(frozen=True)
 class Roofline:
+    """The roofline field as written, kept for display (`tileops ops`). Nothing evaluates these
+    strings: the generated evaluators are plain Python copied from them at codegen time."""
+
     mode: str  # inline | func
     flops: str | None = None
     bytes: str | None = None  # None: derived from the signature (§2.2)
@@ -87,7 +94,7 @@ class OpEntry:
     signature: Signature
     workloads: tuple[Workload, ...]
     roofline: Roofline
-    file: str = ""
+    file: str = ""  # the manifest file that declares it (a path once loaded)
     description: str = ""
 
 
@@ -98,9 +105,22 @@ def dtype_case_name(case: Any) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(dict(case).items()))
 
 
+def row_seed(op: str, row: Workload, case: Any) -> int:
+    """The generator seed of one (row, dtype case) (§4.7): a stable hash of (op, row label), or of the row's
+    explicit ``seed:``, and of the dtype case.
+
+    Never the row's position: a row inserted or removed upstream must not move
+    another row's routing, its bytes or its data terms. SHA-256, not Python's
+    ``hash()``, which is salted per process.
+    """
+    who = f"op={op}\x1flabel={row.label}" if row.seed is None else f"seed={row.seed}"
+    digest = hashlib.sha256(f"{who}\x1fcase={dtype_case_name(case)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
+
+
 @dataclass(frozen=True)
 class Emitted:
-    """What codegen emits for one entry: its signature and plain-Python evaluators.
+    """One manifest entry as the generated module carries it: the checked entry plus its evaluators.
 
     ``with_lets(ix)`` returns the indices plus the entry's derived indices;
     ``output_shapes(ix)`` states each output's extents; ``roofline(call)``
@@ -108,11 +128,24 @@ class Emitted:
     entry declares none (the NCU audit then gives NO-VERDICT).
     """
 
-    name: str
-    family: str
-    signature: Signature
-    roofline_mode: str
-    with_lets: Any
-    output_shapes: Any
-    roofline: Any
-    read_bytes: Any = None
+    entry: OpEntry
+    with_lets: Callable[[dict[str, Any]], dict[str, Any]]
+    output_shapes: Callable[[dict[str, Any]], dict[str, tuple[int, ...]]]
+    roofline: Callable[[Any], tuple[int, int]]
+    read_bytes: Callable[[Any], int] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    @property
+    def family(self) -> str:
+        return self.entry.family
+
+    @property
+    def signature(self) -> Signature:
+        return self.entry.signature
+
+    @property
+    def roofline_mode(self) -> str:
+        return self.entry.roofline.mode

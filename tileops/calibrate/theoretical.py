@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from tileops.calibrate.cpupeak import cpu_peak
-from tileops.calibrate.dram import DramNominal, read_dmi
+from tileops.calibrate.dram import DramNominal, bandwidth_from_env, read_dmi
 from tileops.device import CpuInfo, cpu_max_mhz, read_cpuinfo, usable_cpus
 from tileops.profiles import MemoryRoof, Profile, Provenance, Roof, load_profiles, select_profile
 
@@ -40,6 +40,13 @@ class TheoryOptions:
     memory_bandwidth: float | None = None  # nominal bytes/s (--dram-bandwidth / --dram-bandwidth-file)
     memory_bandwidth_ref: str | None = None
     cpu_ghz: float | None = None
+
+    @classmethod
+    def from_env(cls) -> "TheoryOptions":
+        """What the environment states (``$TILEOPS_DRAM_BANDWIDTH``): the default of a calibration nobody
+        passed options to, such as the bench's automatic one. ValueError when the variable is malformed."""
+        got = bandwidth_from_env()
+        return cls(memory_bandwidth=got[0], memory_bandwidth_ref=got[1]) if got else cls()
 
 
 def slug(text: str) -> str:

@@ -25,7 +25,7 @@ def _distinct(t: torch.Tensor) -> int:
 
 def _stage_flops(call: CheckedCall) -> int:
     """Sum of every stage's FLOPs, each from the stage op's own evaluator (its manifest entry)."""
-    from tileops.ops.registry import emitted_for  # the generated evaluators, not the ops
+    from tileops.ops.catalog import emitted_for  # the generated evaluators, not the ops
 
     return sum(emitted_for(s.op).roofline(s)[0] for calls in call.stages.values() for s in calls)
 

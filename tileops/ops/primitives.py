@@ -1,10 +1,12 @@
 """The primitive set: the only functions an inline roofline formula may call (§4.4.3).
 
-This module is the single place a primitive is defined. The analysis reads
-``PRIMITIVES`` to refuse unknown names (and to list the allowed ones), the
-validator renders what the analysis says, and generated evaluators call the
-implementations below by name. Adding a primitive means adding it here and
-nowhere else.
+This module is the single place a primitive is defined. The build-time
+analysis reads ``PRIMITIVES`` to refuse unknown names (and to list the allowed
+ones), the validator renders what the analysis says, and generated evaluators
+call the implementations below by name at run time. Adding a primitive means
+adding it here and nowhere else. It lives on the run-time side (``tileops.ops``)
+because the generated code calls it; it imports nothing but the standard
+library, so the analysis can read it anywhere.
 
 Tensor-valued arguments (``bytes(t)``, ``present(t)``, ``bits(t)``) name a
 tensor of the signature; codegen passes the checked call and the tensor's name.
@@ -37,13 +39,15 @@ DTYPE_BITS: dict[str, int] = {
 class Primitive:
     """A callable the expression language exposes.
 
+    ``impl`` is the function generated code calls (``_p.<impl name>``).
     ``tensor_arg`` marks primitives whose single argument is a tensor name, not
-    a value; they are evaluated against the checked call.
+    a value; their ``impl`` takes the checked call and the tensor's name.
     """
 
     name: str
     arity: tuple[int, int | None]  # (min, max); None = variadic
     doc: str
+    impl: Callable[..., Any]
     tensor_arg: bool = False
 
 
@@ -133,47 +137,25 @@ def tensor_bits(call: Any, name: str) -> int:
     return bits(call.dtype_of(name))
 
 
+#: Every primitive, by manifest name, with its implementation (generated code calls ``impl``).
 PRIMITIVES: dict[str, Primitive] = {
     p.name: p
     for p in [
-        Primitive("prod", (0, None), "product of the arguments; variadic indices flatten"),
-        Primitive("sum", (0, None), "sum of the arguments; variadic indices flatten"),
-        Primitive("ceil_div", (2, 2), "ceil(a / b) for integers"),
-        Primitive("min", (1, None), "smallest argument"),
-        Primitive("max", (1, None), "largest argument"),
-        Primitive("ceil", (1, 1), "round up to an integer"),
-        Primitive("floor", (1, 1), "round down to an integer"),
-        Primitive("log2", (1, 1), "base-2 logarithm"),
-        Primitive("rank", (1, 1), "number of dims in a variadic index"),
-        Primitive("broadcast", (1, None), "broadcast of several shapes (output shapes)"),
-        Primitive("bytes", (1, 1), "byte size of a tensor in the call (0 if absent)", tensor_arg=True),
-        Primitive("bits", (1, 1), "bit width of a tensor's dtype or a dtype parameter", tensor_arg=True),
-        Primitive("present", (1, 1), "whether an optional tensor is bound", tensor_arg=True),
+        Primitive("prod", (0, None), "product of the arguments; variadic indices flatten", prod),
+        Primitive("sum", (0, None), "sum of the arguments; variadic indices flatten", total),
+        Primitive("ceil_div", (2, 2), "ceil(a / b) for integers", ceil_div),
+        Primitive("min", (1, None), "smallest argument", min_),
+        Primitive("max", (1, None), "largest argument", max_),
+        Primitive("ceil", (1, 1), "round up to an integer", ceil),
+        Primitive("floor", (1, 1), "round down to an integer", floor),
+        Primitive("log2", (1, 1), "base-2 logarithm", log2),
+        Primitive("rank", (1, 1), "number of dims in a variadic index", rank),
+        Primitive("broadcast", (1, None), "broadcast of several shapes (output shapes)", broadcast),
+        Primitive("bytes", (1, 1), "byte size of a tensor in the call (0 if absent)", tensor_bytes, tensor_arg=True),
+        Primitive("bits", (1, 1), "bit width of a tensor's dtype or a dtype parameter", tensor_bits, tensor_arg=True),
+        Primitive("present", (1, 1), "whether an optional tensor is bound", present, tensor_arg=True),
     ]
 }
-
-#: Implementation of each value primitive, by manifest name. Generated code calls these.
-VALUE_IMPLS: dict[str, Callable[..., Any]] = {
-    "prod": prod,
-    "sum": total,
-    "ceil_div": ceil_div,
-    "min": min_,
-    "max": max_,
-    "ceil": ceil,
-    "floor": floor,
-    "log2": log2,
-    "rank": rank,
-    "broadcast": broadcast,
-}
-
-#: Implementation of each tensor-argument primitive, by manifest name.
-TENSOR_IMPLS: dict[str, Callable[[Any, str], Any]] = {
-    "bytes": tensor_bytes,
-    "bits": tensor_bits,
-    "present": present,
-}
-
-assert set(VALUE_IMPLS) | set(TENSOR_IMPLS) == set(PRIMITIVES)
 
 
 def allowed_names() -> str:
@@ -181,11 +163,17 @@ def allowed_names() -> str:
     return ", ".join(sorted(PRIMITIVES))
 
 
+#: The largest count a formula may yield: a record stores it as a signed 64-bit integer, and no
+#: single call moves or computes 9.2e18 of anything on any device.
+COUNT_LIMIT = 2**63 - 1
+
+
 def count(value: Any, what: str) -> int:
     """Turn a formula's value into the integer count the output contract requires (§2.1).
 
     Generated evaluators call this on every flops/bytes value: a fractional,
-    negative or non-finite count is a formula error and is raised, not rounded.
+    negative, non-finite or out-of-range count is a formula error and is
+    raised, not rounded or clipped.
     """
     if isinstance(value, bool):
         value = int(value)
@@ -197,4 +185,7 @@ def count(value: Any, what: str) -> int:
         raise ValueError(f"{what} = {value!r} is not a number")
     if value < 0:
         raise ValueError(f"{what} = {value} is negative")
+    if value > COUNT_LIMIT:
+        raise ValueError(f"{what} is a {value.bit_length()}-bit integer, above the largest count a record "
+                         "holds (2**63 - 1)")
     return value

@@ -1,0 +1,165 @@
+"""The layers hold (docs/architecture.md): who may import whom, and what a bench run loads.
+
+Two checks. Statically, every ``import`` in the package (module level or
+inside a function) stays inside the allowed-import table below; the same
+table is printed in docs/architecture.md and the two must agree. Dynamically,
+a subprocess that imports ``tileops.bench`` and measures a real CPU row must
+end with no third-party library beyond torch, and none of the pricing,
+reporting, export or manifest-tooling modules, in ``sys.modules`` (§5.2, §4.4.5).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import tileops
+
+PKG = Path(tileops.__file__).parent
+ROOT = PKG.parent
+DOC = ROOT / "docs" / "architecture.md"
+
+#: Foundation modules: small, standard-library only, importable by every layer.
+FOUNDATION = ("errors", "fsutil", "paths", "exitcodes", "interrupts", "revision", "dtypes", "records")
+
+#: layer -> the layers it may import (besides itself and the foundation). A layer is a
+#: top-level module or package of ``tileops``. Data flows one way: manifest -> ops -> bench ->
+#: roofline -> report/export, composed by the pipeline, driven by the commands.
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "device": (),
+    "tf32": (),
+    "ops": ("tf32",),
+    "manifest": ("ops",),
+    "formula_guard": (),
+    "profiles": (),
+    "bench": ("device", "ops"),
+    "calibrate": ("device", "profiles", "bench", "tf32"),
+    "roofline": ("profiles",),
+    "report": ("profiles", "roofline"),
+    "export": ("profiles", "roofline", "calibrate"),
+    "audit": ("device", "ops", "bench", "manifest", "profiles"),
+    "fleet": ("device", "profiles", "calibrate"),
+    "pipeline": ("device", "ops", "bench", "calibrate", "profiles", "roofline", "report", "export", "audit"),
+    "commands": ("device", "ops", "bench", "calibrate", "profiles", "roofline", "report", "export", "audit",
+                 "fleet", "pipeline", "manifest", "formula_guard", "cli"),
+    "cli": ("commands",),
+}
+
+#: What a bench run must never load (spec §5.2: the benchmark layer has no third-party dependency
+#: beyond the project; §4.4.5: no formula tooling at run time).
+FORBIDDEN_AT_RUN_TIME = ("pydantic", "rich", "yaml", "matplotlib", "prometheus_client", "docker",
+                         "tileops.roofline", "tileops.report", "tileops.export", "tileops.pipeline",
+                         "tileops.profiles", "tileops.calibrate", "tileops.manifest.analysis",
+                         "tileops.manifest.expr", "tileops.manifest.load")
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "tileops" or len(parts) < 2:
+        return None
+    return parts[1].removeprefix("_") if parts[1] != "__main__" else "cli"
+
+
+def _imports(path: Path, module: str) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = []
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            if base == "tileops":  # `from tileops import exitcodes`: a name that is a module
+                out += [(node.lineno, f"tileops.{a.name}") for a in node.names
+                        if (PKG / f"{a.name}.py").exists() or (PKG / a.name).is_dir()]
+            else:
+                out.append((node.lineno, base))
+    return out
+
+
+def violations() -> list[str]:
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        module = ".".join(rel.parts)
+        here = _layer(module) if module != "tileops.__init__" else None
+        if here is None or here in FOUNDATION:
+            allowed: set[str] = set(FOUNDATION)
+        else:
+            assert here in ALLOWED, f"{module}: layer {here!r} is not in the allowed-import table"
+            allowed = {here, *FOUNDATION, *ALLOWED[here]}
+        for line, target in _imports(path, module):
+            there = _layer(target)
+            if there is None or there == "__init__" or target == "tileops":
+                continue
+            if here in FOUNDATION and there not in FOUNDATION:
+                found.append(f"{rel}.py:{line}: foundation module imports {target}")
+            elif there not in allowed:
+                found.append(f"{rel}.py:{line}: {here} imports {target} (layer {there})")
+    return found
+
+
+def test_every_import_follows_the_allowed_table() -> None:
+    assert violations() == []
+
+
+def test_the_scan_catches_an_upward_import() -> None:
+    planted = PKG / "bench" / "_planted_upward_import.py"
+    planted.write_text("def f():\n    from tileops.report import render\n    return render\n")
+    try:
+        assert any("_planted_upward_import.py:2: bench imports tileops.report" in v for v in violations())
+    finally:
+        planted.unlink()
+
+
+def test_the_docs_print_the_same_table() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([a-z_0-9]+)` \|([^|]*)\|", text, re.M))
+    documented = {k: tuple(sorted(re.findall(r"`([a-z_0-9]+)`", v))) for k, v in rows.items()}
+    assert documented == {k: tuple(sorted(v)) for k, v in ALLOWED.items()}
+    assert all(f"`{m}`" in text for m in FOUNDATION)
+
+
+_PROBE = textwrap.dedent("""
+    import json, sys, tempfile
+    from pathlib import Path
+    import tileops.bench
+    from tileops.bench import sweep
+    from tileops.bench.execute import Task, run_task
+    from tileops.bench.select import Selection
+    from tileops.bench.stopping import QUICK_RULE
+
+    out = Path(tempfile.mkdtemp()) / "run"
+    opts = sweep.SweepOptions(selection=Selection(ops=["relu"], dtypes=["float32"]), device="cpu", out=out,
+                              quick=True)
+    prep = sweep.prepare(opts)
+    p = prep.todo[0]
+    # the worker's own code path, in this process: one row measured and priced by its evaluator
+    rec = run_task(Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
+                        device="cpu", rule=QUICK_RULE, env=prep.env))
+    result = sweep.run(prep)  # and the sweep, with its worker process
+    print(json.dumps({"status": rec.status, "error": rec.error and rec.error.message,
+                      "records": [r.status for r in result.records], "modules": sorted(sys.modules)}))
+""")
+
+
+@pytest.mark.slow
+def test_a_bench_run_loads_no_third_party_library_and_no_upper_layer() -> None:
+    r = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["status"] == "ok", got["error"]
+    assert got["records"] and set(got["records"]) == {"ok"}
+    loaded = [m for m in got["modules"] if any(m == f or m.startswith(f + ".") for f in FORBIDDEN_AT_RUN_TIME)]
+    assert loaded == []

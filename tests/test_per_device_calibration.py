@@ -1,0 +1,123 @@
+"""Calibration is a per-device input (§5.1): each device is priced on its own calibration, measured first
+when the store has none (issue 14: the fleet path produces SOL out of the box)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tileops.calibrate.results import (STREAM_WORDS, DeviceCalibration, MixMeasurement, RoofMeasurement,
+                                       device_profile_reader, read_device_result, write_device_result)
+from tileops.profiles import ProfileChooser
+from tileops.records import Machine, iter_records, read_run_info
+
+UUID_A = "GPU-11111111-2222-3333-4444-555555555555"
+UUID_B = "GPU-66666666-7777-8888-9999-aaaaaaaaaaaa"
+
+
+def _h200(uuid: str, scale: float, *, name: str = "NVIDIA H200") -> DeviceCalibration:
+    now = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    # formula-guard: allow a synthetic calibration run: STREAM's byte count for a 1 KiB array, no op priced
+    mixes = {m: MixMeasurement(bytes_per_s=4.0e12 * scale, bytes=STREAM_WORDS[m] * 1024, array_bytes=1024,
+                               best_s=1e-3, reps=3, kernel=m) for m in ("copy", "triad")}
+    roofs = {"tensor_core.bf16": RoofMeasurement(flops_per_s=700e12 * scale, flops=1e12, best_s=1e-3, reps=3,
+                                                 method="bf16 GEMM")}
+    machine = Machine(device_kind="cuda", device_name=name, device_uuid=uuid, device_index=0, driver="580.65",
+                      hostname="node-a", torch_version="2.11", tileops_version="0.1.0")
+    return DeviceCalibration(run_id=f"cal-{uuid[-4:]}", started_at=now, finished_at=now, quick=True,
+                             machine=machine, mixes=mixes, roofs=roofs,
+                             clocks_before={"sm_mhz": 1980, "power_limit_w": 700.0})
+
+
+def test_each_device_is_priced_on_its_own_calibration(tmp_path: Path) -> None:
+    write_device_result(_h200(UUID_A, 1.0), tmp_path)
+    write_device_result(_h200(UUID_B, 0.8), tmp_path)  # the same model, a weaker device
+    chooser = ProfileChooser.resolve(store_path=tmp_path, per_device=device_profile_reader(tmp_path))
+    a, b = chooser("NVIDIA H200", UUID_A), chooser("NVIDIA H200", UUID_B)
+    model = chooser("NVIDIA H200")
+    assert a is not None and b is not None and model is not None
+    assert a.memory.effective == pytest.approx(4.0e12) and b.memory.effective == pytest.approx(3.2e12)
+    assert a.memory.theoretical == b.memory.theoretical == model.memory.theoretical  # the model's datasheet
+    assert model.memory.effective is None  # the shipped H200 carries no calibration of its own
+    assert chooser("NVIDIA H200", "GPU-00000000-0000-0000-0000-000000000000") is model  # no result: the model's
+    assert chooser("NVIDIA H200", "../escape") is model  # not a device id: never a path
+    fixed = ProfileChooser.resolve("H200", store_path=tmp_path, per_device=device_profile_reader(tmp_path))
+    assert fixed("NVIDIA H200", UUID_A) is fixed.fixed  # --profile prices every device on itself
+
+
+def test_a_result_of_another_model_does_not_price_this_device(tmp_path: Path) -> None:
+    write_device_result(_h200(UUID_A, 1.0, name="NVIDIA L4"), tmp_path)  # a store copied between hosts
+    chooser = ProfileChooser.resolve(store_path=tmp_path, per_device=device_profile_reader(tmp_path))
+    assert chooser("NVIDIA H200", UUID_A) is chooser("NVIDIA H200")
+
+
+def test_a_result_records_when_how_and_on_what(tmp_path: Path) -> None:
+    path = write_device_result(_h200(UUID_A, 1.0), tmp_path)
+    data = yaml.safe_load(path.read_text())
+    assert data["quick"] is True and data["finished_at"].startswith("2026-11-01")
+    assert data["machine"]["driver"] == "580.65" and data["machine"]["device_uuid"] == UUID_A
+    assert data["clocks_before"]["power_limit_w"] == 700.0
+
+
+def test_a_result_written_before_the_shared_machine_description_still_reads(tmp_path: Path) -> None:
+    """Schema 1 kept the device's facts as flat fields; stores written then keep working."""
+    run = _h200(UUID_A, 1.0)
+    data = json.loads(run.model_dump_json())
+    machine = data.pop("machine")
+    data.update(schema_version=1, tool_version="tileops 0.1.0", torch_version=machine["torch_version"],
+                kind="cuda", name=machine["device_name"], uuid=UUID_A, index=0, hostname="node-a",
+                driver=machine["driver"])
+    old = tmp_path / "old.yaml"
+    old.write_text(yaml.safe_dump(data))
+    back = read_device_result(old)
+    assert back.machine.device_uuid == UUID_A and back.name == "NVIDIA H200" and back.driver == "580.65"
+    assert back.device_key == UUID_A and back.tool_version == "tileops 0.1.0" and back.schema_version == 2
+
+
+# --------------------------------------------------------------------------- through `tileops bench`
+
+
+def _bench(store: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TILEOPS_PROFILE_DIR": str(store), "TILEOPS_HOSTNAME": "bench-host"}
+    return subprocess.run([sys.executable, "-m", "tileops.cli", "bench", "--op", "relu", "--dtype", "float32",
+                           "--quick", "--no-plot", "--out", str(out), *extra],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.mark.slow
+def test_bench_calibrates_a_device_it_has_no_calibration_of_first_then_reuses_it(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    r = _bench(store, tmp_path / "never", "--calibrate", "never")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (store / "devices").exists()  # never: nothing measured, rows blank with their reason
+    assert "blank: no-profile" in r.stdout
+
+    r = _bench(store, tmp_path / "first", "--calibrate", "quick")
+    assert r.returncode == 0, r.stdout + r.stderr
+    first_line = next(line for line in r.stderr.splitlines() if line.startswith("calibrating"))
+    assert "cpu-bench-host" in first_line and "no stored calibration" in first_line
+    assert r.stderr.index("calibrating") < r.stderr.index("[1/")  # calibrated before the first row
+    result = read_device_result(store / "devices" / "cpu-bench-host.yaml")
+    assert result.quick and result.machine.hostname == "bench-host"
+    (rec,) = list(iter_records(tmp_path / "first"))
+    assert rec.env.device_key == "cpu-bench-host"
+    (row,) = json.loads((tmp_path / "first" / "roofline.json").read_text())["rows"]
+    assert row["verdict"] != "blank" and row["efficiency"] > 0, row  # priced on what this host reached
+    assert read_run_info(tmp_path / "first").status == "completed"
+
+    r = _bench(store, tmp_path / "again", "--calibrate", "quick")  # fresh: reused, nothing measured
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "calibration of cpu-bench-host: calibrated" in r.stderr and "calibrating cpu" not in r.stderr
+    assert read_device_result(store / "devices" / "cpu-bench-host.yaml").run_id == result.run_id
+
+    r = _bench(store, tmp_path / "stale", "--calibrate", "quick", "--calibration-max-age", "1s")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "over the maximum age 1s" in r.stderr
+    assert read_device_result(store / "devices" / "cpu-bench-host.yaml").run_id != result.run_id

@@ -1,0 +1,172 @@
+"""The CPU bandwidth mixes through streaming stores: ``streaming.c``, built with the host's compiler.
+
+torch's CPU kernels store through the cache (write-allocate: each output line
+is read before it is written), so its copy moves three words per element where
+STREAM counts two, and the envelope came out at 0.75-0.80 of STREAM's best
+kernel on the development VM. ``streaming.c`` writes outputs with
+non-temporal stores, so the STREAM-counted bytes are the bytes the hardware
+moves and the mixes reach what STREAM reaches (docs/profiles.md says why this
+and not another mechanism).
+
+The kernel is compiled at first use in a process (``$CC``, else ``cc``,
+``gcc``, ``clang`` on PATH; ``-O2 -march=native -fopenmp``, then without
+``-march=native``) into a temporary folder and loaded with ctypes; where that
+folder is mounted noexec (a container's tmpfs /tmp) it is loaded from an
+in-memory file instead. Where no compiler or OpenMP exists (a slim image),
+``load_kernels`` returns the reason and the calibration measures with torch's
+kernels, saying so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("streaming.c")
+MIX_CODES = {"copy": 0, "triad": 1, "read": 2, "write": 3}
+TRIAD_SCALAR = 3.0
+#: Flag sets tried in order: the host's full vector width first, then the baseline ISA (still SSE2 on x86-64).
+FLAG_SETS = (("-O2", "-march=native", "-fopenmp"), ("-O2", "-fopenmp"))
+
+
+class KernelsUnavailable(RuntimeError):
+    """The streaming kernels cannot be built or loaded here; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class StreamingKernels:
+    """The loaded library and how it was built (recorded in each mix's ``kernel`` text)."""
+
+    lib: ctypes.CDLL
+    compiler: str
+    flags: tuple[str, ...]
+    stores: str
+
+    def touch(self, a: torch.Tensor, value: float, threads: int) -> None:
+        """First touch of ``a`` with streaming stores, page by page on the thread that streams it later."""
+        _check(a)
+        self.lib.tileops_touch(a.data_ptr(), a.numel(), value, threads)
+
+    def run(self, mix: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, reps: int, threads: int,
+            scalar: float = TRIAD_SCALAR) -> tuple[float, float]:
+        """(best seconds of ``reps`` passes after one untimed pass, the read mix's sum) over float32 arrays.
+
+        copy: a = b; triad: a = b + scalar*c; read: sum(b); write: a = scalar.
+        """
+        for t in (a, b, c):
+            _check(t)
+        if not a.numel() == b.numel() == c.numel():
+            raise ValueError("the three arrays must have the same length")
+        total = ctypes.c_double(0.0)
+        best = self.lib.tileops_mix(MIX_CODES[mix], a.data_ptr(), b.data_ptr(), c.data_ptr(), a.numel(), scalar,
+                                    reps, threads, ctypes.byref(total))
+        return best, total.value
+
+    def describe(self, mix: str, threads: int) -> str:
+        """``a[i] = b[i] [streaming.c: <stores>, <n> OpenMP threads, <compiler and flags>]``: the bracket
+        is the same for every mix of a run, so a summary can print it once."""
+        what = {"copy": "a[i] = b[i]", "triad": f"a[i] = b[i] + {TRIAD_SCALAR:g}*c[i]", "read": "sum of b[i]",
+                "write": f"a[i] = {TRIAD_SCALAR:g}"}[mix]
+        return f"{what} [streaming.c: {self.stores}, {threads} OpenMP threads, {self.compiler} {' '.join(self.flags)}]"
+
+
+def _check(t: torch.Tensor) -> None:
+    if t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
+        raise ValueError("streaming kernels take contiguous float32 CPU tensors")
+
+
+def find_compiler(env: dict[str, str] | None = None) -> tuple[str | None, str]:
+    """(compiler path, why-not): ``$CC`` when set, else the first of cc, gcc, clang on PATH."""
+    env = dict(os.environ) if env is None else env
+    path = env.get("PATH", "")
+    given = env.get("CC", "").strip()
+    if given:
+        exe = shutil.which(given.split()[0], path=path)
+        return (exe, "") if exe else (None, f"CC={given!r} is not an executable on PATH")
+    for name in ("cc", "gcc", "clang"):
+        exe = shutil.which(name, path=path)
+        if exe:
+            return exe, ""
+    return None, "no C compiler (cc, gcc or clang) on PATH and CC is not set"
+
+
+def _load(so: Path) -> ctypes.CDLL:
+    """dlopen ``so``; from an in-memory copy when its folder is mounted noexec (a container's tmpfs /tmp)."""
+    try:
+        return ctypes.CDLL(str(so))
+    except OSError as first:
+        if not hasattr(os, "memfd_create"):
+            raise
+        try:
+            return load_from_memory(so)
+        except OSError:
+            raise first from None
+
+
+def load_from_memory(so: Path) -> ctypes.CDLL:
+    """dlopen a copy of ``so`` held in an anonymous memory file, to which no mount option applies."""
+    fd = os.memfd_create("tileops-streaming")
+    try:
+        os.write(fd, so.read_bytes())
+        return ctypes.CDLL(f"/proc/self/fd/{fd}")
+    except OSError:
+        os.close(fd)
+        raise
+    # The descriptor stays open: dlopen knows a library by its path, and a closed descriptor's number,
+    # reused by a later load, would hand back this library instead of the new one.
+
+
+def build(compiler: str) -> StreamingKernels:
+    """Compile ``streaming.c`` with ``compiler`` and load it. KernelsUnavailable says why not."""
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="tileops-streaming-") as tmp:
+        so = Path(tmp) / "streaming.so"
+        for flags in FLAG_SETS:
+            cmd = [compiler, *flags, "-shared", "-fPIC", str(SOURCE), "-o", str(so)]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            except (OSError, subprocess.SubprocessError) as exc:
+                errors.append(f"{' '.join(flags)}: {exc}")
+                continue
+            if proc.returncode == 0:
+                break
+            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+            errors.append(f"{' '.join(flags)}: {last[0]}")
+        else:
+            raise KernelsUnavailable(f"{compiler} could not build streaming.c with OpenMP ({'; '.join(errors)})")
+        try:
+            lib = _load(so)
+        except OSError as exc:
+            raise KernelsUnavailable(f"the built kernel could not be loaded ({exc})") from None
+    lib.tileops_stores.restype = ctypes.c_char_p
+    lib.tileops_touch.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_float, ctypes.c_int]
+    lib.tileops_touch.restype = None
+    lib.tileops_mix.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
+                                ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
+    lib.tileops_mix.restype = ctypes.c_double
+    return StreamingKernels(lib=lib, compiler=Path(compiler).name, flags=flags,
+                            stores=lib.tileops_stores().decode())
+
+
+@functools.lru_cache(maxsize=None)
+def _cached(compiler: str) -> StreamingKernels:
+    return build(compiler)
+
+
+def load_kernels() -> tuple[StreamingKernels | None, str]:
+    """(kernels, why-not): built once per process and compiler."""
+    compiler, why = find_compiler()
+    if compiler is None:
+        return None, why
+    try:
+        return _cached(compiler), ""
+    except KernelsUnavailable as exc:
+        return None, str(exc)
