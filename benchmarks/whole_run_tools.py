@@ -8,7 +8,9 @@ as the bench writes them, then runs each command as a user would (a
 subprocess, output to /dev/null) and prints its wall time and peak memory
 (maximum resident set size of the command and the workers it forks) beside
 the goal (issue 18: roofline under 3 s and 600 MB in every format, export
-under 5 s), and the CLI's start-up (`tileops --help`).
+under 5 s: to stdout, and into a textfile directory, first empty, then
+holding the file of the run before, as a cron job finds it), and the CLI's
+start-up (`tileops --help`).
 
 Next to each time: the same time in units of a plain-Python reference loop
 timed just before the command, so runs on a busy machine compare (the goals
@@ -108,6 +110,7 @@ def main() -> None:
     gc.collect()
     prof = tmp / "bench-cpu.yaml"
     prof.write_text(yaml.safe_dump(profile().model_dump(mode="json", exclude_none=True)), encoding="utf-8")
+    (tmp / "textfile").mkdir()
     size_mb = (run_dir / RECORDS_FILE).stat().st_size / 2**20
     print(f"records: {args.n:,} ({size_mb:.0f} MB of JSON Lines); reference loop now {ref_seconds()[0] * 1e3:.0f} ms "
           f"(about {QUIET_LOOP_S * 1e3:.0f} ms on the quiet dev VM)")
@@ -118,6 +121,9 @@ def main() -> None:
     commands = [(f"roofline --format {fmt}", [*tileops, "roofline", str(run_dir), "--profile", str(prof),
                                               "--format", fmt], 3.0, 600.0) for fmt in args.formats.split(",")]
     commands.append(("export (stdout)", [*tileops, "export", str(run_dir), "--profile", str(prof)], 5.0, None))
+    textfile = [*tileops, "export", str(run_dir), "--profile", str(prof), "--textfile", str(tmp / "textfile")]
+    commands.append(("export --textfile", textfile, 5.0, None))
+    commands.append(("export --textfile again", textfile, 5.0, None))  # reads the last success from the file
     commands.append(("tileops --help", [*tileops, "--help"], None, None))
     for what, cmd, goal_s, goal_mb in commands:
         best: dict[str, Result] = {}

@@ -292,3 +292,26 @@ def test_serve_reprices_when_a_profile_appears_and_not_before(tmp_path: Path, mo
     (after,) = source.scan()
     assert after.profile is not None and after.profile.name == "TestCPU"
     assert after.priced[0].efficiency is not None
+
+
+def test_the_last_success_is_read_from_its_own_lines_of_a_large_file(tmp_path: Path) -> None:
+    """An export reads the previous file's last success from that family's lines only (a 100,000-row file
+    parsed whole took over a minute); the value is the one a whole parse gives, and a malformed one is None."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tileops.export.textfile import previous_last_success
+
+    name = "tileops_run_last_success_timestamp_seconds"
+    rows = "".join(f'tileops_row_sol_ratio{{op="relu",label="r{i}",note="{name} 1"}} 0.5\n' for i in range(3000))
+    text = (f"# HELP tileops_row_sol_ratio SOL\n# TYPE tileops_row_sol_ratio gauge\n{rows}"
+            f"# HELP {name} The last time a healthy run finished.\n# TYPE {name} gauge\n"
+            f'{name}{{device="a"}} 1700000000.0\n{name}_other 5.0\n')
+    path = tmp_path / "tileops_a.prom"
+    path.write_text(text)
+    whole = [s.value for f in text_string_to_metric_families(text) if f.name == name for s in f.samples]
+    assert previous_last_success(path) == max(whole) == 1700000000.0
+    path.write_text(text.replace("1700000000.0", "soon"))
+    assert previous_last_success(path) is None
+    path.write_text(text.replace(f'{name}{{device="a"}} 1700000000.0\n', ""))
+    assert previous_last_success(path) is None
+    assert previous_last_success(tmp_path / "missing.prom") is None

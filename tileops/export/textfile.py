@@ -34,13 +34,30 @@ def textfile_path(directory: Path, device: DeviceLabels, *, audit: bool = False)
 
 
 def previous_last_success(path: Path) -> float | None:
-    """The last-success timestamp in an earlier file, or None (no file, unreadable, or never succeeded)."""
+    """The last-success timestamp in an earlier file, or None (no file, unreadable, or never succeeded).
+
+    Only that family's lines are parsed (with prometheus_client's parser, as a
+    scrape would read them): the file holds a few series per row, and parsing all
+    of a 100,000-row run's took over a minute, on every export after the first.
+    A malformed last-success line still reads as None.
+    """
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError:
         return None
+    lines = []
+    start = 0
+    while (at := text.find(LAST_SUCCESS, start)) != -1:  # a plain search: the name is on a few lines
+        first = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end == -1 else end
+        if _LAST_SUCCESS_LINE.fullmatch(text, first, end):
+            lines.append(text[first:end])
+        start = end
+    if not lines:
+        return None
     try:
-        for fam in text_string_to_metric_families(text):
+        for fam in text_string_to_metric_families("\n".join(lines) + "\n"):
             if fam.name == LAST_SUCCESS:
                 values = [s.value for s in fam.samples]
                 return max(values) if values else None
@@ -48,6 +65,9 @@ def previous_last_success(path: Path) -> float | None:
         return None
     return None
 
+
+#: The last-success family's lines: its ``# HELP`` / ``# TYPE`` comments and its samples.
+_LAST_SUCCESS_LINE = re.compile(rf"(?:# (?:HELP|TYPE) )?{LAST_SUCCESS}(?:[{{ ].*)?")
 
 
 BUILD_FILE = "tileops_build.prom"
