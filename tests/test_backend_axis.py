@@ -241,8 +241,9 @@ def test_bench_all_on_the_cpu_shows_eager_and_compile_side_by_side(tmp_path: Pat
         assert eager.status == compiled.status == "ok", (compiled.error, eager.error)
         assert eager.timing.compile_s is None and compiled.timing.compile_s > 0
         assert kernel.status == "skipped" and triton_reason() in kernel.skip_reason
-    assert re.search(r"backends: torch, compile, triton; compile cache \S+; compile time is reported apart", r.stdout)
-    assert re.search(r"\] relu cpu-512x1024 float32 \[compile\]: [\d.]+ us", r.stdout)  # progress names it
+    # the plan and progress lines go to stderr, the table and its summary to stdout
+    assert re.search(r"backends: torch, compile, triton; compile cache \S+; compile time is reported apart", r.stderr)
+    assert re.search(r"\] relu cpu-512x1024 float32 \[compile\]: [\d.]+ us", r.stderr)  # progress names it
     assert "compile time, reported apart" in r.stdout and "vs best" in r.stdout
     assert "triton skipped on" in r.stdout
     assert (out.parent / ".compile-cache" / "inductor").is_dir()  # beside the run, for the next one
@@ -287,7 +288,7 @@ def test_a_failed_compile_is_an_error_record_and_the_other_backends_still_run(tm
         assert recs[(op, "compile")].status == "error" and err.kind == "compile"
         assert f"{op}: the compile backend failed on its first call" in err.message
         assert "fake-cxx" in err.message or "fake-g++" in err.message  # the cause, not just "it failed"
-    assert "2 row(s) failed" in r.stdout
+    assert "2 row(s) failed" in r.stderr
 
 
 @pytest.mark.slow
