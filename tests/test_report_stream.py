@@ -287,3 +287,21 @@ def test_rows_on_several_backends_read_in_parallel_give_the_output_of_one_pass(t
         assert sum(bool(c) for c in cells) == len(cells) - 2  # the skipped and the error row have no SOL
         assert all(c in text for c in cells) or fmt == "table"
         assert summary[-1] in text
+
+
+def test_a_digest_of_rows_on_several_backends_is_the_same_read_in_parallel(tmp_path: Path) -> None:
+    from tileops.report import rows
+    from tileops.roofline import backend_races
+
+    path = write_jsonl(tmp_path / "records.jsonl", _backends_run(40))
+    make = lambda: [T.RunFacts(), T.TableReport(limit=20), TimeIndex()]  # noqa: E731 - a digest above 20 rows
+    one_pass = _text(read_priced([path], CHOOSER, make, jobs=1))
+    assert _text(read_priced([path], CHOOSER, make, jobs=2, min_span=1)) == one_pass
+    assert "rows, more than 20: summarised above" in one_pass
+    header = next(line for line in one_pass.splitlines() if "compile time" in line)
+    assert "vs best" in header  # the digest's row tables have the run's backend columns
+    priced = price_all(load_records([path]), CHOOSER)
+    _, of_row = backend_races(priced)
+    error = next((p, r) for p, r in zip(priced, of_row) if p.verdict == "error" and p.blank_reason == "error")
+    assert error[1] is not None and rows.display(*error)["vs best"] == ""  # listed as needing attention
+    assert "row7" in one_pass
