@@ -165,6 +165,9 @@ def test_the_table_md_csv_and_json_show_backends_side_by_side(tmp_path: Path) ->
     summary = " ".join(table.split())  # the summary's long lines wrap at the table's width
     assert "compile time, reported apart" in summary and "best backend (highest SOL) of 1 row(s)" in summary
     assert f"triton skipped on 1 row(s): {backends.INTERPRETER_NOT_TIMED}" in summary
+    # a skipped backend is counted as skipped, not among the errors (its verdict is "error": it has no time)
+    assert "4 row(s): 3 below, 1 skipped\n" in table
+    assert "skipped rows: 1" in summary and "failed rows" not in summary
     md = render(priced, "md")
     assert "| efficiency | compile time | vs best | verdict |" in md and f"best, +{pts}" in md
     rows = {(r["op"], r["backend"]): r for r in json.loads(render(priced, "json"))["rows"]}

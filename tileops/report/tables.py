@@ -35,7 +35,12 @@ VERDICT_STYLE = {
     "blank": "dim",
     "error": "red",
 }
-_ORDER = ("at-ceiling", "below", "latency-bound", "anomaly", "blank", "error")
+# A skipped record's verdict is "error" (it has no time); people read it as what it is, apart from failures.
+_ORDER = ("at-ceiling", "below", "latency-bound", "anomaly", "blank", "error", "skipped")
+
+
+def _shown_verdict(p: Priced) -> str:
+    return "skipped" if p.verdict == "error" and p.blank_reason == BLANK_SKIPPED else p.verdict
 
 #: The table format prints every row up to this many; above it, a digest (``--full-table`` prints all).
 SUMMARISE_ABOVE = 500
@@ -210,14 +215,18 @@ class RunFacts:
         ``breach_limit``: at most this many FORMULA ERROR sentences, then a count of the rest.
         """
         h = h or self.health()
-        counts = ", ".join(f"{h.by_verdict.get(v, 0)} {v}" for v in _ORDER if h.by_verdict.get(v, 0))
+        shown = {**h.by_verdict, "skipped": self.skipped}
+        shown["error"] = shown.get("error", 0) - self.skipped
+        counts = ", ".join(f"{shown.get(v, 0)} {v}" for v in _ORDER if shown.get(v, 0))
         lines = [f"{h.rows} row(s): {counts or 'none'}",
                  f"at ceiling (>= 80 %): {h.at_ceiling}; anomalies (> 105 %, formula or calibration wrong): "
                  f"{h.anomalies}"]
         for reason, n in sorted(h.blanks_by_reason.items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"blank {reason}: {n} ({BLANK_REASONS.get(reason, reason)})")
-        if h.errors or self.skipped:
-            lines.append(f"failed rows: {h.errors} error(s), {self.skipped} skipped")
+        if h.errors:
+            lines.append(f"failed rows: {h.errors} error(s)")
+        if self.skipped:
+            lines.append(f"skipped rows: {self.skipped} (not failures: each record says why)")
         shown = self.breach_lines if breach_limit is None else self.breach_lines[:breach_limit]
         lines += shown
         if len(shown) < len(self.breach_lines):
@@ -645,7 +654,8 @@ class _OpDigest:
         self.worst: list[tuple[float, int, tuple[str, ...], str]] = []
 
     def add(self, p: Priced, seq: int) -> None:
-        self.counts[p.verdict] = self.counts.get(p.verdict, 0) + 1
+        v = _shown_verdict(p)
+        self.counts[v] = self.counts.get(v, 0) + 1
         eff = p.efficiency
         if eff is not None and (p.verdict == "below" or p.verdict == "at-ceiling"):
             self.efficiencies.append(eff)
