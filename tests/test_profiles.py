@@ -205,6 +205,14 @@ def test_a_profile_must_be_a_mapping(tmp_path: Path, text: str, why: str) -> Non
     assert why in str(info.value) and str(path) in str(info.value)
 
 
+def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("name: x\nroofs:\n  a: [1, 2\n  b: 3\n")  # the flow list is never closed
+    with pytest.raises(ProfileError, match="not valid YAML") as info:
+        load_profile(path)
+    assert f"{path}: line 4, column" in str(info.value) and "fix the syntax" in str(info.value)
+
+
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="cannot read"):
         load_profile(tmp_path / "nope.yaml")
