@@ -207,6 +207,10 @@ def test_plot_layout_places_or_explains_every_row_and_labels_what_matters() -> N
     assert ids == sorted(ids) and labelled <= {str(i) for i in ids}
     listed_unplaced = [i for i, _, why in lay.listed if why is not None]
     assert len(lay.listed) == TABLE_CAP and listed_unplaced
+    # rows that failed or cannot be drawn take the table's room before skipped ones
+    listed_why = [why for _, _, why in lay.listed if why is not None]
+    assert "skipped" not in listed_why or all(why == "skipped" for why in unplaced.values())
+    assert {"error", "no bytes"} <= set(listed_why)
     rest_placed, rest_unplaced = lay.summary[0], lay.summary[1]
     assert rest_placed.startswith(f"{len(placed) - LABEL_CAP:,} more placed row(s) drawn without an id: ")
     assert rest_unplaced.startswith(f"{len(unplaced) - len(listed_unplaced):,} more row(s) not placed: ")

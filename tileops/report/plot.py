@@ -149,6 +149,9 @@ def plot_layout(priced: Sequence[Priced], profile: Profile, *, label_cap: int = 
         else:
             unplaced.append((str(i), p, why))
     labelled = _choose_labels(points, label_cap)
+    # A skipped row (a backend the op does not have here) is by design: the table's room goes to rows that
+    # failed or cannot be drawn first, and skipped ones are listed only if room is left (else counted).
+    unplaced.sort(key=lambda u: u[2] == "skipped")  # stable: id order within each kind
     shown_unplaced = unplaced[:max(0, table_cap - len(labelled))]
     listed = sorted([(q.ident, q.priced, None) for q in labelled] + list(shown_unplaced), key=lambda r: int(r[0]))
     summary: list[str] = []
