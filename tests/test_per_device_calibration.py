@@ -121,3 +121,47 @@ def test_bench_calibrates_a_device_it_has_no_calibration_of_first_then_reuses_it
     assert r.returncode == 0, r.stdout + r.stderr
     assert "over the maximum age 1s" in r.stderr
     assert read_device_result(store / "devices" / "cpu-bench-host.yaml").run_id != result.run_id
+
+
+def test_a_fresh_gpu_with_a_shipped_profile_is_calibrated_quick_before_its_rows_then_priced_on_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14's GPU half through the real pipeline step, with the one thing that cannot exist here (the GPU
+    measurement) replaced: a device the store has no calibration of is measured quick, first, and its own
+    result prices it; the next run reuses it; a GPU no profile names is not measured (nothing to scale)."""
+    import tileops.calibrate.run as calibrate_run
+    from tileops.calibrate.results import device_key
+    from tileops.device import DeviceInfo
+    from tileops.pipeline.calibration import ensure_calibrated
+
+    store = tmp_path / "store"
+    monkeypatch.setenv("TILEOPS_PROFILE_DIR", str(store))
+    gpu = DeviceInfo(kind="cuda", name="NVIDIA H200", index=0, uuid=UUID_A, hostname="node-a")
+    asked: list[tuple[str, bool]] = []
+
+    def measured(device: str, *, quick: bool, progress=None, profiles=None):  # what a GPU would have measured
+        asked.append((device, quick))
+        now = dt.datetime.now(dt.timezone.utc)
+        run = _h200(UUID_A, 0.9).model_copy(update={"started_at": now, "finished_at": now, "quick": quick})
+        return calibrate_run.CalibrationOutcome(profile=None, run=run)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(calibrate_run, "calibrate_device", measured)
+    said: list[str] = []
+    chooser = ProfileChooser.resolve(store_path=store, per_device=device_profile_reader(store))
+    key = device_key(gpu.uuid, gpu.hostname)
+    before = chooser(gpu.name, key)
+    assert before is not None and before.memory.effective is None  # the shipped datasheet alone: SOL blank
+
+    ensure_calibrated(gpu, chooser, "auto", dt.timedelta(days=7), said.append)
+    assert asked == [("cuda:0", True)]  # auto is quick on a GPU
+    assert any(line.startswith("calibrating cuda:0") for line in said)
+    after = chooser(gpu.name, key)
+    assert after is not None and after.memory.effective == pytest.approx(0.9 * 4.0e12)  # its own result
+    assert after.memory.theoretical == before.memory.theoretical
+
+    again = ProfileChooser.resolve(store_path=store, per_device=device_profile_reader(store))
+    ensure_calibrated(gpu, again, "auto", dt.timedelta(days=7), said.append)
+    assert len(asked) == 1 and again(gpu.name, key).memory.effective == pytest.approx(0.9 * 4.0e12)
+
+    unknown = DeviceInfo(kind="cuda", name="NVIDIA Made-Up GPU", index=1, uuid=UUID_B, hostname="node-a")
+    ensure_calibrated(unknown, again, "auto", dt.timedelta(days=7), said.append)
+    assert len(asked) == 1 and "no profile names 'NVIDIA Made-Up GPU'" in said[-1]
