@@ -12,7 +12,7 @@ from rich.console import Console
 from roofline_fixtures import make_profile, make_record
 
 from tileops.report import compare, render, render_summary
-from tileops.report.tables import summary_lines
+from tileops.report.summary import summary_lines
 from tileops.report.plot import write_plot
 from tileops.profiles import ProfileChooser
 from tileops.roofline import health, price_all

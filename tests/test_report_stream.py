@@ -15,6 +15,7 @@ from tileops.cli import main
 from tileops.profiles import ProfileChooser
 from tileops.records import RecordFileError, iter_records, jsonl_spans, load_records, to_json
 from tileops.report import compare, render
+from tileops.report import summary as S
 from tileops.report import tables as T
 from tileops.report.baseline import TimeIndex
 from tileops.report.stream import read_priced
@@ -79,7 +80,7 @@ def test_the_streamed_command_prints_what_the_in_memory_report_renders(files, fm
 
 
 def _sinks(fmt: str, baseline: bool):
-    return lambda: [T.RunFacts(), T.new_report(fmt, baseline=baseline), TimeIndex()]
+    return lambda: [S.RunFacts(), T.new_report(fmt, baseline=baseline), TimeIndex()]
 
 
 def _text(sinks: list, comparison=None) -> str:
@@ -123,7 +124,7 @@ def test_a_bad_line_in_a_later_span_is_named_by_its_line_in_the_file(tmp_path: P
 
 def _table(records: list, **kw) -> str:
     report = T.TableReport(**kw)
-    facts = T.RunFacts()
+    facts = S.RunFacts()
     for p in price_all(records, CHOOSER):
         report.add(p)
         facts.add(p)
@@ -204,7 +205,7 @@ def test_a_digest_keeps_the_same_rows_however_the_run_is_split() -> None:
         parts[min(i // 14, 2)].add(p)
     for later in parts[1:]:
         parts[0].merge(later)
-    facts = T.RunFacts.of(priced)
+    facts = S.RunFacts.of(priced)
     texts = []
     for report in (whole, parts[0]):
         buf = io.StringIO()
@@ -264,7 +265,7 @@ def test_rows_on_several_backends_read_in_parallel_give_the_output_of_one_pass(t
     assert _text(forked) == _text(many) == text == render(priced, fmt)
     races, of_row = backend_races(priced)
     assert len(races) == 40
-    summary = T.summary_lines(priced)
+    summary = S.summary_lines(priced)
     assert any(line.startswith("backends: torch 40 row(s); compile 40 row(s); triton 40 row(s)") for line in summary)
     assert any(line.startswith("compile time, reported apart") for line in summary)
     assert any(line.startswith("best backend (highest SOL) of 40 row(s)") for line in summary)
@@ -294,7 +295,7 @@ def test_a_digest_of_rows_on_several_backends_is_the_same_read_in_parallel(tmp_p
     from tileops.roofline import backend_races
 
     path = write_jsonl(tmp_path / "records.jsonl", _backends_run(40))
-    make = lambda: [T.RunFacts(), T.TableReport(limit=20), TimeIndex()]  # noqa: E731 - a digest above 20 rows
+    make = lambda: [S.RunFacts(), T.TableReport(limit=20), TimeIndex()]  # noqa: E731 - a digest above 20 rows
     one_pass = _text(read_priced([path], CHOOSER, make, jobs=1))
     assert _text(read_priced([path], CHOOSER, make, jobs=2, min_span=1)) == one_pass
     assert "rows, more than 20: summarised above" in one_pass

@@ -106,7 +106,8 @@ def _roofline(args: argparse.Namespace) -> int:
     from tileops.records import RecordFileError
     from tileops.report.baseline import TimeIndex, compare_indexes
     from tileops.report.stream import default_jobs, read_priced
-    from tileops.report.tables import RunFacts, new_report
+    from tileops.report.summary import RunFacts
+    from tileops.report.tables import new_report
     from tileops.report.texttable import colour_wanted
 
     jobs = default_jobs() if args.jobs is None else args.jobs

@@ -25,16 +25,15 @@ import sys
 from typing import TYPE_CHECKING, Sequence
 
 from tileops.report.baseline import Comparison, compare
+from tileops.report.summary import RunFacts, summary_lines
 from tileops.report.tables import (
     Report,
-    RunFacts,
     as_json,
     new_report,
     render_csv,
     render_json,
     render_markdown,
     render_text,
-    summary_lines,
 )
 from tileops.report.texttable import colour_wanted
 from tileops.roofline import Health, Priced

@@ -1,0 +1,281 @@
+"""The summary under a report, counted row by row: verdict counts, blanks by reason, breaches, backends,
+and what the physics check judged (the health line).
+
+:class:`RunFacts` is filled one priced row at a time, like a report, and merges with the facts of a later
+part of the run, so a run read in parallel says the same as one read in a single pass. Every format prints
+these lines: the table under its rows, markdown in its "Summary", JSON under ``summary``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from tileops.report import rows
+from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, NOT_JUDGED_REASONS, BackendRace, CeilingHealth, Health,
+                              HealthTally, Priced, RaceKey, RaceTally, si)
+
+#: Where a person finds every row when a report shows only some.
+EVERYTHING_HINT = "every row: `tileops roofline RESULTS --full-table`, or `--format csv|json|md`"
+
+# A skipped record's verdict is "error" (it has no time); people read it as what it is, apart from failures.
+VERDICT_ORDER = ("at-ceiling", "below", "latency-bound", "anomaly", "blank", "error", "skipped")
+
+
+def shown_verdict(p: Priced) -> str:
+    return "skipped" if p.verdict == "error" and p.blank_reason == BLANK_SKIPPED else p.verdict
+
+
+class BackendTally:
+    """What a run on several backends adds to the summary, counted row by row (mergeable): rows per
+    backend, compile times, skip reasons, and every row's backends side by side (:class:`RaceTally`)."""
+
+    __slots__ = ("rows_of", "compiled", "slowest", "skipped", "races")
+
+    def __init__(self) -> None:
+        self.rows_of: dict[str, int] = {}
+        self.compiled: dict[str, list[float]] = {}
+        self.slowest: dict[str, tuple[float, str, str, str]] = {}  # backend -> (compile_s, op, label, dtype)
+        self.skipped: dict[str, dict[str, int]] = {}
+        self.races = RaceTally()
+
+    def add(self, p: Priced) -> None:
+        r = p.record
+        b = r.backend
+        self.rows_of[b] = self.rows_of.get(b, 0) + 1
+        self.races.add(race_key_of(p), b, p.efficiency)
+        t = r.timing
+        if t is not None and t.compile_s is not None:
+            self.compiled.setdefault(b, []).append(t.compile_s)
+            if b not in self.slowest or t.compile_s > self.slowest[b][0]:
+                self.slowest[b] = (t.compile_s, r.op, r.label, r.dtype)
+        elif r.status == "skipped" and b != "torch":
+            why = self.skipped.setdefault(b, {})
+            reason = r.skip_reason or "no reason given"
+            why[reason] = why.get(reason, 0) + 1
+
+    def merge(self, later: "BackendTally") -> None:
+        for b, n in later.rows_of.items():
+            self.rows_of[b] = self.rows_of.get(b, 0) + n
+        for b, secs in later.compiled.items():
+            self.compiled.setdefault(b, []).extend(secs)
+        for b, slow in later.slowest.items():
+            if b not in self.slowest or slow[0] > self.slowest[b][0]:  # the first of the slowest, as row by row
+                self.slowest[b] = slow
+        for b, reasons in later.skipped.items():
+            mine = self.skipped.setdefault(b, {})
+            for why, n in reasons.items():
+                mine[why] = mine.get(why, 0) + n
+        self.races.merge(later.races)
+
+    def lines(self, races: dict[RaceKey, BackendRace]) -> list[str]:
+        """The summary's backend lines (:func:`backend_lines`)."""
+        if set(self.rows_of) <= {"torch"} and not self.compiled:
+            return []
+        lines = ["backends: " + "; ".join(f"{b} {n} row(s)" for b, n in self.rows_of.items())]
+        for b, secs in self.compiled.items():
+            secs = sorted(secs)
+            _, op, label, dtype = self.slowest[b]
+            lines.append(f"compile time, reported apart (a {b} row's first call, compilation included; never in "
+                         f"its time): {len(secs)} row(s), median {rows.seconds(secs[len(secs) // 2])}, "
+                         f"{rows.seconds(sum(secs))} in all; slowest {op} [{label} {dtype}] {rows.seconds(secs[-1])}")
+        wins: dict[str, int] = {}
+        margins: list[float] = []
+        for race in races.values():
+            if race.best is not None:
+                wins[race.best] = wins.get(race.best, 0) + 1
+                if race.margin is not None:
+                    margins.append(race.margin)
+        if wins:
+            margins.sort()
+            median = f"; median margin over the next {rows.points(margins[len(margins) // 2])}" if margins else ""
+            lines.append(f"best backend (highest SOL) of {sum(wins.values())} row(s) run on several backends: "
+                         + ", ".join(f"{b} {n}" for b, n in sorted(wins.items(), key=lambda kv: -kv[1])) + median)
+        for b, reasons in self.skipped.items():
+            ranked = sorted(reasons.items(), key=lambda kv: -kv[1])
+            for why, n in ranked[:SKIP_REASONS_SHOWN]:
+                lines.append(f"{b} skipped on {n} row(s): {why}")
+            if len(ranked) > SKIP_REASONS_SHOWN:
+                rest = sum(n for _, n in ranked[SKIP_REASONS_SHOWN:])
+                lines.append(f"{b} skipped on {rest} more row(s) for {len(ranked) - SKIP_REASONS_SHOWN} other "
+                             "reason(s) (each row's skip_reason is in roofline.json)")
+        return lines
+
+
+def race_key_of(p: Priced) -> RaceKey:
+    """``tileops.roofline.race_key`` of the row's record."""
+    r = p.record
+    env = r.env
+    return (env.device_uuid or env.device_name, r.op, r.label, r.dtype)
+
+
+#: The most distinct skip reasons of one backend the summary names (kernel limits can vary by row).
+SKIP_REASONS_SHOWN = 4
+
+
+class RunFacts:
+    """What the summary under a report says about a run, counted row by row (mergeable)."""
+
+    __slots__ = ("tally", "skipped", "breach_lines", "notes", "profiles", "backends", "_races")
+
+    def __init__(self) -> None:
+        self.tally = HealthTally()
+        self.skipped = 0
+        self.breach_lines: list[str] = []
+        self.notes: dict[str, None] = {}
+        self.profiles: set[str] = set()
+        self.backends = BackendTally()
+        self._races: dict[RaceKey, BackendRace] | None = None
+
+    @classmethod
+    def of(cls, priced: Iterable[Priced]) -> "RunFacts":
+        facts = cls()
+        for p in priced:
+            facts.add(p)
+        return facts
+
+    def add(self, p: Priced) -> None:
+        self._races = None
+        self.tally.add(p)
+        self.backends.add(p)
+        if p.verdict == "error" and p.blank_reason == BLANK_SKIPPED:
+            self.skipped += 1
+        if p.breaches:
+            self.breach_lines += rows.breach_sentences(p)
+        for note in p.notes:
+            self.notes.setdefault(note)
+        if p.profile:
+            self.profiles.add(p.profile)
+
+    def merge(self, later: "RunFacts") -> None:
+        self._races = None
+        self.tally.merge(later.tally)
+        self.backends.merge(later.backends)
+        self.skipped += later.skipped
+        self.breach_lines += later.breach_lines
+        for note in later.notes:
+            self.notes.setdefault(note)
+        self.profiles |= later.profiles
+
+    @property
+    def rows(self) -> int:
+        return self.tally.rows
+
+    @property
+    def compiled(self) -> bool:
+        """Whether a row of the run was compiled (the human table then shows ``compile time``)."""
+        return bool(self.backends.compiled)
+
+    def races(self) -> dict[RaceKey, BackendRace]:
+        """Every row of the run that ran on several backends (decided once every row is in)."""
+        if self._races is None:
+            self._races = self.backends.races.races()
+        return self._races
+
+    def columns(self) -> tuple[str, ...]:
+        """The human table's columns for this run."""
+        return rows.columns_for(self.compiled, bool(self.races()))
+
+    def health(self) -> Health:
+        return self.tally.health()
+
+    def lines(self, h: Health | None = None, *, breach_limit: int | None = None) -> list[str]:
+        """The summary a person reads under the table: counts, blanks by reason, breaches, backends, health.
+
+        ``breach_limit``: at most this many FORMULA ERROR sentences, then a count of the rest.
+        """
+        h = h or self.health()
+        shown = {**h.by_verdict, "skipped": self.skipped}
+        shown["error"] = shown.get("error", 0) - self.skipped
+        counts = ", ".join(f"{shown.get(v, 0)} {v}" for v in VERDICT_ORDER if shown.get(v, 0))
+        lines = [f"{h.rows} row(s): {counts or 'none'}",
+                 f"at ceiling (>= 80 %): {h.at_ceiling}; anomalies (> 105 %, formula or calibration wrong): "
+                 f"{h.anomalies}"]
+        for reason, n in sorted(h.blanks_by_reason.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"blank {reason}: {n} ({BLANK_REASONS.get(reason, reason)})")
+        if h.errors:
+            lines.append(f"failed rows: {h.errors} error(s)")
+        if self.skipped:
+            lines.append(f"skipped rows: {self.skipped} (not failures: each record says why)")
+        shown = self.breach_lines if breach_limit is None else self.breach_lines[:breach_limit]
+        lines += shown
+        if len(shown) < len(self.breach_lines):
+            lines.append(f"FORMULA ERROR: {len(self.breach_lines) - len(shown):,} more breach(es) not listed here "
+                         f"({EVERYTHING_HINT})")
+        lines += [f"note: {note}" for note in self.notes]
+        return lines + self.backends.lines(self.races()) + physics_lines(h)
+
+    def profile_names(self) -> str:
+        return ", ".join(sorted(self.profiles)) or "none"
+
+    def __getstate__(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__ if k != "_races"}
+
+    def __setstate__(self, state: dict) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+        self._races = None
+
+
+def summary_lines(priced: Sequence[Priced], h: Health | None = None,
+                  races: dict[RaceKey, BackendRace] | None = None) -> list[str]:
+    """The summary a person reads under the table: counts, blanks by reason, breaches, backends, health.
+    (``races`` is accepted for callers that have them; they are the ones the rows give.)"""
+    return RunFacts.of(priced).lines(h)
+
+
+def backend_lines(priced: Sequence[Priced], races: dict[RaceKey, BackendRace] | None = None) -> list[str]:
+    """What a run on several backends adds to the summary: rows per backend, compile time (reported apart
+    from every timing), the best backend per row and its margin, and why a backend was skipped."""
+    tally = BackendTally()
+    for p in priced:
+        tally.add(p)
+    return tally.lines(tally.races.races() if races is None else races)
+
+
+def _percent(ratio: float) -> str:
+    """45%, 2.5%, 0.041%: two significant figures below 10 %, so a small margin does not read as 0.0%."""
+    pct = ratio * 100
+    return f"{pct:.3g}%" if pct >= 10 else f"{pct:.1f}%" if pct >= 1 else f"{pct:.2g}%"
+
+
+def _ceiling_name(c: CeilingHealth, several_profiles: bool) -> str:
+    return f"{c.ceiling} ({c.profile or 'no profile'})" if several_profiles else c.ceiling
+
+
+def physics_lines(h: Health) -> list[str]:
+    """What the physics check judged, ceiling by ceiling, and the health line: "passed" is said only of a
+    ceiling that was judged, and a run whose ceilings could not be judged is never called OK."""
+    several = len({c.profile for c in h.ceilings}) > 1
+    lines: list[str] = []
+    for c in h.ceilings:
+        name = _ceiling_name(c, several)
+        theo = f"theoretical {si(c.theoretical_per_s, c.unit)}"
+        if c.state == "breached":
+            lines.append(f"physics check BREACHED on {name}: {c.breached} of {c.judged} row(s) above the {theo} "
+                         "(FORMULA ERROR)")
+        elif c.state == "held":
+            top = f"; highest implied rate {_percent(c.max_ratio)} of it" if c.max_ratio is not None else ""
+            lines.append(f"physics check passed on {name}: {c.judged} row(s) judged against the {theo}{top}")
+        for reason, n in sorted(c.not_judged.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"physics check NOT JUDGED on {name}: {n} row(s), {reason} "
+                         f"({NOT_JUDGED_REASONS.get(reason, reason)})")
+    passed = [_ceiling_name(c, several) for c in h.ceilings if c.state == "held"]
+    unjudged = [f"{_ceiling_name(c, several)} ({', '.join(sorted(c.not_judged))})" for c in h.unjudged()]
+    state = h.state
+    if state == "breached":
+        lines.append(f"health: FAILED — physics check: {h.breaches} row(s) imply a rate above a theoretical "
+                     "ceiling (FORMULA ERROR)")
+    elif state == "held" and unjudged:  # only roofs the profile does not have, whose rows are blank
+        lines.append(f"health: OK (physics check passed on {', '.join(passed)}; not in the profile, so not "
+                     f"judged and left blank: {'; '.join(unjudged)})")
+    elif state == "held":
+        lines.append(f"health: OK (physics check passed on every ceiling: {', '.join(passed)})")
+    elif state == "partial":
+        lines.append(f"health: PARTLY JUDGED — physics check passed on {', '.join(passed) or 'no ceiling'}; "
+                     f"NOT JUDGED: {'; '.join(unjudged)}")
+    elif h.ceilings:
+        lines.append(f"health: NOT JUDGED — the physics check could judge no ceiling ({'; '.join(unjudged)}): an "
+                     "inflated formula would go unseen")
+    else:
+        lines.append("health: NOT JUDGED — no measured row to check")
+    return lines
