@@ -726,9 +726,8 @@ def backend_races(priced: Iterable[Priced]) -> tuple[dict[RaceKey, BackendRace],
     tally = RaceTally()
     keys: list[RaceKey] = []
     for p in priced:
-        r = p.record
-        key = (r.env.device_uuid or r.env.device_name, r.op, r.label, r.dtype)  # race_key, inlined
+        key = race_key(p.record)
         keys.append(key)
-        tally.add(key, r.backend, p.efficiency)
+        tally.add(key, p.record.backend, p.efficiency)
     races = tally.races()
     return races, [races.get(k) for k in keys]

@@ -194,10 +194,6 @@ def cupti_unavailable_reason() -> str | None:
     return None
 
 
-def cupti_available() -> bool:
-    return cupti_unavailable_reason() is None
-
-
 def check_timer(timer: str, device_kind: str) -> None:
     """Refuse, before the first row, a timer this run cannot honour (the CLI exits 2).
 

@@ -56,26 +56,26 @@ def positive(text: str) -> float:
     return value
 
 
-def count(text: str) -> int:
-    """A whole number from 1 to 1000 (attempts, repetitions)."""
+def _whole(text: str, low: int, high: int, expected: str, out_of_range: str) -> int:
+    """A whole number in [low, high]; ``expected`` words a non-number, ``out_of_range`` a number outside."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 1000; got {text!r}") from None
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 1000; got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {expected}; got {text!r}") from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"expected {out_of_range}; got {text!r}")
     return value
+
+
+def count(text: str) -> int:
+    """A whole number from 1 to 1000 (attempts, repetitions)."""
+    what = "a whole number from 1 to 1000"
+    return _whole(text, 1, 1000, what, what)
 
 
 def port(text: str) -> int:
     """A TCP port, 0-65535 (0: pick a free one)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a TCP port from 0 to 65535; got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a TCP port from 0 to 65535 (0 picks a free one); got {text!r}")
-    return value
+    return _whole(text, 0, 65535, "a TCP port from 0 to 65535", "a TCP port from 0 to 65535 (0 picks a free one)")
 
 
 def profile_store(text: str) -> Path:

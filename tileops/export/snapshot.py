@@ -54,8 +54,7 @@ class DeviceLabels:
     @classmethod
     def of(cls, record: Record) -> "DeviceLabels":
         env = record.env
-        uuid = env.device_uuid or f"cpu-{env.hostname}"
-        return cls(hostname=env.hostname, uuid=uuid, model=env.device_name, kind=env.device_kind)
+        return cls(hostname=env.hostname, uuid=env.device_key, model=env.device_name, kind=env.device_kind)
 
     @classmethod
     def of_audit(cls, entry: AuditEntry) -> "DeviceLabels":

@@ -76,10 +76,3 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
     for warning in outcome.warnings:
         say(f"[yellow]calibration warning[/]: {warning}")
     say("wrote " + ", ".join(str(p) for p in written))
-
-
-def parse_max_age(text: str) -> dt.timedelta:
-    """``--calibration-max-age``: ``7d``, ``12h``, ``1d12h``."""
-    from tileops.calibrate.results import parse_duration
-
-    return parse_duration(text)

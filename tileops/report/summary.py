@@ -12,7 +12,7 @@ from typing import Iterable, Sequence
 
 from tileops.report import rows
 from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, NOT_JUDGED_REASONS, BackendRace, CeilingHealth, Health,
-                              HealthTally, Priced, RaceKey, RaceTally, si)
+                              HealthTally, Priced, RaceKey, RaceTally, race_key, si)
 
 #: Where a person finds every row when a report shows only some.
 EVERYTHING_HINT = "every row: `tileops roofline RESULTS --full-table`, or `--format csv|json|md`"
@@ -42,7 +42,7 @@ class BackendTally:
         r = p.record
         b = r.backend
         self.rows_of[b] = self.rows_of.get(b, 0) + 1
-        self.races.add(race_key_of(p), b, p.efficiency)
+        self.races.add(race_key(r), b, p.efficiency)
         t = r.timing
         if t is not None and t.compile_s is not None:
             self.compiled.setdefault(b, []).append(t.compile_s)
@@ -99,13 +99,6 @@ class BackendTally:
                 lines.append(f"{b} skipped on {rest} more row(s) for {len(ranked) - SKIP_REASONS_SHOWN} other "
                              "reason(s) (each row's skip_reason is in roofline.json)")
         return lines
-
-
-def race_key_of(p: Priced) -> RaceKey:
-    """``tileops.roofline.race_key`` of the row's record."""
-    r = p.record
-    env = r.env
-    return (env.device_uuid or env.device_name, r.op, r.label, r.dtype)
 
 
 #: The most distinct skip reasons of one backend the summary names (kernel limits can vary by row).
@@ -216,20 +209,9 @@ class RunFacts:
         self._races = None
 
 
-def summary_lines(priced: Sequence[Priced], h: Health | None = None,
-                  races: dict[RaceKey, BackendRace] | None = None) -> list[str]:
-    """The summary a person reads under the table: counts, blanks by reason, breaches, backends, health.
-    (``races`` is accepted for callers that have them; they are the ones the rows give.)"""
+def summary_lines(priced: Sequence[Priced], h: Health | None = None) -> list[str]:
+    """The summary a person reads under the table: counts, blanks by reason, breaches, backends, health."""
     return RunFacts.of(priced).lines(h)
-
-
-def backend_lines(priced: Sequence[Priced], races: dict[RaceKey, BackendRace] | None = None) -> list[str]:
-    """What a run on several backends adds to the summary: rows per backend, compile time (reported apart
-    from every timing), the best backend per row and its margin, and why a backend was skipped."""
-    tally = BackendTally()
-    for p in priced:
-        tally.add(p)
-    return tally.lines(tally.races.races() if races is None else races)
 
 
 def _percent(ratio: float) -> str:

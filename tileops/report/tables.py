@@ -25,7 +25,7 @@ from tileops.report import rows
 from tileops.report.baseline import Comparison, RowChange
 from tileops.report.summary import EVERYTHING_HINT, VERDICT_ORDER, RunFacts, shown_verdict
 from tileops.report.texttable import TextTable, ansi
-from tileops.roofline import BLANK_ERROR, BackendRace, Health, Priced, RaceKey
+from tileops.roofline import BLANK_ERROR, BackendRace, Health, Priced, RaceKey, race_key
 
 VERDICT_STYLE = {
     "at-ceiling": "bold green",
@@ -109,13 +109,10 @@ class _RaceCells:
         self._names: dict[str, str] = {}
 
     def add(self, p: Priced) -> None:
-        r = p.record
-        env = r.env
+        device, op, label, dtype = race_key(p.record)
         names = self._names
-        device = env.device_uuid or env.device_name
-        device = names.setdefault(device, device)
-        op = names.setdefault(r.op, r.op)
-        self.keys.append(((device, op, r.label, r.dtype), r.backend))
+        self.keys.append(((names.setdefault(device, device), names.setdefault(op, op), label, dtype),
+                          p.record.backend))
 
     def merge(self, later: "_RaceCells") -> None:
         self.keys += later.keys
@@ -360,8 +357,7 @@ _RIGHT = frozenset({"time", "achieved", "efficiency", "compile time"})
 def _row_cells(p: Priced) -> tuple[str, ...]:
     """What the table keeps of a row: its display cells (:func:`rows.display_cells`), then its device (the
     ``vs best`` cell is decided when the run has been read)."""
-    env = p.record.env
-    return rows.display_cells(p) + (env.device_uuid or env.device_name,)
+    return rows.display_cells(p) + (race_key(p.record)[0],)
 
 
 def _shown(op: str, cells: tuple[str, ...], compiled: bool, races: dict[RaceKey, BackendRace]) -> tuple[str, ...]:
