@@ -54,7 +54,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 
 #: What a bench run must never load (spec §5.2: the benchmark layer has no third-party dependency
 #: beyond the project; §4.4.5: no formula tooling at run time).
-FORBIDDEN_AT_RUN_TIME = ("pydantic", "rich", "yaml", "matplotlib", "prometheus_client", "docker",
+FORBIDDEN_AT_RUN_TIME = ("pydantic", "rich", "yaml", "matplotlib", "prometheus_client", "docker", "orjson",
                          "tileops.roofline", "tileops.report", "tileops.export", "tileops.pipeline",
                          "tileops.profiles", "tileops.calibrate", "tileops.manifest.analysis",
                          "tileops.manifest.expr", "tileops.manifest.load")

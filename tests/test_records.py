@@ -222,3 +222,61 @@ def test_collecting_rarely_restores_the_collector() -> None:
     with collecting_rarely():
         assert gc.get_threshold()[0] == 100_000 and gc.get_freeze_count() > 0
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+# --------------------------------------------------------------------------- the two JSON parsers
+
+
+def _read_one(path: Path, line: bytes) -> tuple:
+    """What the reader makes of a file holding this one line: the record (with its value types), or the error."""
+    path.write_bytes(line + b"\n")
+    try:
+        (rec,) = iter_records(path)
+    except RecordFileError as exc:
+        return ("error", str(exc))
+    return ("ok", rec, repr(to_data(rec)), _types(rec))
+
+
+def test_orjson_and_the_standard_parser_read_every_line_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader parses with orjson where it is installed and hands the lines it must not or cannot
+    parse to json.loads; over every one-value mutation of a record, plus the tokens where the two parsers
+    differ (integers beyond 64 bits, NaN, floats beyond range, lone surrogates, a byte-order mark), a
+    file reads the same either way: the same record with the same value types, or the same located error."""
+    pytest.importorskip("orjson")
+    from tileops import records
+
+    base = make_record(data_terms={"rows": [1, 2]}, shapes={"x": [4, 8]}, params={"a": 1.5})
+    lines = [json.dumps(d).encode() for d in _mutations(to_data(base))]
+    good = to_json(base)
+    for token in ("9223372036854775807", "9223372036854775808", "-9223372036854775809", "18446744073709551616",
+                  str(2**70), "12345678901234567890.5", "1e400", "NaN", "-Infinity", "0.00012345678901234567",
+                  '"\\ud800"', "1E5", "-0"):
+        lines.append(good.replace('"params":{"a":1.5}', f'"params":{{"a":{token}}}').encode())
+        lines.append(good.replace('"flops":', f'"flops":{token},"x":').encode())  # unknown field after it
+        lines.append(good.replace('"bytes":', f'"bytes":{token},"bytes":').encode())  # a duplicate key, last wins
+    lines += [b"\xef\xbb\xbf" + good.encode(), b"  " + good.encode() + b"  ", good.encode()[:-1], b"[1,]"]
+    path = tmp_path / "records.jsonl"
+    fast = [_read_one(path, line) for line in lines]
+    monkeypatch.setattr(records, "_fast_json_loads", lambda: None)
+    slow = [_read_one(path, line) for line in lines]
+    for line, f, s in zip(lines, fast, slow):
+        assert f == s, line
+    assert sum(f[0] == "ok" for f in fast) > 50 and sum(f[0] == "error" for f in fast) > 500
+    # a whole number beyond 64 bits stays one (orjson would have made it a float)
+    big = good.replace('"params":{"a":1.5}', f'"params":{{"a":{2**70}}}').encode()
+    assert _read_one(path, big)[1].params == {"a": 2**70}
+
+
+def test_every_row_of_a_run_shares_one_environment(tmp_path: Path) -> None:
+    """A run's records carry the same environment: it is decoded once and shared (frozen), while a
+    different one, or one equal only by Python's 1 == 1.0 == True, is decoded for itself."""
+    path = tmp_path / "records.jsonl"
+    a, b = make_record(label="a"), make_record(label="b")
+    other = dataclasses.replace(a, env=dataclasses.replace(a.env, hostname="elsewhere"))
+    path.write_text("".join(to_json(r) + "\n" for r in (a, b, other)))
+    first, second, third = iter_records(path)
+    assert first.env is second.env and third.env is not first.env and third.env.hostname == "elsewhere"
+    threads = to_data(dataclasses.replace(a.env, threads=1))
+    path.write_text(_line(a, env=threads) + "\n" + _line(a, env={**threads, "threads": True}) + "\n")
+    with pytest.raises(RecordFileError, match=r":2: .*env\.threads: expected a whole number"):
+        list(iter_records(path))

@@ -119,6 +119,8 @@ class Machine:
 class Environment(Machine):
     """A record's environment: the machine, the run, and the clocks around the row."""
 
+    #: Every row of a run carries the same one: the reader decodes it once (``_shared``).
+    repeats_across_rows: ClassVar[bool] = True
     run_id: str
     clocks_before: dict[str, Any] | None = None
     clocks_after: dict[str, Any] | None = None
@@ -475,8 +477,44 @@ def _dataclass_decoder(cls: type) -> _Decoder:
     """The decoder of a contract class: the fast check first, the field-by-field one when it declines."""
     hit = _DATACLASS_DECODERS.get(cls)
     if hit is None:
-        hit = _DATACLASS_DECODERS[cls] = _FastDecoder(cls, _field_decoder(cls)).decode
+        hit = _FastDecoder(cls, _field_decoder(cls)).decode
+        if getattr(cls, "repeats_across_rows", False):
+            hit = _shared(hit)
+        _DATACLASS_DECODERS[cls] = hit
     return hit
+
+
+#: Distinct objects a :func:`_shared` decoder remembers (a run has one environment per device).
+SHARED_LIMIT = 64
+
+
+def _shared(decode: _Decoder) -> _Decoder:
+    """``decode``, answering an object it has decoded before with the same (frozen) instance.
+
+    Every record of a run carries the same environment; decoding it once per run
+    instead of once per row is a third of the reading time, and the rows then
+    share one copy in memory. The key holds each value's type as well as the
+    value, because ``1``, ``1.0`` and ``True`` are equal keys but not the same
+    input (a field check may take one and refuse another). An object holding a
+    list or an object (GPU clocks) is unhashable and decoded every time.
+    """
+    seen: dict[tuple, Any] = {}
+
+    def dec(v: Any) -> Any:
+        if type(v) is not dict:
+            return decode(v)
+        try:
+            key = (tuple(v.items()), tuple(map(type, v.values())))
+            hit = seen.get(key)
+        except TypeError:
+            return decode(v)
+        if hit is None:
+            hit = decode(v)  # raises for an invalid object: nothing is remembered
+            if len(seen) < SHARED_LIMIT:
+                seen[key] = hit
+        return hit
+
+    return dec
 
 
 def _field_decoder(cls: type) -> _Decoder:
@@ -777,6 +815,39 @@ def _json_line(text: str) -> Any:
         raise _Invalid(f"not JSON ({exc})") from None
 
 
+_NOT_PARSED = object()
+# A line holding 19 digits in a row that do not follow a point may hold a whole number beyond 64 bits
+# (or a long name, read the slower way for nothing). Mapped so (digits to 0, a point kept, all else a
+# space) one C-speed search finds them: a regular expression costs more than orjson saves.
+_DIGIT_RUNS = bytes(ord("0") if chr(b).isdigit() and b < 128 else b if b == ord(".") else ord(" ")
+                    for b in range(256))
+_LONG_RUN = b" " + b"0" * 19
+
+
+def _long_number(raw: bytes) -> bool:
+    runs = raw.translate(_DIGIT_RUNS)
+    return _LONG_RUN in runs or runs.startswith(_LONG_RUN[1:])
+
+
+def _fast_json_loads() -> Callable[[bytes], Any] | None:
+    """orjson's parser where it is installed (three times the standard one's speed on a record), else None.
+
+    Where it parses a line it gives the values ``json.loads`` gives, except
+    that an integer beyond 64 bits becomes a float: a line with a run of 19
+    digits (:data:`_long_number`) is not given to it. A line it refuses (NaN,
+    a float beyond range, a lone surrogate, not JSON at all) goes to the
+    standard reader, which accepts it or words the error, so both readers give
+    the same result on every line (``tests/test_records.py``). Imported here,
+    not at module level: the benchmark layer writes records with the standard
+    library alone (§5.2), and only readers of many records need the speed.
+    """
+    try:
+        from orjson import loads
+    except ImportError:
+        return None
+    return loads
+
+
 def _parse_line(cls: type[T], raw: bytes | str) -> T:
     """Parse and check one object; NaN/Infinity (and 1e400) parse to floats the field checks then refuse."""
     try:
@@ -794,16 +865,18 @@ def _located(path: Path, line: int | None, exc: _Invalid, what: str, fix: str) -
 
 
 def iter_jsonl(path: Path, cls: type[T], *, what: str, fix: str,
-               span: tuple[int, int] | None = None) -> Iterator[T]:
+               span: tuple[int, int] | None = None, fast_json: bool = True) -> Iterator[T]:
     """Objects of one JSON Lines file, streamed.
 
     A torn last line — one without its newline, which is what a writer killed
     mid-line leaves — is skipped (``torn_tail`` reports it); any other line that
     is not the contract raises RecordFileError naming file:line and the field.
     ``span``: only the lines starting in this byte range (from :func:`jsonl_spans`),
-    still numbered as lines of the whole file.
+    still numbered as lines of the whole file. ``fast_json``: parse with orjson where it is installed
+    (:func:`_fast_json_loads`; the same result); False, the standard library alone (the benchmark layer).
     """
     decode = _dataclass_decoder(cls)
+    loads = _fast_json_loads() if fast_json else None
     try:
         f = open_regular(path)
     except FileNotFoundError:
@@ -826,12 +899,20 @@ def iter_jsonl(path: Path, cls: type[T], *, what: str, fix: str,
                 return  # the torn tail of an interrupted write: not a record yet
             if raw.isspace():
                 continue
+            data: Any = _NOT_PARSED
+            if loads is not None and not _long_number(raw):
+                try:
+                    data = loads(raw)
+                except ValueError:  # not JSON by its stricter rules: the standard reader decides, and words it
+                    pass
             try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise RecordFileError(f"{path}:{i}: not UTF-8 text; {fix}") from None
-            try:
-                obj = decode(_json_line(text))
+                if data is _NOT_PARSED:
+                    try:
+                        text = raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise RecordFileError(f"{path}:{i}: not UTF-8 text; {fix}") from None
+                    data = _json_line(text)
+                obj = decode(data)
             except _Invalid as exc:
                 raise _located(path, i, exc, what, fix) from None
             yield obj
@@ -909,9 +990,11 @@ def resolve_records_path(path: Path | str) -> Path:
 _RECORD_FIX = "fix or remove that line, or re-run the bench for that row"
 
 
-def iter_records(path: Path | str, *, span: tuple[int, int] | None = None) -> Iterator[Record]:
+def iter_records(path: Path | str, *, span: tuple[int, int] | None = None,
+                 fast_json: bool = True) -> Iterator[Record]:
     """The records of a run directory or records file, streamed (see :func:`iter_jsonl`)."""
-    return iter_jsonl(resolve_records_path(path), Record, what="record", fix=_RECORD_FIX, span=span)
+    return iter_jsonl(resolve_records_path(path), Record, what="record", fix=_RECORD_FIX, span=span,
+                      fast_json=fast_json)
 
 
 @contextlib.contextmanager

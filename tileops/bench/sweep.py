@@ -208,7 +208,8 @@ def _open_resumed(run_dir: Path) -> tuple[RunLock, RunInfo, set[tuple[str, str, 
         if aside is not None:
             notices.append(f"{records} ended in a torn line (a write cut short when the run stopped); "
                            f"moved it aside to {aside.name} before appending")
-        done = {r.key for r in iter_records(records) if r.status == "ok"} if records.exists() else set()
+        done = ({r.key for r in iter_records(records, fast_json=False) if r.status == "ok"}  # §5.2: stdlib only
+                if records.exists() else set())
     except BaseException:
         lock.release()
         raise
@@ -340,7 +341,7 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
     finally:
         worker.close()
     with deferred():
-        latest = {r.key: r for r in iter_records(prep.records_path)}  # a resumed run keeps the newest per row
+        latest = {r.key: r for r in iter_records(prep.records_path, fast_json=False)}  # newest per row; §5.2
         info = prep.info
         info.rows_ok = sum(r.status == "ok" for r in latest.values())
         info.rows_error = sum(r.status == "error" for r in latest.values())
