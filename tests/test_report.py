@@ -103,6 +103,19 @@ def test_csv_and_json_are_flat_in_base_units() -> None:
     assert doc["rows"][6]["breaches"][0]["ceiling"] == "memory"
 
 
+def test_json_rows_hold_every_value_exactly_even_beyond_what_orjson_encodes() -> None:
+    """Rows are encoded by orjson, and by the standard encoder where orjson refuses (a whole number beyond
+    64 bits in a row's data terms): each row reads back to exactly the values of ``rows.raw``."""
+    from tileops.report import rows as row_cells
+
+    recs = [make_record(label="small", data_terms={"experts_hit": 3, "rows": [1, 2]}),
+            make_record(label="huge", data_terms={"tokens": 2**70}), make_record(label="t", median_s=1.2345678e-7)]
+    priced = price_all(recs, ProfileChooser.only(PROFILE))
+    doc = json.loads(render(priced, "json"))
+    assert [r["data_terms"] for r in doc["rows"]] == [{"experts_hit": 3, "rows": [1, 2]}, {"tokens": 2**70}, {}]
+    assert doc["rows"] == [row_cells.raw(p) for p in priced]
+
+
 def test_baseline_flags_rows_more_than_the_threshold_slower() -> None:
     def run(times: dict[str, float]) -> list:
         recs = [make_record(label=k, bytes=8 << 20, median_s=v) for k, v in times.items()]

@@ -21,6 +21,8 @@ import heapq
 import json
 from typing import Any, Iterable, Sequence, TextIO
 
+import orjson
+
 from tileops.report import rows
 from tileops.report.baseline import Comparison, RowChange
 from tileops.report.summary import EVERYTHING_HINT, VERDICT_ORDER, RunFacts, shown_verdict
@@ -125,16 +127,24 @@ class _RaceCells:
         self._names = {}
 
 
-#: What the race columns of a row on one backend hold in a JSON row (the end of ``json.dumps(rows.raw(p))``).
-_JSON_NO_RACE = ', "best_backend": null, "best_margin": null, "behind_best": null}'
+def _json_object(value: dict[str, Any]) -> str:
+    """One row as compact JSON: orjson (a quarter of the standard encoder's time on a row), or the standard
+    encoder for what orjson refuses (a whole number beyond 64 bits in a row's data terms)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value, separators=(",", ":"))
+
+
+#: What the race columns of a row on one backend hold in a JSON row (the end of ``_json_object(rows.raw(p))``).
+_JSON_NO_RACE = ',"best_backend":null,"best_margin":null,"behind_best":null}'
 
 
 def _json_race_tail(backend: str, race: BackendRace | None) -> str:
     if race is None:
         return _JSON_NO_RACE
     best, margin, behind = rows.race_cells(backend, race)
-    return f', "best_backend": {json.dumps(best)}, "best_margin": {json.dumps(margin)}, ' \
-           f'"behind_best": {json.dumps(behind)}}}'
+    return f',"best_backend":{json.dumps(best)},"best_margin":{json.dumps(margin)},"behind_best":{json.dumps(behind)}}}'
 
 
 class CsvReport(Report):
@@ -229,7 +239,7 @@ class JsonReport(Report):
         self.races = _RaceCells()
 
     def add(self, p: Priced) -> None:
-        text = json.dumps(rows.raw(p))
+        text = _json_object(rows.raw(p))
         assert text.endswith(_JSON_NO_RACE)
         self.rows.append(text[:-len(_JSON_NO_RACE)])
         self.races.add(p)
