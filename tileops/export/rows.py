@@ -30,25 +30,39 @@ from tileops.roofline import Priced
 FULL = 12
 
 
+_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
+
+
 def compact(obj: object) -> str:
     """A short, stable rendering of shapes/params/data_terms for an _info label."""
-    if not obj:
+    return _dumps(obj) if obj else ""
+
+
+def _physics(p: Priced) -> str:
+    """``Priced.physics`` as a label ("" for none), without a generator per row."""
+    if p.breaches:
+        return "breach"
+    if not p.checks:
         return ""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    for c in p.checks:
+        if c.not_judged is not None:
+            return "not-judged"
+    return "held"
 
 
 def row_of(p: Priced) -> tuple:
-    """One priced row as the exporter keeps it (the layout above)."""
+    """One priced row as the exporter keeps it (the layout above). Every rate and ratio the roofline tool
+    computes is a float already (a quotient); the two times read from the record are made floats here."""
     r = p.record
     t = r.timing
-    actual, eff, sol = p.actual_time_s, p.efficiency, p.sol_time_s
-    bps, fps = p.achieved_bytes_per_s, p.achieved_flops_per_s
+    actual = p.actual_time_s
     compile_s = t.compile_s if t is not None else None
     return (r.op, r.label, r.dtype, r.backend,
-            None if actual is None else float(actual), None if eff is None else float(eff),
-            p.verdict, p.blank_reason or "", p.bound or "", p.roof or "", p.physics or "",
-            tuple((b.ceiling, float(b.ratio)) for b in p.breaches) if p.breaches else (),
-            None if compile_s is None else float(compile_s), None if sol is None else float(sol),
-            None if bps is None else float(bps), None if fps is None else float(fps),
-            r.family, r.roof_key or "", p.roof or "", p.profile or "", t.timer if t is not None else "", r.status,
-            compact(r.shapes), compact(r.params), compact(r.data_terms))
+            None if actual is None else float(actual), p.efficiency,
+            p.verdict, p.blank_reason or "", p.bound or "", p.roof or "", _physics(p),
+            tuple([(b.ceiling, b.ratio) for b in p.breaches]) if p.breaches else (),
+            None if compile_s is None else float(compile_s), p.sol_time_s, p.achieved_bytes_per_s,
+            p.achieved_flops_per_s, r.family, r.roof_key or "", p.roof or "", p.profile or "",
+            t.timer if t is not None else "", r.status,
+            _dumps(r.shapes) if r.shapes else "", _dumps(r.params) if r.params else "",
+            _dumps(r.data_terms) if r.data_terms else "")

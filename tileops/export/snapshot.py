@@ -199,25 +199,33 @@ def _is_audit_only(directory: Path) -> bool:
 
 
 class DeviceTally:
-    """One device's rows, counted as they go by: what its :class:`RunSnapshot` holds (mergeable)."""
+    """One device's rows, counted as they go by: what its :class:`RunSnapshot` holds (mergeable).
 
-    __slots__ = ("device", "run_id", "env", "rows", "health", "races", "started", "finished")
+    The backend races are decided from the rows once all are in (:meth:`races`): gathering them row by row
+    in the workers and sending them back cost more than the rest of the tally, for races a run on one
+    backend does not have."""
+
+    __slots__ = ("device", "run_id", "env", "rows", "race_devices", "health", "started", "finished")
 
     def __init__(self, device: DeviceLabels, first: Record) -> None:
         self.device = device
         self.run_id = first.run_id
         self.env = first.env  # the first row's: tileops_run_info's versions
         self.rows: list[tuple] = []
+        #: (index of the first row, the race key's device part) each time it changes; one entry unless
+        #: the device's records disagree on uuid or name in a way its labels do not show
+        self.race_devices: list[tuple[int, str]] = []
         self.health = HealthTally()
-        self.races = RaceTally()
         self.started = first.started_at
         self.finished = first.finished_at
 
-    def add(self, p: Priced) -> None:
+    def add(self, p: Priced, race_device: str) -> None:
         r = p.record
-        self.rows.append(row_of(p))
+        rows = self.rows
+        if not self.race_devices or self.race_devices[-1][1] != race_device:
+            self.race_devices.append((len(rows), race_device))
+        rows.append(row_of(p))
         self.health.add(p)
-        self.races.add(race_key(r), r.backend, p.efficiency)
         if r.started_at < self.started:
             self.started = r.started_at
         if r.finished_at > self.finished:
@@ -225,11 +233,33 @@ class DeviceTally:
 
     def merge(self, later: "DeviceTally") -> None:
         """Add the same device's rows from a later part of the run."""
+        offset = len(self.rows)
+        for start, race_device in later.race_devices:
+            if not self.race_devices or self.race_devices[-1][1] != race_device:
+                self.race_devices.append((start + offset, race_device))
         self.rows += later.rows
         self.health.merge(later.health)
-        self.races.merge(later.races)
         self.started = min(self.started, later.started)
         self.finished = max(self.finished, later.finished)
+
+    def races(self) -> tuple[BackendRace, ...]:
+        """Every row run on more than one backend (``tileops.roofline.RaceTally`` over the rows whose race key
+        repeats), in the order the rows first appear."""
+        rows = self.rows
+        ends = [start for start, _ in self.race_devices[1:]] + [len(rows)]
+        keys = [(device, *row[:3]) for (start, device), end in zip(self.race_devices, ends) for row in rows[start:end]]
+        seen: set[tuple] = set()
+        repeated: set[tuple] = set()
+        for key in keys:
+            if key in seen:
+                repeated.add(key)
+            seen.add(key)
+        tally = RaceTally()
+        if repeated:
+            for key, row in zip(keys, rows):
+                if key in repeated:
+                    tally.add(key, row[3], row[5])  # backend, SOL ratio
+        return tuple(tally.races().values())
 
 
 class RunTally:
@@ -240,19 +270,20 @@ class RunTally:
 
     def __init__(self) -> None:
         self.devices: dict[DeviceLabels, DeviceTally] = {}
-        self._of: dict[tuple, DeviceTally] = {}  # a device by its env fields: DeviceLabels built once per device
+        #: a row's device and race device by its env fields: DeviceLabels and race_key built once per device
+        self._of: dict[tuple, tuple[DeviceTally, str]] = {}
 
     def add(self, p: Priced) -> None:
         env = p.record.env
         key = (env.hostname, env.device_uuid, env.device_name, env.device_kind)
-        tally = self._of.get(key)
-        if tally is None:
+        hit = self._of.get(key)
+        if hit is None:
             device = DeviceLabels.of(p.record)
             tally = self.devices.get(device)
             if tally is None:
                 tally = self.devices[device] = DeviceTally(device, p.record)
-            self._of[key] = tally
-        tally.add(p)
+            hit = self._of[key] = (tally, race_key(p.record)[0])
+        hit[0].add(p, hit[1])
 
     def merge(self, later: "RunTally") -> None:
         """Add the rows of a later part of the run (the same as adding them here one by one)."""
@@ -279,7 +310,7 @@ class RunTally:
         for device, t in self.devices.items():
             snap = RunSnapshot(
                 run_dir=run_dir, run_id=info.run_id if info else t.run_id, device=device, rows=t.rows,
-                health=t.health.health(), races=tuple(t.races.races().values()), env=t.env,
+                health=t.health.health(), races=t.races(), env=t.env,
                 profile=chooser(device.model, device.uuid),
                 started_at=info.started_at if info else t.started,
                 finished_at=info.finished_at if info and info.finished_at else t.finished,
