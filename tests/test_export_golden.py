@@ -20,11 +20,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from export_support import T0, env, profile, record, write_run  # noqa: E402
+from export_support import T0, env, profile, record, write_profile_file, write_run  # noqa: E402
 from tileops.export.metrics import render  # noqa: E402
 from tileops.export.snapshot import build_snapshots, latest_per_device, load_run  # noqa: E402
 from tileops.profiles import ProfileChooser  # noqa: E402
-from tileops.records import load_records, read_audit, read_run_info  # noqa: E402
+from tileops.records import load_records, read_audit, read_run_info, to_json  # noqa: E402
+from tileops.report.stream import read_priced  # noqa: E402
 from tileops.roofline import price_all  # noqa: E402
 
 GOLDEN = Path(__file__).parent / "data" / "export"
@@ -51,6 +52,11 @@ def varied_run(root: Path) -> Path:
         compiled,
         skipped,
         rec("neg", "small", status="error"),
+        # the same CPU once named by an explicit uuid: one device to its labels, two to the race key (two
+        # backends under the uuid race; the one under the name does not)
+        rec("relu", "mixed", e=dataclasses.replace(cpu, device_uuid="cpu-node-a")),
+        rec("relu", "mixed", backend="compile", seconds=5e-4, e=dataclasses.replace(cpu, device_uuid="cpu-node-a")),
+        rec("relu", "mixed", backend="compile"),
         rec("cast", "tiny", bytes_=8, flops=0, seconds=5e-8),  # under the latency floor
         rec("mul", 'label "x"\\y', e=quoted),
         rec("mul", "half", backend="compile", status="error"),  # two backends, one priced: no margin
@@ -100,6 +106,62 @@ def test_the_bench_path_renders_what_the_reader_renders(tmp_path: Path, detail: 
     priced = price_all(load_records([run]), chooser())
     snaps = build_snapshots(run, read_run_info(run), priced, chooser(), read_audit(run))
     assert render(latest_per_device(snaps), build_info=False, detail=detail) == exposition(run, detail)
+
+
+def test_a_run_read_in_parts_is_the_run_read_whole(tmp_path: Path) -> None:
+    """However the rows are cut (a worker per part, its tally pickled back), the merged tally publishes what
+    one pass publishes: rows in run order, health, races, the first row's environment, the time bounds."""
+    from tileops.export.snapshot import RunTally
+
+    run = varied(tmp_path, run_file=False)
+    priced = price_all(load_records([run]), chooser())
+    whole = {d: render(latest_per_device(build_snapshots(run, None, priced, chooser())), build_info=False, detail=d)
+             for d in ("lean", "full")}
+    for cut in range(len(priced) + 1):
+        first, later = RunTally(), RunTally()
+        for p in priced[:cut]:
+            first.add(p)
+        for p in priced[cut:]:
+            later.add(p)
+        first.merge(pickle.loads(pickle.dumps(later)))
+        snaps = latest_per_device(first.snapshots(run, None, chooser()))
+        for detail, expected in whole.items():
+            assert render(snaps, build_info=False, detail=detail) == expected, (cut, detail)
+
+
+def test_forked_workers_give_the_snapshot_of_one_pass(tmp_path: Path) -> None:
+    from tileops.export.snapshot import RunTally
+
+    run = varied(tmp_path, run_file=True)
+    info, audit = read_run_info(run), read_audit(run)
+
+    def text(jobs: int) -> bytes:
+        (tally,) = read_priced([run], chooser(), lambda: [RunTally()], jobs=jobs, min_span=1)
+        return render(latest_per_device(tally.snapshots(run, info, chooser(), audit)), build_info=False, detail="full")
+
+    assert text(3) == text(1) == exposition(run, "full")
+
+
+def test_a_bad_line_in_a_large_run_stops_the_export_naming_its_line_and_writes_nothing(tmp_path: Path) -> None:
+    """A file large enough to be read by several processes (over 4 MB): the bad line, in the last part, is
+    named by its file and line, exit 2, and the textfile directory stays empty."""
+    import subprocess
+
+    run = tmp_path / "run"
+    run.mkdir()
+    line = to_json(record()) + "\n"
+    n = (5 << 20) // len(line.encode()) + 1
+    bad = n - 3
+    with open(run / "records.jsonl", "w", encoding="utf-8") as f:
+        for i in range(1, n + 1):
+            f.write(line.replace('"median_s":0.001', '"median_s":"x"') if i == bad else line)
+    prof = write_profile_file(tmp_path / "p.yaml", profile())
+    (tmp_path / "tf").mkdir()
+    res = subprocess.run([sys.executable, "-m", "tileops.cli", "export", str(run), "--profile", str(prof),
+                          "--textfile", str(tmp_path / "tf")], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2, res.stderr
+    assert f"records.jsonl:{bad}:" in res.stderr and "median_s" in res.stderr
+    assert list((tmp_path / "tf").iterdir()) == []
 
 
 def main() -> None:
