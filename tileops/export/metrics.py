@@ -200,8 +200,8 @@ class Samples:
 
 
 def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[tuple], full: bool) -> None:
-    """Each row's series (``tileops.export.rows`` gives the tuple's layout), appended straight to their lists:
-    at 100,000 rows this loop is most of an export's rendering."""
+    """Each row's series, appended straight to their lists (a run may hold 100,000 rows). The indices are
+    the row tuple's layout, documented in ``tileops.export.rows``."""
     d = fam.data
     times, sols, states = (d["tileops_device_time_seconds"], d["tileops_sol_ratio"], d["tileops_row_verdict"])
     breach_ratio = d["tileops_physics_breach_ratio"]
