@@ -14,14 +14,15 @@ from __future__ import annotations
 import argparse
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from tileops.records import Environment, Record, Timing
+from tileops.records import Environment, Record, RunInfo, Timing
 from tileops.export.metrics import collect_samples, render
-from tileops.export.snapshot import DeviceLabels, RunSnapshot
+from tileops.export.snapshot import RunSnapshot, build_snapshots
 from tileops.profiles import Profile, ProfileChooser
-from tileops.roofline import health, price_all
+from tileops.roofline import price_all
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -52,10 +53,10 @@ def _snapshot(rows: int) -> RunSnapshot:
             flops=i * 1000 + 1, bytes=8_000_000 + i, roof_key="cuda_core.fp32", env=env, started_at=T0,
             finished_at=T0 + timedelta(seconds=1)))
     prof = _profile()
-    priced = price_all(recs, ProfileChooser.only(prof))
-    return RunSnapshot(run_dir=None, run_id="bench", device=DeviceLabels.of(recs[0]), records=tuple(recs),  # type: ignore[arg-type]
-                       priced=tuple(priced), health=health(priced), profile=prof, started_at=T0,
-                       finished_at=T0 + timedelta(minutes=1), status="completed")
+    chooser = ProfileChooser.only(prof)
+    info = RunInfo(run_id="bench", started_at=T0, finished_at=T0 + timedelta(minutes=1), status="completed")
+    (snap,) = build_snapshots(Path("bench"), info, price_all(recs, chooser), chooser)
+    return snap
 
 
 def _best(fn, repeat: int) -> float:

@@ -43,7 +43,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "calibrate": ("device", "profiles", "bench", "tf32"),
     "roofline": ("profiles",),
     "report": ("profiles", "roofline"),
-    "export": ("profiles", "roofline", "calibrate"),
+    "export": ("profiles", "roofline", "report", "calibrate"),  # report: its streaming reader (report.stream)
     "audit": ("device", "ops", "bench", "manifest", "profiles"),
     "fleet": ("device", "profiles", "calibrate"),
     "pipeline": ("device", "ops", "bench", "calibrate", "profiles", "roofline", "report", "export", "audit"),

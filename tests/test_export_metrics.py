@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from export_support import T0, env, profile, record, write_run
 from tileops.calibrate.results import DeviceCalibration, MixMeasurement, RoofMeasurement
 from tileops.profiles import ProfileChooser
+from tileops.records import load_records
 from tileops.export.metrics import DEVICE_LABELS, METRICS, ROW_LABELS, collect_samples, registry_for, render
 from tileops.export.snapshot import DeviceLabels, ExportInputError, latest_per_device, load_run
 from tileops.roofline import VERDICTS, price
@@ -87,7 +88,7 @@ def test_row_values_equal_the_roofline_tools(mixed_run: Path):
     prof = profile()
     (snap,) = load_run(mixed_run, ProfileChooser.only(prof))
     m = parse(render([snap], detail="full"))
-    for rec in snap.records:
+    for rec in load_records([mixed_run]):
         p = price(rec, prof)
         lab = {"op": rec.op, "label": rec.label, "dtype": rec.dtype, "backend": rec.backend,
                "Hostname": "node-a", "UUID": "cpu-node-a", "modelName": "Test CPU 9000"}

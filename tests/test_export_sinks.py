@@ -286,12 +286,12 @@ def test_serve_reprices_when_a_profile_appears_and_not_before(tmp_path: Path, mo
     profiles = CachedProfiles()
     source = DirectorySource(root, profiles, log=lambda msg: None)
     (before,) = source.scan()
-    assert before.priced[0].blank_reason == "no-profile"
+    assert before.health.blanks_by_reason == {"no-profile": 1}
     assert profiles() is profiles()  # unchanged files: no re-read
     write_profile_file(store / "testcpu.yaml", profile())  # a calibration lands in the store
     (after,) = source.scan()
     assert after.profile is not None and after.profile.name == "TestCPU"
-    assert after.priced[0].efficiency is not None
+    assert after.health.by_verdict.get("blank", 0) == 0 and after.health.rows == 1
 
 
 def test_the_last_success_is_read_from_its_own_lines_of_a_large_file(tmp_path: Path) -> None:

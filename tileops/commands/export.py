@@ -91,13 +91,16 @@ def _export(args: argparse.Namespace) -> int:
     from tileops.export.sinks import check_sinks, export_snapshots
     from tileops.export.snapshot import latest_per_device, load_results
     from tileops.profiles import ProfileChooser
+    from tileops.report.stream import default_jobs
 
     try:
         check_sinks(args.push, args.textfile)
         policy = retry_policy(args)
         chooser = ProfileChooser.resolve(args.profile, per_device=device_profile_reader())
         calibrations = device_calibrations()
-        snaps = latest_per_device(s for path in args.results for s in load_results(path, chooser, calibrations))
+        jobs = default_jobs()  # a large records file is read by one process per CPU
+        snaps = latest_per_device(s for path in args.results
+                                  for s in load_results(path, chooser, calibrations, jobs=jobs))
     except TileOpsError as exc:
         print(f"tileops export: error: {exc}", file=sys.stderr)
         return exitcodes.USAGE

@@ -28,7 +28,6 @@ between ~14M and ~31M series (docs/metrics.md, "Capacity").
 
 from __future__ import annotations
 
-import json
 import platform
 from dataclasses import dataclass
 from functools import lru_cache
@@ -42,7 +41,7 @@ from tileops import __version__
 from tileops.profiles import MIXES
 from tileops.records import AUDIT_VERDICTS
 from tileops.revision import git_revision
-from tileops.roofline import HEALTH_STATES, VERDICTS, Priced, compare_backends
+from tileops.roofline import HEALTH_STATES, VERDICTS
 
 from .exposition import render_text
 from .snapshot import AuditSnapshot, RunSnapshot, Snapshot
@@ -200,36 +199,37 @@ class Samples:
         return sum(len(rows) for rows in self.data.values())
 
 
-def _compact(obj: object) -> str:
-    """A short, stable rendering of shapes/params for an _info label."""
-    if not obj:
-        return ""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def _row(fam: Samples, dev: tuple[str, ...], p: Priced, full: bool) -> None:
-    r = p.record
-    lab = dev + (r.op, r.label, r.dtype, r.backend)
-    fam.add("tileops_device_time_seconds", lab, p.actual_time_s)
-    fam.add("tileops_sol_ratio", lab, p.efficiency)
-    fam.add("tileops_row_verdict", lab + (p.verdict, p.blank_reason or "", p.bound or "", p.roof or "",
-                                          p.physics or ""), 1)
-    for b in p.breaches:
-        fam.add("tileops_physics_breach_ratio", lab + (b.ceiling,), b.ratio)
-    if not full:
-        return
-    fam.add("tileops_compile_seconds", lab, r.timing.compile_s if r.timing else None)
-    fam.add("tileops_sol_time_seconds", lab, p.sol_time_s)
-    fam.add("tileops_achieved_bytes_per_second", lab, p.achieved_bytes_per_s)
-    fam.add("tileops_achieved_flops_per_second", lab, p.achieved_flops_per_s)
-    fam.add("tileops_row_info", lab + (
-        r.family, r.roof_key or "", p.roof or "", p.profile or "", r.timing.timer if r.timing else "", r.status,
-        _compact(r.shapes), _compact(r.params), _compact(r.data_terms)), 1)
+def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[tuple], full: bool) -> None:
+    """Each row's series, appended straight to their lists (a run may hold 100,000 rows). The indices are
+    the row tuple's layout, documented in ``tileops.export.rows``."""
+    d = fam.data
+    times, sols, states = (d["tileops_device_time_seconds"], d["tileops_sol_ratio"], d["tileops_row_verdict"])
+    breach_ratio = d["tileops_physics_breach_ratio"]
+    if full:
+        compiles, sol_times = d["tileops_compile_seconds"], d["tileops_sol_time_seconds"]
+        bytes_rates, flops_rates = d["tileops_achieved_bytes_per_second"], d["tileops_achieved_flops_per_second"]
+        infos = d["tileops_row_info"]
+    for row in rows:
+        lab = dev + row[:4]
+        if row[4] is not None:
+            times.append((lab, row[4]))
+        if row[5] is not None:
+            sols.append((lab, row[5]))
+        states.append((lab + row[6:11], 1.0))
+        for ceiling, ratio in row[11]:
+            breach_ratio.append((lab + (ceiling,), ratio))
+        if not full:
+            continue
+        for values, value in ((compiles, row[12]), (sol_times, row[13]), (bytes_rates, row[14]),
+                              (flops_rates, row[15])):
+            if value is not None:
+                values.append((lab, value))
+        infos.append((lab + row[16:], 1.0))
 
 
 def _races(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
     """One series per row run on several backends with two priced: the best backend's lead."""
-    for race in compare_backends(s.priced).values():
+    for race in s.races:
         if race.margin is not None:
             _, op, label, dtype = race.key
             fam.add("tileops_best_backend_margin_ratio", dev + (op, label, dtype, race.best, race.runner_up),
@@ -248,7 +248,7 @@ def _run(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
     for v in VERDICTS:
         fam.add("tileops_run_rows", dev + (v,), s.health.by_verdict.get(v, 0))
     fam.add("tileops_run_physics_breaches", dev, s.health.breaches)
-    env = s.records[0].env if s.records else None
+    env = s.env
     fam.add("tileops_run_info", dev + (
         s.run_id, s.status, s.profile.name if s.profile else "",
         (env.git_revision or "") if env else "", env.tileops_version if env else "",
@@ -346,8 +346,7 @@ def collect_samples(snapshots: Iterable[Snapshot], *, build_info: bool = True,
         if isinstance(s, AuditSnapshot):
             _audit(fam, dev, s)
             continue
-        for p in s.priced:
-            _row(fam, dev, p, full)
+        _rows(fam, dev, s.rows, full)
         _races(fam, dev, s)
         _run(fam, dev, s)
         _physics(fam, dev, s)

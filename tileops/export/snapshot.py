@@ -7,6 +7,12 @@ with the roofline tool, so a metric always agrees with ``tileops roofline`` on t
 same files. A run is split by device (a run normally measures one), because every
 series is labelled by the device it describes.
 
+A snapshot keeps what the metrics publish, not the records: each row as a tuple
+(``tileops.export.rows``), the run's health, its backend races, its first row's
+environment and its time bounds. :class:`RunTally` gathers them one priced row at
+a time and merges with the tally of a later part of the file, so a large run is
+read in parallel (``tileops.report.stream.read_priced``) and never held whole.
+
 An audit folder of its own (``tileops audit``'s default ``results/audit-<run-id>/``)
 holds ``audit.jsonl`` and no records: it becomes an :class:`AuditSnapshot` of each
 device its entries name. It publishes the ``tileops_audit_*`` series and nothing
@@ -24,9 +30,12 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Union
 
 from tileops.errors import TileOpsError
 from tileops.profiles import Profile, ProfileChooser
-from tileops.records import (AUDIT_FILE, RECORDS_FILE, AuditEntry, Record, RecordFileError, RunInfo,
-                             load_records, read_audit, read_run_info)
-from tileops.roofline import Health, Priced, health, price_all
+from tileops.records import (AUDIT_FILE, RECORDS_FILE, AuditEntry, Environment, Record, RecordFileError, RunInfo,
+                             read_audit, read_run_info)
+from tileops.report.stream import read_priced
+from tileops.roofline import BackendRace, Health, HealthTally, Priced, RaceTally, race_key
+
+from .rows import row_of
 
 if TYPE_CHECKING:  # the calibrate package imports torch; the exporter needs only the type
     from tileops.calibrate.results import DeviceCalibration
@@ -71,14 +80,21 @@ class DeviceLabels:
 
 @dataclass(frozen=True)
 class RunSnapshot:
-    """One device's share of one run, priced; what every sink renders."""
+    """One device's share of one run, priced; what every sink renders.
+
+    It holds what the metrics publish, not the records: ``rows`` (one tuple per
+    priced row, in run order; ``tileops.export.rows`` gives the layout),
+    ``health``, ``races`` (rows run on several backends), and ``env``, the
+    environment of the device's first row (what ``tileops_run_info`` reads).
+    """
 
     run_dir: Path
     run_id: str
     device: DeviceLabels
-    records: tuple[Record, ...]
-    priced: tuple[Priced, ...]
+    rows: Sequence[tuple]
     health: Health
+    races: tuple[BackendRace, ...]
+    env: Environment | None
     profile: Profile | None
     started_at: datetime
     finished_at: datetime
@@ -182,50 +198,158 @@ def _is_audit_only(directory: Path) -> bool:
     return not (directory / RECORDS_FILE).exists() and (directory / AUDIT_FILE).exists()
 
 
-def build_snapshots(run_dir: Path, info: RunInfo | None, priced: Sequence[Priced], chooser: ProfileChooser,
+class DeviceTally:
+    """One device's rows, counted as they go by: what its :class:`RunSnapshot` holds (mergeable).
+
+    The backend races are decided from the rows once all are in (:meth:`races`): gathering them row by row
+    in the workers and sending them back cost more than the rest of the tally, for races a run on one
+    backend does not have."""
+
+    __slots__ = ("device", "run_id", "env", "rows", "race_devices", "health", "started", "finished")
+
+    def __init__(self, device: DeviceLabels, first: Record) -> None:
+        self.device = device
+        self.run_id = first.run_id
+        self.env = first.env  # the first row's: tileops_run_info's versions
+        self.rows: list[tuple] = []
+        #: (index of the first row, the race key's device part) each time it changes; one entry unless
+        #: the device's records disagree on uuid or name in a way its labels do not show
+        self.race_devices: list[tuple[int, str]] = []
+        self.health = HealthTally()
+        self.started = first.started_at
+        self.finished = first.finished_at
+
+    def add(self, p: Priced, race_device: str) -> None:
+        r = p.record
+        rows = self.rows
+        if not self.race_devices or self.race_devices[-1][1] != race_device:
+            self.race_devices.append((len(rows), race_device))
+        rows.append(row_of(p))
+        self.health.add(p)
+        if r.started_at < self.started:
+            self.started = r.started_at
+        if r.finished_at > self.finished:
+            self.finished = r.finished_at
+
+    def merge(self, later: "DeviceTally") -> None:
+        """Add the same device's rows from a later part of the run."""
+        offset = len(self.rows)
+        for start, race_device in later.race_devices:
+            if not self.race_devices or self.race_devices[-1][1] != race_device:
+                self.race_devices.append((start + offset, race_device))
+        self.rows += later.rows
+        self.health.merge(later.health)
+        self.started = min(self.started, later.started)
+        self.finished = max(self.finished, later.finished)
+
+    def races(self) -> tuple[BackendRace, ...]:
+        """Every row run on more than one backend (``tileops.roofline.RaceTally`` over the rows whose race key
+        repeats), in the order the rows first appear."""
+        rows = self.rows
+        ends = [start for start, _ in self.race_devices[1:]] + [len(rows)]
+        keys = [(device, *row[:3]) for (start, device), end in zip(self.race_devices, ends) for row in rows[start:end]]
+        seen: set[tuple] = set()
+        repeated: set[tuple] = set()
+        for key in keys:
+            if key in seen:
+                repeated.add(key)
+            seen.add(key)
+        tally = RaceTally()
+        if repeated:
+            for key, row in zip(keys, rows):
+                if key in repeated:
+                    tally.add(key, row[3], row[5])  # backend, SOL ratio
+        return tuple(tally.races().values())
+
+
+class RunTally:
+    """A sink of priced rows (``read_priced``'s ``add``/``merge``): each device's :class:`DeviceTally`, in the
+    order the devices first appear in the run."""
+
+    __slots__ = ("devices", "_of")
+
+    def __init__(self) -> None:
+        self.devices: dict[DeviceLabels, DeviceTally] = {}
+        #: a row's device and race device by its env fields: DeviceLabels and race_key built once per device
+        self._of: dict[tuple, tuple[DeviceTally, str]] = {}
+
+    def add(self, p: Priced) -> None:
+        env = p.record.env
+        key = (env.hostname, env.device_uuid, env.device_name, env.device_kind)
+        hit = self._of.get(key)
+        if hit is None:
+            device = DeviceLabels.of(p.record)
+            tally = self.devices.get(device)
+            if tally is None:
+                tally = self.devices[device] = DeviceTally(device, p.record)
+            hit = self._of[key] = (tally, race_key(p.record)[0])
+        hit[0].add(p, hit[1])
+
+    def merge(self, later: "RunTally") -> None:
+        """Add the rows of a later part of the run (the same as adding them here one by one)."""
+        for device, theirs in later.devices.items():
+            mine = self.devices.get(device)
+            if mine is None:
+                self.devices[device] = theirs
+            else:
+                mine.merge(theirs)
+        self._of.clear()
+
+    def __getstate__(self) -> dict:  # sent back from a worker: the lookup cache stays behind
+        return {"devices": self.devices}
+
+    def __setstate__(self, state: dict) -> None:
+        self.devices = state["devices"]
+        self._of = {}
+
+    def snapshots(self, run_dir: Path, info: RunInfo | None, chooser: ProfileChooser,
+                  audit: Sequence[AuditEntry] = (),
+                  calibrations: Mapping[str, DeviceCalibration] | None = None) -> list[RunSnapshot]:
+        """Every device's snapshot: run.json's id, status and times where it has them, else the rows'."""
+        out: list[RunSnapshot] = []
+        for device, t in self.devices.items():
+            snap = RunSnapshot(
+                run_dir=run_dir, run_id=info.run_id if info else t.run_id, device=device, rows=t.rows,
+                health=t.health.health(), races=t.races(), env=t.env,
+                profile=chooser(device.model, device.uuid),
+                started_at=info.started_at if info else t.started,
+                finished_at=info.finished_at if info and info.finished_at else t.finished,
+                status=info.status if info else "unknown", info=info, audit=tuple(audit),
+                calibration=(calibrations or {}).get(device.uuid))
+            out.append(snap.with_last_success(None))
+        return out
+
+
+def build_snapshots(run_dir: Path, info: RunInfo | None, priced: Iterable[Priced], chooser: ProfileChooser,
                     audit: Sequence[AuditEntry] = (),
                     calibrations: Mapping[str, DeviceCalibration] | None = None) -> list[RunSnapshot]:
     """Every device's snapshot of one already-priced run (a run normally measures one device)."""
-    rows_of: dict[tuple, list[Priced]] = {}  # a device's rows by its env fields: DeviceLabels once per device
-    by_device: dict[DeviceLabels, list[Priced]] = {}
+    tally = RunTally()
     for p in priced:
-        env = p.record.env
-        key = (env.hostname, env.device_uuid, env.device_name, env.device_kind)
-        rows = rows_of.get(key)
-        if rows is None:
-            rows = rows_of[key] = by_device.setdefault(DeviceLabels.of(p.record), [])
-        rows.append(p)
-    out: list[RunSnapshot] = []
-    for device, rows in by_device.items():
-        recs = tuple(p.record for p in rows)
-        started = info.started_at if info else min(r.started_at for r in recs)
-        finished = info.finished_at if info and info.finished_at else max(r.finished_at for r in recs)
-        snap = RunSnapshot(
-            run_dir=run_dir, run_id=info.run_id if info else recs[0].run_id, device=device, records=recs,
-            priced=tuple(rows), health=health(rows), profile=chooser(device.model, device.uuid), started_at=started,
-            finished_at=finished, status=info.status if info else "unknown", info=info, audit=tuple(audit),
-            calibration=(calibrations or {}).get(device.uuid))
-        out.append(snap.with_last_success(None))
-    return out
+        tally.add(p)
+    return tally.snapshots(run_dir, info, chooser, audit, calibrations)
 
 
-def load_run(path: Path, chooser: ProfileChooser,
-             calibrations: Mapping[str, DeviceCalibration] | None = None) -> list[RunSnapshot]:
-    """Every device's snapshot of one run directory (or records file) on disk, priced once.
+def load_run(path: Path, chooser: ProfileChooser, calibrations: Mapping[str, DeviceCalibration] | None = None,
+             *, jobs: int = 1) -> list[RunSnapshot]:
+    """Every device's snapshot of one run directory (or records file) on disk, priced once, row by row.
 
     ``chooser`` picks each device's profile (``tileops.profiles.ProfileChooser``);
     ``calibrations``: per-device calibration results by device key (uuid, or
     ``cpu-<hostname>``), as :func:`tileops.export.calibration.device_calibrations` reads them.
+    ``jobs`` > 1 reads a large records file in that many processes (forked: pass it
+    from a single-threaded program such as ``tileops export``, not from a server's threads).
+    A bad line anywhere raises :class:`ExportInputError` naming its file and line.
     """
     path = Path(path)
     run_dir = resolve_run_dir(path)
     try:
-        records = load_records([path])
+        (tally,) = read_priced([path], chooser, lambda: [RunTally()], jobs=jobs)
         info = read_run_info(run_dir)
         audit = read_audit(run_dir)
     except (RecordFileError, FileNotFoundError) as exc:
         raise ExportInputError(str(exc)) from None
-    return build_snapshots(run_dir, info, price_all(records, chooser), chooser, audit, calibrations)
+    return tally.snapshots(run_dir, info, chooser, audit, calibrations)
 
 
 def load_audit(path: Path) -> list[AuditSnapshot]:
@@ -245,16 +369,17 @@ def load_audit(path: Path) -> list[AuditSnapshot]:
             for device, rows in by_device.items()]
 
 
-def load_results(path: Path, chooser: ProfileChooser,
-                 calibrations: Mapping[str, DeviceCalibration] | None = None) -> list[Snapshot]:
-    """What one results path holds: a run's snapshots (:func:`load_run`), or an audit folder's (:func:`load_audit`)."""
+def load_results(path: Path, chooser: ProfileChooser, calibrations: Mapping[str, DeviceCalibration] | None = None,
+                 *, jobs: int = 1) -> list[Snapshot]:
+    """What one results path holds: a run's snapshots (:func:`load_run`, read in ``jobs`` processes), or an audit
+    folder's (:func:`load_audit`)."""
     path = Path(path)
     resolve_run_dir(path)  # the located error when it is neither
     if path.is_file() and path.name == AUDIT_FILE:
         path = path.parent  # an audit.jsonl stands for its folder: the run beside it, or the audit alone
     if path.is_dir() and _is_audit_only(path):
         return list(load_audit(path))
-    return list(load_run(path, chooser, calibrations))
+    return list(load_run(path, chooser, calibrations, jobs=jobs))
 
 
 def find_run_dirs(root: Path, max_depth: int = 3) -> list[Path]:
