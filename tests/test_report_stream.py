@@ -103,6 +103,29 @@ def test_reading_in_parallel_gives_the_output_of_one_pass(files, fmt: str) -> No
                                                                 comparison=c)
 
 
+def test_workers_hand_their_parts_back_through_files_or_the_pipe_alike(files, monkeypatch, tmp_path: Path) -> None:
+    """A worker writes its part to a file the reader then loads and removes; where it cannot write one
+    (no room, no folder), the part comes through the pipe: the same output either way, nothing left behind."""
+    import tempfile
+
+    from tileops.report import stream
+
+    new, old, _ = files
+    one_pass = _text(read_priced([new, old], CHOOSER, _sinks("json", False), jobs=1))
+    made: list[str] = []
+    real_mkdtemp = tempfile.mkdtemp
+
+    def mkdtemp(**kw: str) -> str:
+        made.append(real_mkdtemp(dir=tmp_path, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(stream.tempfile, "mkdtemp", mkdtemp)
+    assert _text(read_priced([new, old], CHOOSER, _sinks("json", False), jobs=3, min_span=1)) == one_pass
+    assert made and not any(Path(d).exists() for d in made)
+    monkeypatch.setattr(stream.tempfile, "mkdtemp", lambda **kw: str(tmp_path / "gone" / "parts"))
+    assert _text(read_priced([new, old], CHOOSER, _sinks("json", False), jobs=3, min_span=1)) == one_pass
+
+
 def test_a_bad_line_in_a_later_span_is_named_by_its_line_in_the_file(tmp_path: Path) -> None:
     recs = _run(40)
     path = write_jsonl(tmp_path / "records.jsonl", recs)
