@@ -499,12 +499,16 @@ def _shared(decode: _Decoder) -> _Decoder:
     list or an object (GPU clocks) is unhashable and decoded every time.
     """
     seen: dict[tuple, Any] = {}
+    last: list[Any] = [None, (), None]  # the last object's data, its value types, and what it decoded to
 
     def dec(v: Any) -> Any:
         if type(v) is not dict:
             return decode(v)
+        types_ = tuple(map(type, v.values()))
+        if v == last[0] and types_ == last[1]:  # the usual case: the row before's (a dict compare is cheap)
+            return last[2]
         try:
-            key = (tuple(v.items()), tuple(map(type, v.values())))
+            key = (tuple(v.items()), types_)
             hit = seen.get(key)
         except TypeError:
             return decode(v)
@@ -512,6 +516,7 @@ def _shared(decode: _Decoder) -> _Decoder:
             hit = decode(v)  # raises for an invalid object: nothing is remembered
             if len(seen) < SHARED_LIMIT:
                 seen[key] = hit
+        last[:] = (v, types_, hit)
         return hit
 
     return dec
