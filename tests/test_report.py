@@ -256,3 +256,22 @@ def test_a_large_plot_stays_small_and_keeps_its_ceilings_labelled(tmp_path: Path
         assert line.replace("`", "") in text.replace("`", ""), line
     for ident, p, _ in lay.listed:  # each listed row's line is in the table
         assert f">{ident}  " in text or f">{ident} " in text, ident
+
+
+_CSV_CELLS = [None, True, False, 0, -1, 2**70, 1.5, 1e-06, 1e16, -0.0, float("inf"), float("nan"), 5e-324, "",
+              "plain", "a,b", 'say "hi"', "two\nlines", "cr\rhere", "  padded ", "µs · ümlaut", "tab\there",
+              "semi;colon", "'single'", "\x00nul", "=SUM(A1)"]
+
+
+@pytest.mark.parametrize("cells", [[c] * 3 for c in _CSV_CELLS] + [list(_CSV_CELLS), ["x", "y,z"], ["only"]])
+def test_a_plain_csv_line_is_exactly_what_the_csv_writer_writes(cells: list) -> None:
+    """The CSV report joins a row's cells itself where none needs quoting, else leaves the line to the csv
+    module: whichever writes it, the line is the one ``csv.writer`` writes."""
+    from tileops.report.tables import _plain_csv_line
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(cells)
+    line = _plain_csv_line(list(cells))
+    assert line is None or line == buf.getvalue()
+    needs_quotes = any(isinstance(c, str) and any(ch in c for ch in ',"\n\r') for c in cells)
+    assert (line is None) == needs_quotes

@@ -156,32 +156,28 @@ def breach_sentences(p: Priced) -> tuple[str, ...]:
 
 def raw(p: Priced, race: BackendRace | None = None) -> dict[str, Any]:
     """The machine columns (:data:`RAW_COLUMNS`, in that order), base units."""
+    return dict(zip(RAW_COLUMNS, raw_values(p) + race_cells(p.record.backend, race)))
+
+
+def raw_values(p: Priced) -> list[Any]:
+    """:func:`raw`'s values up to the race columns, in column order (a CSV line needs no keys)."""
     r = p.record
     env = r.env
     timing = r.timing
     breaches = p.breaches
-    return {
-        "run_id": r.run_id, "op": r.op, "family": r.family, "label": r.label, "dtype": r.dtype,
-        "backend": r.backend, "device_name": env.device_name, "device_kind": env.device_kind,
-        "timer": timing.timer if timing is not None else None, "profile": p.profile, "status": r.status,
-        "actual_time_s": p.actual_time_s, "flops": r.flops, "bytes": r.bytes,
-        "intensity_flop_per_byte": p.intensity, "roof_key": r.roof_key, "roof": p.roof,
-        "memory_time_s": p.memory_time_s, "compute_time_s": p.compute_time_s, "sol_time_s": p.sol_time_s,
-        "efficiency": p.efficiency, "bound": p.bound,
-        "achieved_bytes_per_s": p.achieved_bytes_per_s, "achieved_flops_per_s": p.achieved_flops_per_s,
-        "effective_bandwidth": p.effective_bandwidth, "effective_peak": p.effective_peak,
-        "verdict": p.verdict, "blank_reason": p.blank_reason, "blank_detail": p.blank_detail,
-        "formula_error": bool(breaches),
-        "breaches": [{"ceiling": b.ceiling, "implied_per_s": b.implied_per_s, "theoretical_per_s": b.theoretical_per_s,
-                      "ratio": b.ratio, "message": m} for b, m in zip(breaches, breach_sentences(p))]
-        if breaches else [],
-        "notes": list(p.notes),
-        "data_terms": dict(r.data_terms),
-        "compile_s": compile_seconds(p),
-        "best_backend": race.best if race else None,
-        "best_margin": race.margin if race else None,
-        "behind_best": race.behind(r.backend) if race else None,
-    }
+    return [
+        r.run_id, r.op, r.family, r.label, r.dtype, r.backend, env.device_name, env.device_kind,
+        timing.timer if timing is not None else None, p.profile, r.status,
+        p.actual_time_s, r.flops, r.bytes, p.intensity, r.roof_key, p.roof,
+        p.memory_time_s, p.compute_time_s, p.sol_time_s, p.efficiency, p.bound,
+        p.achieved_bytes_per_s, p.achieved_flops_per_s, p.effective_bandwidth, p.effective_peak,
+        p.verdict, p.blank_reason, p.blank_detail, bool(breaches),
+        [{"ceiling": b.ceiling, "implied_per_s": b.implied_per_s, "theoretical_per_s": b.theoretical_per_s,
+          "ratio": b.ratio, "message": m} for b, m in zip(breaches, breach_sentences(p))] if breaches else [],
+        list(p.notes),
+        dict(r.data_terms),
+        timing.compile_s if timing is not None else None,
+    ]
 
 
 #: Where the list-valued columns sit in a row's values (CSV flattens them to text).
@@ -192,11 +188,11 @@ RACE_COLUMNS = ("best_backend", "best_margin", "behind_best")
 assert RAW_COLUMNS[-len(RACE_COLUMNS):] == RACE_COLUMNS
 
 
-def race_cells(backend: str, race: BackendRace | None) -> tuple[str | None, float | None, float | None]:
+def race_cells(backend: str, race: BackendRace | None) -> list[str | float | None]:
     """The :data:`RACE_COLUMNS` of a row on ``backend`` whose run put it in ``race`` (None: one backend)."""
     if race is None:
-        return (None, None, None)
-    return (race.best, race.margin, race.behind(backend))
+        return [None, None, None]
+    return [race.best, race.margin, race.behind(backend)]
 
 
 def data_terms_text(terms: dict[str, Any]) -> str:
