@@ -48,7 +48,7 @@ from .snapshot import Snapshot, find_run_dirs, latest_per_device, load_results
 
 DEFAULT_PORT = 9469
 #: The largest records or audit file a scrape reads (``tileops serve --max-file-mb``). 100,000 records
-#: take about 100 MB on disk and 1.3 GB in the exporter (benchmarks/serve_scrape.py); a file far beyond
+#: take about 100 MB on disk and about 430 MB in the exporter (benchmarks/serve_scrape.py); a file far beyond
 #: that is not one run's records, and reading it would exhaust the exporter's memory.
 DEFAULT_MAX_FILE_BYTES = 256 * 2**20
 
