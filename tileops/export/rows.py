@@ -30,12 +30,8 @@ from tileops.roofline import Priced
 FULL = 12
 
 
+#: A short, stable rendering of shapes/params/data_terms for tileops_row_info's labels.
 _dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
-
-
-def compact(obj: object) -> str:
-    """A short, stable rendering of shapes/params/data_terms for an _info label."""
-    return _dumps(obj) if obj else ""
 
 
 def _physics(p: Priced) -> str:
