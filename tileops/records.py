@@ -471,15 +471,13 @@ def _decoder(tp: Any, meta: dict[str, Any]) -> _Decoder:
 
 
 _DATACLASS_DECODERS: dict[type, _Decoder] = {}
-_FAST_DECODERS: dict[type, "_FastDecoder"] = {}  # the same, by class: their plans, for the tests
 
 
 def _dataclass_decoder(cls: type) -> _Decoder:
     """The decoder of a contract class: the fast check first, the field-by-field one when it declines."""
     hit = _DATACLASS_DECODERS.get(cls)
     if hit is None:
-        fast = _FAST_DECODERS[cls] = _FastDecoder(cls, _field_decoder(cls))
-        hit = fast.decode
+        hit = _FastDecoder(cls, _field_decoder(cls)).decode
         if getattr(cls, "repeats_across_rows", False):
             hit = _shared(hit)
         _DATACLASS_DECODERS[cls] = hit
@@ -521,6 +519,7 @@ def _shared(decode: _Decoder) -> _Decoder:
         last[:] = (v, types_, hit)
         return hit
 
+    dec.__wrapped__ = decode  # type: ignore[attr-defined]  # the decoder it shares (functools' convention)
     return dec
 
 

@@ -115,8 +115,8 @@ def read_priced(paths: Iterable[Path | str], chooser: ProfileChooser, make: Call
     parts = tempfile.mkdtemp(prefix="tileops-parts-")
     try:
         with multiprocessing.get_context("fork").Pool(min(jobs, len(chunks)) - 1 or 1) as pool:
-            jobs_ = [(chunk, os.path.join(parts, f"{i}.pickle")) for i, chunk in enumerate(chunks[1:])]
-            later = pool.imap(_work, jobs_)  # forked now, with the job; results come back in order
+            work = [(chunk, os.path.join(parts, f"{i}.pickle")) for i, chunk in enumerate(chunks[1:])]
+            later = pool.imap(_work, work)  # forked now, with the job; results come back in order
             sinks = _fill(chunks[0], chooser, make())  # this process reads the first span meanwhile
             for part in later:  # the first failure raised is the first in the files
                 for mine, theirs in zip(sinks, _received(part)):
