@@ -27,7 +27,7 @@ ROOT = PKG.parent
 DOC = ROOT / "docs" / "architecture.md"
 
 #: Foundation modules: small, standard-library only, importable by every layer.
-FOUNDATION = ("errors", "fsutil", "paths", "exitcodes", "interrupts", "revision", "dtypes", "records")
+FOUNDATION = ("errors", "fsutil", "paths", "exitcodes", "interrupts", "revision", "dtypes", "records", "typed_json")
 
 #: layer -> the layers it may import (besides itself and the foundation). A layer is a
 #: top-level module or package of ``tileops``. Data flows one way: manifest -> ops -> bench ->
@@ -54,7 +54,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 
 #: What a bench run must never load (spec §5.2: the benchmark layer has no third-party dependency
 #: beyond the project; §4.4.5: no formula tooling at run time).
-FORBIDDEN_AT_RUN_TIME = ("pydantic", "rich", "yaml", "matplotlib", "prometheus_client", "docker", "orjson",
+FORBIDDEN_AT_RUN_TIME = ("pydantic", "rich", "yaml", "matplotlib", "prometheus_client", "docker", "msgspec",
                          "tileops.roofline", "tileops.report", "tileops.export", "tileops.pipeline",
                          "tileops.profiles", "tileops.calibrate", "tileops.manifest.analysis",
                          "tileops.manifest.expr", "tileops.manifest.load")

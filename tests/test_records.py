@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -137,7 +138,7 @@ def test_from_data_names_the_field() -> None:
         from_data(AuditEntry, {"op": "a", "label": "b", "dtype": "c", "backend": "d", "verdict": "no"})
 
 
-# --------------------------------------------------------------------------- the fast check
+# --------------------------------------------------------------------------- the fast reader
 
 
 def _mutations(data: dict) -> list[dict]:
@@ -189,7 +190,7 @@ def _types(obj: object) -> list:
     return []
 
 
-@pytest.mark.parametrize("record", [
+_RECORDS = [
     make_record(data_terms={"experts_hit": 3, "rows": [1, 2]}, shapes={"x": [4, 8]}, params={"a": 1.5},
                 tags=["t"]),
     make_record(status="error"),
@@ -197,20 +198,55 @@ def _types(obj: object) -> list:
     dataclasses.replace(make_record(), env=dataclasses.replace(
         make_record().env, device_kind="cuda", device_uuid="GPU-1", threads=4, l2_bytes=1 << 20,
         clocks_before={"sm_mhz": 1980, "power_w": 300.5})),
-])
-def test_the_fast_check_accepts_exactly_what_the_field_decoder_accepts(record: Record) -> None:
-    """The reader checks a whole object at once and hands anything unusual to the field-by-field
-    decoder; over every one-value mutation of a record both agree: same object, or same error."""
-    from tileops.records import _dataclass_decoder, _field_decoder
-    fast, slow = _dataclass_decoder(Record), _field_decoder(Record)
-    cases = _mutations(to_data(record))
-    assert len(cases) > 1000
-    accepted = 0
-    for data in cases:
-        want, got = _outcome(slow, data), _outcome(fast, data)
-        assert got == want, data
-        accepted += got[0] == "ok"
-    assert accepted > 50  # the mutations include many a record may legitimately hold
+]
+
+
+@pytest.mark.parametrize("record", _RECORDS)
+def test_msgspec_and_the_standard_reader_read_every_mutation_alike(record: Record, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readers of many records read a line with msgspec (``tileops.typed_json``) and hand what it declines
+    to the field-by-field decoder; over every one-value mutation of a record a file reads the same either
+    way: the same record with the same value types, or the same located error."""
+    pytest.importorskip("msgspec")
+    from tileops import records
+
+    lines = [json.dumps(d).encode() for d in _mutations(to_data(record))]
+    assert len(lines) > 1000
+    path = tmp_path / "records.jsonl"
+    fast = [_read_one(path, line) for line in lines]
+    monkeypatch.setattr(records, "_fast_reader", lambda cls: None)
+    slow = [_read_one(path, line) for line in lines]
+    for line, f, s in zip(lines, fast, slow):
+        assert f == s, line
+    assert sum(f[0] == "ok" for f in fast) > 50  # the mutations include many a record may legitimately hold
+
+
+def test_msgspec_reads_an_audit_entry_as_the_standard_reader_does(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """An audit entry ignores fields it does not know (``ignore_unknown``); the mirror does the same."""
+    pytest.importorskip("msgspec")
+    from tileops import records
+
+    entry = {"op": "relu", "label": "r", "dtype": "float32", "backend": "torch", "verdict": "FAIL",
+             "measured_read_bytes": 50, "expected_read_bytes": 100, "kernels": 2, "params": {"n": 8},
+             "duration_ns": 12.5, "future_field": [1]}
+    lines = [json.dumps(d).encode() for d in _mutations(entry)]
+    path = tmp_path / "audit.jsonl"
+
+    def read(line: bytes) -> tuple:
+        path.write_bytes(line + b"\n")
+        try:
+            (got,) = read_audit(tmp_path)
+        except RecordFileError as exc:
+            return ("error", str(exc))
+        return ("ok", got, repr(to_data(got)), _types(got))
+
+    fast = [read(line) for line in lines]
+    monkeypatch.setattr(records, "_fast_reader", lambda cls: None)
+    slow = [read(line) for line in lines]
+    for line, f, s in zip(lines, fast, slow):
+        assert f == s, line
+    assert sum(f[0] == "ok" for f in fast) > 20 and sum(f[0] == "error" for f in fast) > 100
 
 
 def test_collecting_rarely_restores_the_collector() -> None:
@@ -224,7 +260,7 @@ def test_collecting_rarely_restores_the_collector() -> None:
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
 
-# --------------------------------------------------------------------------- the two JSON parsers
+# --------------------------------------------------------------------------- odd tokens
 
 
 def _read_one(path: Path, line: bytes) -> tuple:
@@ -237,12 +273,11 @@ def _read_one(path: Path, line: bytes) -> tuple:
     return ("ok", rec, repr(to_data(rec)), _types(rec))
 
 
-def test_orjson_and_the_standard_parser_read_every_line_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The reader parses with orjson where it is installed and hands the lines it must not or cannot
-    parse to json.loads; over every one-value mutation of a record, plus the tokens where the two parsers
-    differ (integers beyond 64 bits, NaN, floats beyond range, lone surrogates, a byte-order mark), a
-    file reads the same either way: the same record with the same value types, or the same located error."""
-    pytest.importorskip("orjson")
+def test_msgspec_and_the_standard_reader_read_every_token_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond mutations of values, the tokens where JSON parsers differ (integers beyond 64 bits, NaN,
+    floats beyond range, lone surrogates, a byte-order mark, duplicate keys, odd times, whitespace, bytes
+    that are not UTF-8): a file reads the same with msgspec as with the standard library alone."""
+    pytest.importorskip("msgspec")
     from tileops import records
 
     base = make_record(data_terms={"rows": [1, 2]}, shapes={"x": [4, 8]}, params={"a": 1.5})
@@ -254,15 +289,21 @@ def test_orjson_and_the_standard_parser_read_every_line_alike(tmp_path: Path, mo
         lines.append(good.replace('"params":{"a":1.5}', f'"params":{{"a":{token}}}').encode())
         lines.append(good.replace('"flops":', f'"flops":{token},"x":').encode())  # unknown field after it
         lines.append(good.replace('"bytes":', f'"bytes":{token},"bytes":').encode())  # a duplicate key, last wins
-    lines += [b"\xef\xbb\xbf" + good.encode(), b"  " + good.encode() + b"  ", good.encode()[:-1], b"[1,]"]
+    for when in ("2026-01-01", "2026-01-01 00:00:00", "2026-01-01T00:00:00.1234567+00:00", "20260101T000000Z",
+                 "2026-01-01T23:59:60Z", "2026-13-01T00:00:00Z", "2026-01-01T00:00:00+25:00", "2026-01-01T00:00Z"):
+        lines.append(re.sub(r'"started_at":"[^"]*"', f'"started_at":"{when}"', good).encode())
+        lines.append(good.replace('"finished_at":"', f'"finished_at":"{when}","finished_at":"').encode())  # last wins
+    lines += [b"\xef\xbb\xbf" + good.encode(), b"  " + good.encode() + b"  ", good.encode()[:-1], b"[1,]",
+              good.encode().replace(b'"label":"', b'"label":"\xff'), good.encode().replace(b'"op":"', b'"op":"\xc3\xa9'),
+              good.encode().replace(b'"label":"', b'"label":"\\u00e9\\n'), b"null", b"{}", b"1"]
     path = tmp_path / "records.jsonl"
     fast = [_read_one(path, line) for line in lines]
-    monkeypatch.setattr(records, "_fast_json_loads", lambda: None)
+    monkeypatch.setattr(records, "_fast_reader", lambda cls: None)
     slow = [_read_one(path, line) for line in lines]
     for line, f, s in zip(lines, fast, slow):
         assert f == s, line
     assert sum(f[0] == "ok" for f in fast) > 50 and sum(f[0] == "error" for f in fast) > 500
-    # a whole number beyond 64 bits stays one (orjson would have made it a float)
+    # a whole number beyond 64 bits stays one
     big = good.replace('"params":{"a":1.5}', f'"params":{{"a":{2**70}}}').encode()
     assert _read_one(path, big)[1].params == {"a": 2**70}
 

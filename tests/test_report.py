@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -103,9 +104,9 @@ def test_csv_and_json_are_flat_in_base_units() -> None:
     assert doc["rows"][6]["breaches"][0]["ceiling"] == "memory"
 
 
-def test_json_rows_hold_every_value_exactly_even_beyond_what_orjson_encodes() -> None:
-    """Rows are encoded by orjson, and by the standard encoder where orjson refuses (a whole number beyond
-    64 bits in a row's data terms): each row reads back to exactly the values of ``rows.raw``."""
+def test_json_rows_hold_every_value_exactly() -> None:
+    """Rows are encoded by msgspec, not the standard encoder: each row reads back to exactly the values of
+    ``rows.raw``, a whole number beyond 64 bits in a row's data terms and a time of eight digits included."""
     from tileops.report import rows as row_cells
 
     recs = [make_record(label="small", data_terms={"experts_hit": 3, "rows": [1, 2]}),
@@ -260,7 +261,8 @@ def test_a_large_plot_stays_small_and_keeps_its_ceilings_labelled(tmp_path: Path
 
 _CSV_CELLS = [None, True, False, 0, -1, 2**70, 1.5, 1e-06, 1e16, -0.0, float("inf"), float("nan"), 5e-324, "",
               "plain", "a,b", 'say "hi"', "two\nlines", "cr\rhere", "  padded ", "µs · ümlaut", "tab\there",
-              "semi;colon", "'single'", "\x00nul", "=SUM(A1)"]
+              "semi;colon", "'single'", "\x00nul", "=SUM(A1)", "back\\slash", "null", "True", "1e16", "0.00001",
+              "x[1e5]", "[null", "x]", "1.5e-7]"]
 
 
 @pytest.mark.parametrize("cells", [[c] * 3 for c in _CSV_CELLS] + [list(_CSV_CELLS), ["x", "y,z"], ["only"]])
@@ -275,3 +277,26 @@ def test_a_plain_csv_line_is_exactly_what_the_csv_writer_writes(cells: list) -> 
     assert line is None or line == buf.getvalue()
     needs_quotes = any(isinstance(c, str) and any(ch in c for ch in ',"\n\r') for c in cells)
     assert (line is None) == needs_quotes
+
+
+def test_a_plain_csv_line_writes_floats_of_every_size_as_the_csv_writer_does() -> None:
+    """Over floats of every exponent (random bits) and the edges of Python's fixed and exponent forms, the
+    joined line is the writer's."""
+    import random
+    import struct
+
+    from tileops.report.tables import _plain_csv_line
+
+    rng = random.Random(18)
+    floats = [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(20_000)]
+    floats = [x for x in floats if math.isfinite(x)]
+    floats += [float(f"{m}e{k}") for k in range(-330, 310) for m in (1, 1.2345, -9.999999999999999)]
+    floats += [1e-4, 9.999999999999999e-5, 1e-5, 1e16, 9999999999999998.0, 1e15, 0.1, 1 / 3, 2.0**-1074]
+    floats = [x for x in floats if math.isfinite(x)]
+    rows_of = [floats[i:i + 30] for i in range(0, len(floats), 30)]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    for cells in rows_of:
+        writer.writerow(["x", *cells, None])
+    got = "".join(_plain_csv_line(["x", *cells, None]) or "?" for cells in rows_of)
+    assert got == buf.getvalue()

@@ -11,9 +11,10 @@ or an ``inf`` that crashes a consumer later.
 ``Machine`` is the one description of where a measurement ran; a record's
 ``Environment`` and a calibration result both carry it.
 
-Reading is built for files of 100,000 records: a line is parsed by the ``json``
-module's C scanner and checked as a whole object at once (see "The fast
-check" below), and only an unusual object goes field by field; both accept
+Reading is built for files of 100,000 records: where msgspec is installed a
+line is parsed and checked in C against a mirror of its class
+(``tileops.typed_json``), and a line that mirror declines is read field by
+field below, which accepts it after all or words the error; both accept
 exactly the same objects. ``iter_jsonl(span=...)`` reads one part of a file
 (``jsonl_spans``) so a large file can be read by several processes.
 """
@@ -27,9 +28,7 @@ import errno
 import json
 import json.scanner
 import math
-import operator
 import os
-import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -362,11 +361,16 @@ def _number_decoder(kind: type, meta: dict[str, Any]) -> _Decoder:
     return dec_float
 
 
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time as the contract reads it; ValueError otherwise."""
+    return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)  # 3.10 reads no 'Z'
+
+
 def _datetime(v: Any) -> datetime:
     if type(v) is not str:
         raise _Invalid(f"expected an ISO 8601 time, got {_describe(v)}")
-    try:  # Python 3.10's fromisoformat does not read the 'Z' suffix
-        return datetime.fromisoformat(v[:-1] + "+00:00" if v.endswith("Z") else v)
+    try:
+        return parse_time(v)
     except ValueError:
         raise _Invalid(f"expected an ISO 8601 time, got {_describe(v)}") from None
 
@@ -474,10 +478,10 @@ _DATACLASS_DECODERS: dict[type, _Decoder] = {}
 
 
 def _dataclass_decoder(cls: type) -> _Decoder:
-    """The decoder of a contract class: the fast check first, the field-by-field one when it declines."""
+    """The decoder of a contract class, field by field (an environment shared by the rows that repeat it)."""
     hit = _DATACLASS_DECODERS.get(cls)
     if hit is None:
-        hit = _FastDecoder(cls, _field_decoder(cls)).decode
+        hit = _field_decoder(cls)
         if getattr(cls, "repeats_across_rows", False):
             hit = _shared(hit)
         _DATACLASS_DECODERS[cls] = hit
@@ -519,7 +523,6 @@ def _shared(decode: _Decoder) -> _Decoder:
         last[:] = (v, types_, hit)
         return hit
 
-    dec.__wrapped__ = decode  # type: ignore[attr-defined]  # the decoder it shares (functools' convention)
     return dec
 
 
@@ -558,219 +561,6 @@ def _field_decoder(cls: type) -> _Decoder:
         return cls(**kwargs)
 
     return dec
-
-
-# The fast check. A record as the bench writes it carries every field, each of the type it
-# declares, so a whole object can be checked with a handful of C-level operations: its key
-# set, the tuple of its values' types (a few shapes repeat over a whole file, each planned
-# once), then per plan a few grouped checks (finite sums, minimum and maximum against the
-# bounds, Literal membership) and the conversions (times, nested objects). Anything else
-# (a missing or unknown field, an unexpected type, a failed check) goes to the field
-# decoder above, which accepts exactly what the contract allows and words the error: the
-# fast path only ever accepts what the field decoder accepts, and builds the same object.
-
-_NONE = type(None)
-_JSON_TYPES = frozenset({dict, list, str, int, float, bool, _NONE})
-
-
-def _json_types(tp: Any) -> frozenset[type]:
-    """The JSON types a value of annotation ``tp`` may arrive as (its decoder has the last word)."""
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return _JSON_TYPES
-    if tp is str or tp is datetime or origin is Literal:
-        return frozenset({str})
-    if tp is bool or tp is int:
-        return frozenset({tp})
-    if tp is float:
-        return frozenset({float, int})
-    if origin in (typing.Union, types.UnionType):
-        (inner,) = [a for a in typing.get_args(tp) if a is not _NONE]
-        return _json_types(inner) | {_NONE}
-    if origin is list:
-        return frozenset({list})
-    return frozenset({dict})  # dict[str, X] and nested contract classes
-
-
-def _unwrap(tp: Any) -> Any:
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        (inner,) = [a for a in typing.get_args(tp) if a is not _NONE]
-        return inner
-    return tp
-
-
-def _values(names: list[str]) -> Callable[[dict], tuple]:
-    """A getter returning a tuple of these keys' values, even for one key (or none)."""
-    if not names:
-        return lambda d: ()
-    if len(names) == 1:
-        one = names[0]
-        return lambda d: (d[one],)
-    return operator.itemgetter(*names)
-
-
-class _Decline(Exception):
-    """The fast check declines an object: the field decoder decides."""
-
-
-_MAX_FLOAT = sys.float_info.max
-
-
-def _number_range(kind: type, arrives_as: type, meta: dict[str, Any]) -> tuple[Any, Any] | None:
-    """(lowest, highest) allowed value, both inclusive, for a number arriving as ``arrives_as``; None: no check.
-
-    Strict bounds become inclusive ones exactly (``v > 0`` is ``v >= 1`` for a whole
-    number and ``v >= 5e-324`` for a float); a float field has to be finite, so its
-    range stops at the largest finite float (which also refuses a whole number too
-    large to become a float). NaN fails every comparison.
-    """
-    gt, ge, le = meta.get("gt"), meta.get("ge"), meta.get("le")
-    if gt is not None and arrives_as is float and float(gt) != gt:
-        raise TypeError(f"bound gt={gt!r} is not exact as a float")  # Python compares the rest exactly
-    lows: list[Any] = []
-    highs: list[Any] = []
-    if gt is not None:
-        lows.append(math.floor(gt) + 1 if arrives_as is int else math.nextafter(gt, math.inf))
-    if ge is not None:
-        lows.append(math.ceil(ge) if arrives_as is int else ge)
-    if le is not None:
-        highs.append(le)
-    if kind is float:
-        lows.append(-_MAX_FLOAT)
-        highs.append(_MAX_FLOAT)
-    if not lows and not highs:
-        return None
-    return (max(lows) if lows else -math.inf, min(highs) if highs else math.inf)
-
-
-#: A signature's plan (:func:`_compile_plan`): the object from its values in field order, or _Decline.
-_Build = Callable[[tuple], Any]
-
-
-class _FastDecoder:
-    """Decodes objects of one contract class, checking whole objects at once (see above)."""
-
-    def __init__(self, cls: type, fallback: _Decoder) -> None:
-        self.cls = cls
-        self.fallback = fallback
-        hints = typing.get_type_hints(cls)
-        self.fields = [(f.name, hints[f.name], dict(f.metadata)) for f in dataclasses.fields(cls)]
-        self.size = len(self.fields)
-        self.names = tuple(f[0] for f in self.fields)
-        self.getter = _values(list(self.names))
-        self.accepts = [_json_types(tp) for _, tp, _ in self.fields]
-        self.plans: dict[tuple[type, ...], _Build | None] = {}
-        # Building the instance without __init__ is the same object only for a plain dataclass.
-        self.bypass_init = not hasattr(cls, "__post_init__") and not hasattr(cls, "__slots__")
-
-    def decode(self, v: Any) -> Any:
-        if type(v) is not dict:
-            return self.fallback(v)
-        if tuple(v) == self.names:  # every field, in the order the writer writes them
-            values = tuple(v.values())
-        else:
-            try:
-                values = self.getter(v)
-            except KeyError:  # a field is missing: the field decoder fills defaults or names it
-                return self.fallback(v)
-            if len(v) != self.size:  # every field is there, so something else is too
-                return self.fallback(v)
-        sig = tuple(map(type, values))
-        plan = self.plans.get(sig, False)
-        if plan is False:
-            plan = self._plan(sig)
-            if len(self.plans) < 64:  # a file holds a few shapes; a pathological one is merely slower
-                self.plans[sig] = plan
-        if plan is None:
-            return self.fallback(v)
-        try:
-            return plan(values)
-        except (_Decline, _Invalid):
-            return self.fallback(v)  # the field decoder accepts it after all, or words the error
-
-    def _plan(self, sig: tuple[type, ...]) -> _Build | None:
-        """The checks and conversions for objects whose values have these types; None: always decline."""
-        if not all(map(operator.contains, self.accepts, sig)):
-            return None
-        numbers: list[tuple[int, Any, Any]] = []  # (index in the values, lowest, highest)
-        literals: list[tuple[int, frozenset]] = []
-        convert: list[tuple[str, _Decoder]] = []
-        containers: list[tuple[int, str, _Decoder]] = []  # lists and mappings: usually empty, so checked together
-        for at, ((name, tp, meta), t) in enumerate(zip(self.fields, sig)):
-            if t is _NONE:
-                continue
-            kind = _unwrap(tp)
-            if kind is int or kind is float:
-                span = _number_range(kind, t, meta)
-                if span is not None:
-                    numbers.append((at, *span))
-                if kind is float and t is int:
-                    convert.append((name, float))  # in range (checked above), so exact enough and finite
-            elif typing.get_origin(kind) is Literal:
-                literals.append((at, frozenset(typing.get_args(kind))))
-            elif kind is datetime:
-                convert.append((name, _datetime))
-            elif kind is Any:
-                if t is float:
-                    numbers.append((at, -_MAX_FLOAT, _MAX_FLOAT))
-                elif t is dict or t is list:
-                    containers.append((at, name, _json_value))
-            elif dataclasses.is_dataclass(kind):
-                convert.append((name, _dataclass_decoder(kind)))
-            elif kind is not str and kind is not bool:  # list[...] / dict[str, ...]
-                containers.append((at, name, _decoder(kind, meta)))
-        return _compile_plan(self, numbers, literals, convert, containers)
-
-
-def _compile_plan(dec: _FastDecoder, numbers: list[tuple[int, Any, Any]], literals: list[tuple[int, frozenset]],
-                  convert: list[tuple[str, _Decoder]], containers: list[tuple[int, str, _Decoder]]) -> _Build:
-    """One signature's checks (numbers in range, Literal members) and conversions, as one function.
-
-    Written out as straight-line code, the way ``dataclasses`` writes ``__init__``:
-    a chained comparison per bounded number, a membership test per ``Literal``,
-    the object's dict as a dict display. Three times faster than looping over the
-    same checks in data, and reading records is most of the work of
-    ``tileops roofline``. The source holds only generated names (the bounds,
-    members, converters and field names are bound in its namespace), never text
-    from a record. :func:`_Decline` when a check fails: the field decoder decides.
-    """
-    ns: dict[str, Any] = {"_Decline": _Decline, "_new": object.__new__, "_set": object.__setattr__, "_cls": dec.cls}
-    args = [f"a{i}" for i in range(dec.size)]
-    checks = []
-    for k, (at, lo, hi) in enumerate(numbers):
-        ns[f"_lo{k}"], ns[f"_hi{k}"] = lo, hi
-        checks.append(f"_lo{k} <= a{at} <= _hi{k}")
-    for k, (at, allowed) in enumerate(literals):
-        ns[f"_in{k}"] = allowed
-        checks.append(f"a{at} in _in{k}")
-    cells = list(args)
-    for k, (name, conv) in enumerate(convert):
-        at = dec.names.index(name)
-        ns[f"_conv{k}"] = conv
-        cells[at] = f"_conv{k}(a{at})"
-    for k, (at, _name, conv) in enumerate(containers):
-        ns[f"_box{k}"] = conv
-        cells[at] = f"(_box{k}(a{at}) if a{at} else a{at})"  # an empty one holds nothing to check
-    for i, name in enumerate(dec.names):  # the class's own field names: a record holds no key strings of its own
-        ns[f"_k{i}"] = name
-    lines = ["def build(values):"]
-    if dec.size:
-        lines.append(f"    {', '.join(args)}, = values")
-    if checks:
-        lines.append(f"    if not ({' and '.join(checks)}):")
-        lines.append("        raise _Decline")
-    lines.append("    d = {" + ", ".join(f"_k{i}: {cell}" for i, cell in enumerate(cells)) + "}")
-    if dec.bypass_init:
-        lines.append("    obj = _new(_cls)")
-        lines.append("    _set(obj, '__dict__', d)  # what the frozen __init__ would set, field by field")
-        lines.append("    return obj")
-    else:
-        lines.append("    return _cls(**d)")
-    source = "\n".join(lines)
-    exec(source, ns)  # noqa: S102 - generated from the class's fields alone (above)
-    build = ns["build"]
-    build.source = source  # what tests/test_no_runtime_eval.py checks holds generated names only
-    return build
 
 
 def from_data(cls: type[T], data: Any) -> T:
@@ -823,39 +613,6 @@ def _json_line(text: str) -> Any:
         raise _Invalid(f"not JSON ({exc})") from None
 
 
-_NOT_PARSED = object()
-# A line holding 19 digits in a row that do not follow a point may hold a whole number beyond 64 bits
-# (or a long name, read the slower way for nothing). Mapped so (digits to 0, a point kept, all else a
-# space) one C-speed search finds them: a regular expression costs more than orjson saves.
-_DIGIT_RUNS = bytes(ord("0") if chr(b).isdigit() and b < 128 else b if b == ord(".") else ord(" ")
-                    for b in range(256))
-_LONG_RUN = b" " + b"0" * 19
-
-
-def _long_number(raw: bytes) -> bool:
-    runs = raw.translate(_DIGIT_RUNS)
-    return _LONG_RUN in runs or runs.startswith(_LONG_RUN[1:])
-
-
-def _fast_json_loads() -> Callable[[bytes], Any] | None:
-    """orjson's parser where it is installed (three times the standard one's speed on a record), else None.
-
-    Where it parses a line it gives the values ``json.loads`` gives, except
-    that an integer beyond 64 bits becomes a float: a line with a run of 19
-    digits (:data:`_long_number`) is not given to it. A line it refuses (NaN,
-    a float beyond range, a lone surrogate, not JSON at all) goes to the
-    standard reader, which accepts it or words the error, so both readers give
-    the same result on every line (``tests/test_records.py``). Imported here,
-    not at module level: the benchmark layer writes records with the standard
-    library alone (§5.2), and only readers of many records need the speed.
-    """
-    try:
-        from orjson import loads
-    except ImportError:
-        return None
-    return loads
-
-
 def _parse_line(cls: type[T], raw: bytes | str) -> T:
     """Parse and check one object; NaN/Infinity (and 1e400) parse to floats the field checks then refuse."""
     try:
@@ -880,11 +637,12 @@ def iter_jsonl(path: Path, cls: type[T], *, what: str, fix: str,
     mid-line leaves — is skipped (``torn_tail`` reports it); any other line that
     is not the contract raises RecordFileError naming file:line and the field.
     ``span``: only the lines starting in this byte range (from :func:`jsonl_spans`),
-    still numbered as lines of the whole file. ``fast_json``: parse with orjson where it is installed
-    (:func:`_fast_json_loads`; the same result); False, the standard library alone (the benchmark layer).
+    still numbered as lines of the whole file. ``fast_json``: read with msgspec where it is installed
+    (``tileops.typed_json``: the same objects, ten times faster, a line it declines read as below); False,
+    the standard library alone (the benchmark layer, §5.2).
     """
     decode = _dataclass_decoder(cls)
-    loads = _fast_json_loads() if fast_json else None
+    fast = _fast_reader(cls) if fast_json else None
     try:
         f = open_regular(path)
     except FileNotFoundError:
@@ -905,25 +663,32 @@ def iter_jsonl(path: Path, cls: type[T], *, what: str, fix: str,
                 pos += len(raw)
             if raw[-1:] != b"\n":
                 return  # the torn tail of an interrupted write: not a record yet
+            if fast is not None:
+                obj = fast(raw)
+                if obj is not None:
+                    yield obj
+                    continue
             if raw.isspace():
                 continue
-            data: Any = _NOT_PARSED
-            if loads is not None and not _long_number(raw):
-                try:
-                    data = loads(raw)
-                except ValueError:  # not JSON by its stricter rules: the standard reader decides, and words it
-                    pass
             try:
-                if data is _NOT_PARSED:
-                    try:
-                        text = raw.decode("utf-8")
-                    except UnicodeDecodeError:
-                        raise RecordFileError(f"{path}:{i}: not UTF-8 text; {fix}") from None
-                    data = _json_line(text)
-                obj = decode(data)
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise RecordFileError(f"{path}:{i}: not UTF-8 text; {fix}") from None
+                obj = decode(_json_line(text))
             except _Invalid as exc:
                 raise _located(path, i, exc, what, fix) from None
             yield obj
+
+
+def _fast_reader(cls: type[T]) -> Callable[[bytes], T | None] | None:
+    """``tileops.typed_json``'s reader of ``cls`` where msgspec is installed, else None. Imported here, not at
+    module level: the benchmark layer writes and reads records with the standard library alone (§5.2)."""
+    try:
+        from tileops.typed_json import line_reader
+    except ImportError:
+        return None
+    return line_reader(cls)
 
 
 def _newlines_before(f: Any, offset: int) -> int:

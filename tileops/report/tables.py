@@ -21,7 +21,7 @@ import heapq
 import json
 from typing import Any, Iterable, Sequence, TextIO
 
-import orjson
+import msgspec
 
 from tileops.report import rows
 from tileops.report.baseline import Comparison, RowChange
@@ -127,13 +127,13 @@ class _RaceCells:
         self._names = {}
 
 
+_encode_json = msgspec.json.Encoder().encode
+
+
 def _json_object(value: dict[str, Any]) -> str:
-    """One row as compact JSON: orjson (a quarter of the standard encoder's time on a row), or the standard
-    encoder for what orjson refuses (a whole number beyond 64 bits in a row's data terms)."""
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:  # orjson.JSONEncodeError
-        return json.dumps(value, separators=(",", ":"))
+    """One row as compact JSON, by msgspec: a quarter of the standard encoder's time on a row, and every
+    whole number exact (a row's data terms may hold one beyond 64 bits)."""
+    return _encode_json(value).decode()
 
 
 #: What the race columns of a row on one backend hold in a JSON row (the end of ``_json_object(rows.raw(p))``).
