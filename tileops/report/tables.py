@@ -147,28 +147,51 @@ def _json_race_tail(backend: str, race: BackendRace | None) -> str:
     return f',"best_backend":{json.dumps(best)},"best_margin":{json.dumps(margin)},"behind_best":{json.dumps(behind)}}}'
 
 
-#: How the csv module writes a value that is not a string (``str``; None as nothing).
-_CSV_TEXT: dict[type, Any] = {float: float.__repr__, int: int.__repr__, bool: bool.__repr__,
-                              type(None): lambda _: ""}
+#: What a CSV line's cells may be for :func:`_csv_line` (the csv module writes a line holding another).
+_CSV_CELL_TYPES = frozenset({str, float, int, bool, type(None)})
 
 
-def _plain_csv_line(values: list[Any]) -> str | None:
-    """The line ``csv.writer`` writes for these values when none needs quoting (None otherwise).
+def _csv_line(values: list[Any]) -> str | None:
+    """A row's CSV line, from msgspec's JSON text of its values (None: the csv module writes it).
 
-    A row's cells are names and numbers: joining them is what the writer does,
-    at a fraction of its cost per cell. Where a cell holds a comma, a quote or a
-    line break (a label, a blank's sentence) the writer quotes it: None, and the
-    writer writes that line (a test holds both equal over every kind of cell).
+    Writing each number's text is most of what the csv module spends on a row;
+    msgspec writes a whole row's numbers twenty times faster, as the shortest
+    text that reads back to the same float (``1e-5`` where Python writes
+    ``1e-05``). The JSON array becomes the CSV line: ``null`` is an empty cell,
+    ``true`` is ``True``, and a string keeps its quotes only where it holds a
+    comma, as the csv module quotes it. A line with a cell JSON escapes (a
+    quote, a line break, a control character) or a number that is not finite
+    is left to the csv module. A test reads both writers' lines back to the
+    same cells over every kind of cell and floats of every size.
     """
-    text = _CSV_TEXT
-    try:
-        cells = [v if type(v) is str else text[type(v)](v) for v in values]
-    except KeyError:  # another type: the writer decides
+    if not _CSV_CELL_TYPES.issuperset(map(type, values)):
         return None
-    line = ",".join(cells)
-    if '"' in line or "\n" in line or "\r" in line or line.count(",") != len(cells) - 1:
+    text = _encode_json(values).decode()
+    if "\\" in text:  # a quote, a line break or a control character in a cell
         return None
-    return line + "\n"
+    text = "," + text[1:-1]  # each cell follows a comma
+    if text.count(",") == len(values):  # no cell holds a comma: every comma starts a cell
+        text = _csv_atoms(text, values)
+        return None if text is None else text[1:].replace('"', "") + "\n"
+    parts = text.split('"')  # no cell holds a quote: outside, a string, outside, a string, ...
+    outside = _csv_atoms("\0".join(parts[0::2]), values)  # no cell holds a NUL (JSON escapes it)
+    if outside is None:
+        return None
+    parts[0::2] = outside.split("\0")
+    parts[1::2] = [f'"{s}"' if "," in s else s for s in parts[1::2]]
+    return "".join(parts)[1:] + "\n"
+
+
+def _csv_atoms(text: str, values: list[Any]) -> str | None:
+    """``null``, ``true`` and ``false`` outside strings as the csv module writes them; None where a ``null``
+    is a float msgspec could not write (an infinity, NaN)."""
+    if ",null" in text:
+        if text.count(",null") != values.count(None):
+            return None
+        text = text.replace(",null", ",")
+    if ",true" in text or ",false" in text:
+        text = text.replace(",true", ",True").replace(",false", ",False")
+    return text
 
 
 class CsvReport(Report):
@@ -200,7 +223,7 @@ class CsvReport(Report):
         values[rows.BREACHES_AT] = "; ".join(b["message"] for b in breaches) if breaches else ""
         values[rows.NOTES_AT] = "; ".join(notes) if notes else ""
         values[rows.DATA_TERMS_AT] = rows.data_terms_text(terms) if terms else ""
-        line = _plain_csv_line(values)
+        line = _csv_line(values)
         if line is None:
             self._writer.writerow(values)
         else:
