@@ -130,13 +130,18 @@ class _RaceCells:
 _encode_json = msgspec.json.Encoder().encode
 
 
-def _json_object(value: dict[str, Any]) -> str:
-    """One row as compact JSON, by msgspec: a quarter of the standard encoder's time on a row, and every
+#: A JSON row up to its race columns, as msgspec encodes it: the columns in order, from the row's values
+#: without building a dict (a third of the time of encoding one).
+_JsonRow = msgspec.defstruct("_JsonRow", [(c, Any) for c in rows.RAW_COLUMNS[:-len(rows.RACE_COLUMNS)]])
+
+
+def _json_row(p: Priced) -> str:
+    """One row as compact JSON up to its race columns, without the closing brace: msgspec writes every
     whole number exact (a row's data terms may hold one beyond 64 bits)."""
-    return _encode_json(value).decode()
+    return _encode_json(_JsonRow(*rows.raw_values(p))).decode()[:-1]
 
 
-#: What the race columns of a row on one backend hold in a JSON row (the end of ``_json_object(rows.raw(p))``).
+#: What the race columns of a row on one backend hold in a JSON row (after :func:`_json_row`).
 _JSON_NO_RACE = ',"best_backend":null,"best_margin":null,"behind_best":null}'
 
 
@@ -289,9 +294,7 @@ class JsonReport(Report):
         self.races = _RaceCells()
 
     def add(self, p: Priced) -> None:
-        text = _json_object(rows.raw(p))
-        assert text.endswith(_JSON_NO_RACE)
-        self.rows.append(text[:-len(_JSON_NO_RACE)])
+        self.rows.append(_json_row(p))
         self.races.add(p)
 
     def merge(self, later: Report) -> None:
