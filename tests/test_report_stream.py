@@ -19,7 +19,7 @@ from tileops.report import summary as S
 from tileops.report import tables as T
 from tileops.report.baseline import TimeIndex
 from tileops.report.stream import read_priced
-from tileops.roofline import health, price_all
+from tileops.roofline import health, price_all, race_key
 
 PROFILE = make_profile(name="stream-cpu", match=("Stream CPU",), bw_theoretical=40e9, bw_calibration=0.5,
                        roofs={"cpu.fp32": (200e9, 0.5)}, latency_floor_s=5e-6)
@@ -329,3 +329,26 @@ def test_a_digest_of_rows_on_several_backends_is_the_same_read_in_parallel(tmp_p
     error = next((p, r) for p, r in zip(priced, of_row) if p.verdict == "error" and p.blank_reason == "error")
     assert error[1] is not None and rows.display(*error)["vs best"] == ""  # listed as needing attention
     assert "row7" in one_pass
+
+
+@pytest.mark.parametrize("rows", [0, 1, 7])
+def test_the_race_tallies_a_worker_hands_back_survive_pickling(rows: int) -> None:
+    """A worker's tallies travel back pickled (``tileops.report.stream``); they load back equal, rows on
+    several backends (a dict per row) and rows in their order included."""
+    import pickle
+
+    from tileops.roofline import RaceTally
+
+    recs = [make_record(label=f"r{i % 3}", backend=b, median_s=1e-3 * (i + 1))
+            for i in range(rows) for b in (("torch",) if i % 2 else ("torch", "compile", "triton"))]
+    priced = price_all(recs, ProfileChooser.only(make_profile()))
+    tally, cells = RaceTally(), T._RaceCells()
+    for p in priced:
+        tally.add(race_key(p.record), p.record.backend, p.efficiency)
+        cells.add(p)
+    back, back_cells = pickle.loads(pickle.dumps((tally, cells)))
+    assert back.groups == tally.groups and [list(e) for e in back.groups.values()] == \
+        [list(e) for e in tally.groups.values()]
+    assert back_cells.keys == cells.keys and len(cells.keys) == len(recs)
+    assert back.races() == tally.races()
+
