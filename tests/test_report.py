@@ -310,3 +310,13 @@ def test_a_csv_line_writes_floats_of_every_size_readably() -> None:
         line = _csv_line(cells)
         assert line is not None
         _same_csv_cells(line, cells)
+
+
+def test_markdown_escapes_a_pipe_in_any_cell_and_only_there() -> None:
+    """A cell holding ``|`` would split a markdown row: it is escaped, in the label and the dtype alike,
+    and a row without one is written as it is."""
+    recs = [make_record(label="a|b"), make_record(label="plain"), make_record(label="c", dtype="x|y")]
+    text = render(price_all(recs, ProfileChooser.only(PROFILE)), "md")
+    rows_of = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
+    assert "| a\\|b" in rows_of and "| plain" in rows_of and "x\\|y" in rows_of["| c"]
+    assert all(line.count(" | ") == rows_of["| plain"].count(" | ") for line in rows_of.values())

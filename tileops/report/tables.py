@@ -360,8 +360,9 @@ class MarkdownReport(Report):
         if group is None:
             group = self.groups[op] = []
             self.races[op] = _RaceCells()
-        group.append(("| " + " | ".join(map(_md, cells[:8])), _md(cells[9]), _md(cells[8]),
-                      rows.data_terms_text(terms) if terms else ""))
+        if "|" in "".join(cells):  # rarely: a cell holds a pipe, escaped
+            cells = tuple(map(_md, cells))
+        group.append(("| " + " | ".join(cells[:8]), cells[9], cells[8], rows.data_terms_text(terms) if terms else ""))
         self.races[op].add(p)
 
     def merge(self, later: Report) -> None:
