@@ -179,7 +179,10 @@ class Check(NamedTuple):
         return self.implied_per_s / self.theoretical_per_s
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen __init__ sets each field through object.__setattr__, which made building one cost three
+# times as much (a run prices 100,000), and nothing changes a priced row. It was never hashable (its record
+# holds dicts).
+@dataclass(slots=True)
 class Priced:
     record: Record
     profile: str | None  # the profile's name, None when no profile matched
