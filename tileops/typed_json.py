@@ -119,9 +119,8 @@ def _mirror(cls: type, seen: dict) -> tuple[type, _Convert]:
         return seen[cls]
     hints = typing.get_type_hints(cls)
     fields: list[tuple] = []
-    converts: list[tuple[int, _Convert]] = []
-    names: list[str] = []
-    for at, f in enumerate(dataclasses.fields(cls)):
+    converts: list[tuple[str, _Convert]] = []
+    for f in dataclasses.fields(cls):
         tp = hints[f.name]
         if dataclasses.is_dataclass(tp) and getattr(tp, "repeats_across_rows", False):
             struct_tp, conv = msgspec.Raw, _shared(*_mirror(tp, seen))
@@ -134,25 +133,22 @@ def _mirror(cls: type, seen: dict) -> tuple[type, _Convert]:
         else:
             fields.append((f.name, struct_tp))
         if conv is not None:
-            converts.append((at, conv))
-        names.append(f.name)
+            converts.append((f.name, conv))
     struct = msgspec.defstruct(f"Mirror{cls.__name__}", fields, kw_only=True, gc=False,
                                forbid_unknown_fields=not getattr(cls, "ignore_unknown", False))
-    astuple = msgspec.structs.astuple
+    asdict = msgspec.structs.asdict  # the fields in order, not recursive
     # Building the instance without __init__ is the same object only for a plain dataclass.
     plain = not hasattr(cls, "__post_init__") and not hasattr(cls, "__slots__")
     new, set_dict = object.__new__, object.__setattr__
 
     def convert(s: Any) -> Any:
-        values = astuple(s)
-        if converts:
-            values = list(values)
-            for at, conv in converts:
-                values[at] = conv(values[at])
+        values = asdict(s)
+        for name, conv in converts:
+            values[name] = conv(values[name])
         if not plain:
-            return cls(**dict(zip(names, values)))
+            return cls(**values)
         obj = new(cls)
-        set_dict(obj, "__dict__", dict(zip(names, values)))  # what the frozen __init__ would set
+        set_dict(obj, "__dict__", values)  # what the frozen __init__ would set
         return obj
 
     seen[cls] = (struct, convert)
