@@ -190,6 +190,18 @@ def _types(obj: object) -> list:
     return []
 
 
+def _read_alike(read, lines: list[bytes], monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """What ``read`` makes of each line with msgspec, held equal to what it makes with the standard reader."""
+    from tileops import records
+
+    fast = [read(line) for line in lines]
+    monkeypatch.setattr(records, "_fast_reader", lambda cls: None)
+    slow = [read(line) for line in lines]
+    for line, f, s in zip(lines, fast, slow):
+        assert f == s, line
+    return fast
+
+
 _RECORDS = [
     make_record(data_terms={"experts_hit": 3, "rows": [1, 2]}, shapes={"x": [4, 8]}, params={"a": 1.5},
                 tags=["t"]),
@@ -208,16 +220,10 @@ def test_msgspec_and_the_standard_reader_read_every_mutation_alike(record: Recor
     to the field-by-field decoder; over every one-value mutation of a record a file reads the same either
     way: the same record with the same value types, or the same located error."""
     pytest.importorskip("msgspec")
-    from tileops import records
-
     lines = [json.dumps(d).encode() for d in _mutations(to_data(record))]
     assert len(lines) > 1000
     path = tmp_path / "records.jsonl"
-    fast = [_read_one(path, line) for line in lines]
-    monkeypatch.setattr(records, "_fast_reader", lambda cls: None)
-    slow = [_read_one(path, line) for line in lines]
-    for line, f, s in zip(lines, fast, slow):
-        assert f == s, line
+    fast = _read_alike(lambda line: _read_one(path, line), lines, monkeypatch)
     assert sum(f[0] == "ok" for f in fast) > 50  # the mutations include many a record may legitimately hold
 
 
@@ -225,27 +231,12 @@ def test_msgspec_reads_an_audit_entry_as_the_standard_reader_does(tmp_path: Path
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """An audit entry ignores fields it does not know (``ignore_unknown``); the mirror does the same."""
     pytest.importorskip("msgspec")
-    from tileops import records
-
     entry = {"op": "relu", "label": "r", "dtype": "float32", "backend": "torch", "verdict": "FAIL",
              "measured_read_bytes": 50, "expected_read_bytes": 100, "kernels": 2, "params": {"n": 8},
              "duration_ns": 12.5, "future_field": [1]}
     lines = [json.dumps(d).encode() for d in _mutations(entry)]
     path = tmp_path / "audit.jsonl"
-
-    def read(line: bytes) -> tuple:
-        path.write_bytes(line + b"\n")
-        try:
-            (got,) = read_audit(tmp_path)
-        except RecordFileError as exc:
-            return ("error", str(exc))
-        return ("ok", got, repr(to_data(got)), _types(got))
-
-    fast = [read(line) for line in lines]
-    monkeypatch.setattr(records, "_fast_reader", lambda cls: None)
-    slow = [read(line) for line in lines]
-    for line, f, s in zip(lines, fast, slow):
-        assert f == s, line
+    fast = _read_alike(lambda line: _read_one(path, line, lambda _: read_audit(tmp_path)), lines, monkeypatch)
     assert sum(f[0] == "ok" for f in fast) > 20 and sum(f[0] == "error" for f in fast) > 100
 
 
@@ -263,11 +254,11 @@ def test_collecting_rarely_restores_the_collector() -> None:
 # --------------------------------------------------------------------------- odd tokens
 
 
-def _read_one(path: Path, line: bytes) -> tuple:
-    """What the reader makes of a file holding this one line: the record (with its value types), or the error."""
+def _read_one(path: Path, line: bytes, read=iter_records) -> tuple:  # noqa: ANN001
+    """What ``read`` makes of a file holding this one line: the object (with its value types), or the error."""
     path.write_bytes(line + b"\n")
     try:
-        (rec,) = iter_records(path)
+        (rec,) = read(path)
     except RecordFileError as exc:
         return ("error", str(exc))
     return ("ok", rec, repr(to_data(rec)), _types(rec))
@@ -278,7 +269,6 @@ def test_msgspec_and_the_standard_reader_read_every_token_alike(tmp_path: Path, 
     floats beyond range, lone surrogates, a byte-order mark, duplicate keys, odd times, whitespace, bytes
     that are not UTF-8): a file reads the same with msgspec as with the standard library alone."""
     pytest.importorskip("msgspec")
-    from tileops import records
 
     base = make_record(data_terms={"rows": [1, 2]}, shapes={"x": [4, 8]}, params={"a": 1.5})
     lines = [json.dumps(d).encode() for d in _mutations(to_data(base))]
@@ -297,11 +287,7 @@ def test_msgspec_and_the_standard_reader_read_every_token_alike(tmp_path: Path, 
               good.encode().replace(b'"label":"', b'"label":"\xff'), good.encode().replace(b'"op":"', b'"op":"\xc3\xa9'),
               good.encode().replace(b'"label":"', b'"label":"\\u00e9\\n'), b"null", b"{}", b"1"]
     path = tmp_path / "records.jsonl"
-    fast = [_read_one(path, line) for line in lines]
-    monkeypatch.setattr(records, "_fast_reader", lambda cls: None)
-    slow = [_read_one(path, line) for line in lines]
-    for line, f, s in zip(lines, fast, slow):
-        assert f == s, line
+    fast = _read_alike(lambda line: _read_one(path, line), lines, monkeypatch)
     assert sum(f[0] == "ok" for f in fast) > 50 and sum(f[0] == "error" for f in fast) > 500
     # a whole number beyond 64 bits stays one
     big = good.replace('"params":{"a":1.5}', f'"params":{{"a":{2**70}}}').encode()
