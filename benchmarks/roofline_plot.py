@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from roofline_pricing import profile, records  # noqa: E402
 
+from tileops.profiles import ProfileChooser  # noqa: E402
 from tileops.report.plot import write_plot  # noqa: E402
 from tileops.roofline import price_all  # noqa: E402
 
@@ -48,7 +49,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args()
     prof = profile()
-    priced = price_all(records(args.n), lambda _device: prof)  # every row on this profile
+    priced = price_all(records(args.n), ProfileChooser.only(prof))  # every row on this profile
     t_small, c_small, s_small = timed(priced[:10], prof, args.repeat)
     t_big, c_big, s_big = timed(priced, prof, args.repeat)
     print(f"rows: {args.n:,}  (best of {args.repeat}; CPU = this process's CPU time, which other load on a "
