@@ -638,8 +638,8 @@ def iter_jsonl(path: Path, cls: type[T], *, what: str, fix: str,
     is not the contract raises RecordFileError naming file:line and the field.
     ``span``: only the lines starting in this byte range (from :func:`jsonl_spans`),
     still numbered as lines of the whole file. ``fast_json``: read with msgspec where it is installed
-    (``tileops.typed_json``: the same objects, ten times faster, a line it declines read as below); False,
-    the standard library alone (the benchmark layer, §5.2).
+    (``tileops.typed_json``: the same objects in a third to a quarter of the time, a line it declines read
+    as below); False, the standard library alone (the benchmark layer, §5.2).
     """
     decode = _dataclass_decoder(cls)
     fast = _fast_reader(cls) if fast_json else None
