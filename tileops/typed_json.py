@@ -27,6 +27,7 @@ msgspec is imported here only: the benchmark layer never imports this module
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from datetime import datetime
@@ -55,7 +56,7 @@ def line_reader(cls: type) -> LineReader | None:
     field type the mirror cannot carry."""
     if cls not in _READERS:
         try:
-            struct, convert = _mirror(cls, {})
+            struct, convert = _mirror(cls)
         except _Unmirrored:
             _READERS[cls] = None
         else:
@@ -73,8 +74,8 @@ def line_reader(cls: type) -> LineReader | None:
 
 
 def _bounded(kind: type, meta: dict[str, Any]) -> Any:
-    """``kind`` with the field's bounds. No bound makes a float finite: msgspec refuses a number beyond
-    float's range (and JSON has no NaN), where the contract would refuse the infinity it became."""
+    """``kind`` with the field's bounds. A float needs no bound to be finite: msgspec refuses a number beyond
+    float's range (and JSON has no NaN), where the contract refuses the infinity it would become."""
     bounds = {k: meta[k] for k in ("gt", "ge", "le") if meta.get(k) is not None}
     return Annotated[kind, msgspec.Meta(**bounds)] if bounds else kind
 
@@ -82,7 +83,7 @@ def _bounded(kind: type, meta: dict[str, Any]) -> Any:
 _Convert = Callable[[Any], Any]
 
 
-def _field(tp: Any, meta: dict[str, Any], seen: dict) -> tuple[Any, _Convert | None]:
+def _field(tp: Any, meta: dict[str, Any]) -> tuple[Any, _Convert | None]:
     """The mirror's type for a contract field's annotation, and how its decoded value becomes the contract's."""
     origin = typing.get_origin(tp)
     if tp is Any or tp is str or tp is bool:
@@ -97,7 +98,7 @@ def _field(tp: Any, meta: dict[str, Any], seen: dict) -> tuple[Any, _Convert | N
         inner_tp = [a for a in typing.get_args(tp) if a is not _NONE]
         if len(inner_tp) != 1:
             raise _Unmirrored(tp)
-        inner, conv = _field(inner_tp[0], meta, seen)
+        inner, conv = _field(inner_tp[0], meta)
         if conv is None:
             return inner | None, None
         return inner | None, lambda v: None if v is None else conv(v)
@@ -105,28 +106,27 @@ def _field(tp: Any, meta: dict[str, Any], seen: dict) -> tuple[Any, _Convert | N
         args = typing.get_args(tp)
         if origin is dict and args[0] is not str:
             raise _Unmirrored(tp)
-        inner, conv = _field(args[-1], {}, seen)
+        inner, conv = _field(args[-1], {})
         if conv is not None:  # a container of times or contract objects: not in the contract today
             raise _Unmirrored(tp)
         return (list[inner] if origin is list else dict[str, inner]), None  # type: ignore[valid-type]
     if dataclasses.is_dataclass(tp):
-        return _mirror(tp, seen)
+        return _mirror(tp)
     raise _Unmirrored(tp)
 
 
-def _mirror(cls: type, seen: dict) -> tuple[type, _Convert]:
+@functools.cache
+def _mirror(cls: type) -> tuple[type, _Convert]:
     """``cls``'s mirror Struct and the function copying a decoded one into ``cls``."""
-    if cls in seen:
-        return seen[cls]
     hints = typing.get_type_hints(cls)
     fields: list[tuple] = []
     converts: list[tuple[str, _Convert]] = []
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
         if dataclasses.is_dataclass(tp) and getattr(tp, "repeats_across_rows", False):
-            struct_tp, conv = msgspec.Raw, _shared(*_mirror(tp, seen))
+            struct_tp, conv = msgspec.Raw, _shared(*_mirror(tp))
         else:
-            struct_tp, conv = _field(tp, dict(f.metadata), seen)
+            struct_tp, conv = _field(tp, dict(f.metadata))
         if f.default is not dataclasses.MISSING:
             fields.append((f.name, struct_tp, f.default))
         elif f.default_factory is not dataclasses.MISSING:
@@ -152,7 +152,6 @@ def _mirror(cls: type, seen: dict) -> tuple[type, _Convert]:
         set_dict(obj, "__dict__", values)  # what the frozen __init__ would set
         return obj
 
-    seen[cls] = (struct, convert)
     return struct, convert
 
 

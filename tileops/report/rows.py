@@ -176,7 +176,7 @@ def raw_values(p: Priced) -> list[Any]:
           "ratio": b.ratio, "message": m} for b, m in zip(breaches, breach_sentences(p))] if breaches else [],
         list(p.notes),
         dict(r.data_terms),
-        timing.compile_s if timing is not None else None,
+        compile_seconds(p),
     ]
 
 

@@ -163,12 +163,13 @@ def _csv_line(values: list[Any]) -> str | None:
     row; msgspec writes the whole row in a few microseconds, each number as the
     shortest text that reads back to the same float (``1e-5`` where Python
     writes ``1e-05``), and breach rows (a sentence with commas) need the csv
-    module no more: a CSV row costs about two thirds of what it did. The JSON array becomes the CSV line: ``null`` is an empty cell,
-    ``true`` is ``True``, and a string keeps its quotes only where it holds a
-    comma, as the csv module quotes it. A line with a cell JSON escapes (a
-    quote, a line break, a control character) or a number that is not finite
-    is left to the csv module. A test reads both writers' lines back to the
-    same cells over every kind of cell and floats of every size.
+    module no more: a CSV row costs about two thirds of what it did. The JSON
+    array becomes the CSV line: ``null`` is an empty cell, ``true`` is
+    ``True``, and a string keeps its quotes only where it holds a comma, as the
+    csv module quotes it. A line with a cell JSON escapes (a quote, a line
+    break, a control character) or a number that is not finite is left to the
+    csv module. A test reads both writers' lines back to the same cells over
+    every kind of cell and floats of every size.
     """
     if not _CSV_CELL_TYPES.issuperset(map(type, values)):
         return None
