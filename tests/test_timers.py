@@ -11,6 +11,8 @@ from __future__ import annotations
 import collections
 import gzip
 import json
+import re
+import sys
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -22,14 +24,21 @@ import torch
 from tileops.bench.execute import measure, warm_up
 from tileops.bench.stopping import NOISE_REACHED, StoppingRule, median_precision, rel_noise
 from tileops.bench.timers import (FLUSH_RANGE, ITER_PREFIX, AttributionError, CacheFlusher, CpuWallTimer,
-                                  attribute, check_kernel_launches, check_timer, classify, enclosing_range,
-                                  group_by_range,
-                                  join_launches, trace_events_from_chrome, trace_events_from_kineto, union_ns)
+                                  TraceEvent, attribute, attribute_iterations, check_kernel_launches, check_timer,
+                                  classify, enclosing_range, group_by_range, join_launches, owners,
+                                  trace_events_from_chrome, trace_events_of_result, union_ns)
 from tileops.errors import TileOpsError
 
-KINETO = Path(__file__).parent / "data" / "kineto"
+DATA = Path(__file__).parent / "data"
+KINETO = DATA / "kineto"
 A100 = KINETO / "a100-alexnet-benchmark.trace.json.gz"
 V100 = KINETO / "v100-training-gpu-user-annotation.trace.json.gz"
+TRITON = KINETO / "a100-triton-cuLaunchKernel.trace.json.gz"
+EVENT_SYNC = KINETO / "a100-event-sync.trace.json.gz"
+MULTI_STREAM = KINETO / "a100-multi-stream-memset.trace.json.gz"
+PREWINDOW = KINETO / "a100-80gb-training-cudagraph-prewindow.trace.json.gz"
+#: torch 2.11's profiler event API, as the H200 machine's wheel declares it (tests/data/torch/)
+TORCH_211_API = DATA / "torch" / "torch-2.11-kineto-event-api.pyi"
 
 
 @lru_cache(maxsize=None)
@@ -234,10 +243,106 @@ def test_union_of_intervals() -> None:
     assert union_ns([]) == 0
 
 
-# -- the live profiler adapter, on this CPU's real torch.profiler ----------------------------------------
+# -- every real trace, through the rule the timer applies -----------------------------------------------
 
 
-def test_live_profiler_events_and_their_chrome_export_read_the_same(tmp_path: Path) -> None:
+def test_every_real_trace_is_read_by_the_rule_and_kept_or_refused() -> None:
+    """The six traces in tests/data/kineto, each with what the rule must make of it."""
+    assert sorted(p.name for p in KINETO.glob("*.trace.json.gz")) == sorted(
+        p.name for p in (A100, V100, TRITON, EVENT_SYNC, MULTI_STREAM, PREWINDOW))
+    # a Triton kernel launched through the driver joins its cuLaunchKernel call
+    c = classify(events(TRITON))
+    ((kernel, call),) = join_launches(c.activities, c.launches)
+    assert kernel.kind == "kernel" and call.kind == "cuda_driver" and call.name == "cuLaunchKernel"
+    assert len(c.ranges) == 1 and group_by_range([(kernel, call)], c.ranges) == {c.ranges[0]: [kernel]}
+    check_kernel_launches(c)
+    # cuda_sync records are never device work: 4 kernels and a memcpy, all under the one ProfilerStep range
+    c = classify(events(EVENT_SYNC))
+    assert collections.Counter(a.kind for a in c.activities) == {"kernel": 4, "gpu_memcpy": 1}
+    assert sum(e.kind == "cuda_sync" for e in events(EVENT_SYNC)) == 4
+    groups = group_by_range(join_launches(c.activities, c.launches), c.ranges)
+    assert list(groups) == c.ranges and len(groups[c.ranges[0]]) == 5
+    # memsets and kernels on several streams, and no range at all: nothing says which repetition launched them
+    c = classify(events(MULTI_STREAM))
+    pairs = join_launches(c.activities, c.launches)
+    assert collections.Counter(a.kind for a, _ in pairs) == {"kernel": 3, "gpu_memset": 3}
+    assert list(group_by_range(pairs, c.ranges)) == [None]
+    with pytest.raises(AttributionError, match="0 iteration range"):
+        attribute(events(MULTI_STREAM), 1)
+    # a window opened on queued work: 872 activities launched before it are refused, not guessed
+    c = classify(events(PREWINDOW))
+    assert len(c.activities) == 6080 + 1390 + 277
+    with pytest.raises(AttributionError, match=r"^872 device activities .* launched before the profiling window"):
+        join_launches(c.activities, c.launches)
+
+
+def test_a_dropped_launch_record_is_told_from_a_window_opened_on_queued_work() -> None:
+    evs = trace(*ranges(1), launch(5, 600), X("kernel", "k", 2000, 1, corr=5), X("kernel", "lost", 2100, 1, corr=9))
+    with pytest.raises(AttributionError, match="no launch record .*records were dropped"):
+        attribute(evs, 1)
+
+
+# -- the live profiler: the trace its result writes, on torch 2.11's API and on this torch's -----------
+
+
+def _api(text: str, cls: str) -> set[str]:
+    """The method names a class declares in a .pyi excerpt."""
+    body = text.split(f"class {cls}:", 1)[1].split("\nclass ", 1)[0]
+    return set(re.findall(r"^    def (\w+)\(", body, re.M))
+
+
+class _Shaped:
+    """An object offering exactly ``methods``: any other attribute is an AttributeError, as on a torch
+    that lacks it. ``calls`` records what was used."""
+
+    def __init__(self, methods: set[str], impl: dict[str, Any]) -> None:
+        self._methods, self._impl, self.calls = methods, impl, []
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in self._methods:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        self.calls.append(name)
+        return self._impl.get(name, lambda *a: pytest.fail(f"the live path called {name}()"))
+
+
+def _synthetic_profile() -> dict:
+    return {"traceEvents": [*ranges(2), launch(1, 100), X("kernel", "flush0", 5000, 4000, corr=1),
+                            launch(2, 600), X("kernel", "relu", 10_000, 2, corr=2),
+                            X("gpu_user_annotation", f"{ITER_PREFIX}0", 9_000, 50),
+                            launch(3, 1600), X("kernel", "relu", 20_000, 3, corr=3)]}
+
+
+@pytest.mark.parametrize("torch_api", ["2.11", "installed"])
+def test_the_live_path_reads_the_saved_trace_with_only_the_api_torch_2_11_has(torch_api: str, tmp_path: Path) -> None:
+    """The profiler result of torch 2.11 (its API from the wheel's .pyi: events without activity_type) and of
+    the installed torch (its real method set, 2.13 here): the timer's live path gives the same times from
+    either, touching nothing but ``save``."""
+    text = TORCH_211_API.read_text()
+    if torch_api == "2.11":
+        event_api, result_api = _api(text, "_KinetoEvent"), _api(text, "_ProfilerResult")
+        assert "activity_type" not in event_api and {"correlation_id", "device_type", "save"} <= event_api | result_api
+    else:
+        event_api = {n for n in dir(torch._C._autograd._KinetoEvent) if not n.startswith("_")}
+        result_api = {n for n in dir(torch._C._autograd._ProfilerResult) if not n.startswith("_")}
+    profile = _synthetic_profile()
+    event = _Shaped(event_api, {"name": lambda: "aten::relu"})
+
+    def save(path: str) -> None:
+        Path(path).write_text(json.dumps(profile))
+
+    result = _Shaped(result_api, {"save": save, "events": lambda: [event]})
+    kept = tmp_path / "kept.trace.json.gz"
+    got = attribute_iterations(trace_events_of_result(result, keep=str(kept)), 2)
+    assert [it.busy_s for it in got] == [pytest.approx(2e-6), pytest.approx(3e-6)]
+    assert [it.span_s for it in got] == [pytest.approx(10_002e-6 - 600e-6), pytest.approx(20_003e-6 - 1600e-6)]
+    assert result.calls == ["save"] and event.calls == []
+    with gzip.open(kept, "rt") as f:
+        assert json.load(f) == profile  # the evidence kept is the trace read
+
+
+def test_the_live_path_on_this_machines_real_profiler(tmp_path: Path) -> None:
+    """torch.profiler on this CPU writes the trace the timer reads: the same ranges a GPU profile carries,
+    without device activity, so the rule fails closed here."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     x = torch.randn(64, 64)
@@ -247,19 +352,70 @@ def test_live_profiler_events_and_their_chrome_export_read_the_same(tmp_path: Pa
                 x.sum()
             with record_function(f"{ITER_PREFIX}{i}"):
                 torch.relu(x)
-    live = trace_events_from_kineto(prof.profiler.kineto_results.events())
-    path = tmp_path / "trace.json"
-    prof.export_chrome_trace(str(path))
-    exported = trace_events_from_chrome(json.loads(path.read_text()))
-    for evs in (live, exported):
-        c = classify(evs, lambda n: n == FLUSH_RANGE or n.startswith(ITER_PREFIX))
-        assert sorted(r.name for r in c.ranges) == sorted([FLUSH_RANGE] * 2 + [f"{ITER_PREFIX}0", f"{ITER_PREFIX}1"])
-        assert not c.activities and not c.launches
-        assert all(e.correlation is None for e in evs)  # CPU ops carry the profiler's ids: never read
-        relu = next(e for e in evs if e.name == "aten::relu")
-        assert enclosing_range(c.ranges, relu.start_ns).name.startswith(ITER_PREFIX)
-        with pytest.raises(AttributionError, match="recorded no device activity"):  # no GPU: fails closed
-            attribute(evs, 2)
+    evs = trace_events_of_result(prof.profiler.kineto_results, keep=str(tmp_path / "t.json"))
+    assert trace_events_from_chrome(json.loads((tmp_path / "t.json").read_text())) == evs
+    c = classify(evs, lambda n: n == FLUSH_RANGE or n.startswith(ITER_PREFIX))
+    assert sorted(r.name for r in c.ranges) == sorted([FLUSH_RANGE] * 2 + [f"{ITER_PREFIX}0", f"{ITER_PREFIX}1"])
+    assert not c.activities and not c.launches
+    assert all(e.correlation is None for e in evs)  # CPU ops carry the profiler's ids: never read
+    relu = next(e for e in evs if e.name == "aten::relu")
+    assert enclosing_range(c.ranges, relu.start_ns).name.startswith(ITER_PREFIX)
+    with pytest.raises(AttributionError, match="recorded no device activity"):  # no GPU: fails closed
+        attribute(evs, 2)
+
+
+# -- attribution at scale, and the span beside the busy time ----------------------------------------------
+
+
+def test_owners_agree_with_asking_every_range_on_nested_and_overlapping_ranges() -> None:
+    import random
+
+    rng = random.Random(24)
+    for _ in range(50):
+        rs = []
+        for _ in range(rng.randint(0, 12)):
+            s = rng.randint(0, 100)
+            rs.append(TraceEvent("user_annotation", f"r{len(rs)}", s, s + rng.randint(0, 40)))
+        rs += rs[:2]  # the same span twice: the first listed wins, as before
+        times = [rng.randint(-5, 145) for _ in range(40)]
+
+        def brute(t: int) -> int | None:
+            best = None
+            for i, r in enumerate(rs):
+                if r.start_ns <= t <= r.end_ns and (best is None or (r.start_ns, -r.end_ns) > (rs[best].start_ns,
+                                                                                             -rs[best].end_ns)):
+                    best = i
+            return best
+
+        assert owners(rs, times) == [brute(t) for t in times]
+
+
+def test_attribution_of_100k_launches_over_1000_ranges_takes_under_a_second() -> None:
+    """The issue's bound (benchmarks/attribution.py prints the time beside the quadratic scan it replaced)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from attribution import scan_every_range, synthetic_launches
+
+    evs = synthetic_launches(1_000, 100)
+    t0 = time.perf_counter()
+    its = attribute_iterations(evs, 1_000)
+    elapsed = time.perf_counter() - t0
+    assert len(its) == 1_000
+    assert all(it.busy_s == pytest.approx(100 * 2e-6) for it in its)
+    assert all(it.span_s == pytest.approx(500e-6 + 99 * 3e-6 + 2e-6 - 2.1e-6) for it in its)
+    assert elapsed < 1.0, f"attributing 100,000 launches took {elapsed:.2f} s"
+    small = synthetic_launches(20, 7)  # the benchmark's reference scan counts what the rule counts
+    assert scan_every_range(small, 20) == [7] * 20
+
+
+def test_a_host_gap_between_kernels_shows_in_the_span_not_in_the_busy_time() -> None:
+    """Iteration 0 launches two kernels back to back; iteration 1 waits on the host between them (a sync, a
+    Python loop): the same busy time, twice the span."""
+    evs = trace(*ranges(2), launch(1, 600), launch(2, 602), X("kernel", "a", 610, 10, corr=1),
+                X("kernel", "b", 620, 10, corr=2),
+                launch(3, 1600), launch(4, 1700), X("kernel", "a", 1610, 10, corr=3), X("kernel", "b", 1710, 10, corr=4))
+    a, b = attribute_iterations(evs, 2)
+    assert a.busy_s == pytest.approx(20e-6) and b.busy_s == pytest.approx(20e-6)
+    assert a.span_s == pytest.approx(30e-6) and b.span_s == pytest.approx(120e-6)
 
 
 # -- warm-up, measuring, fallback ------------------------------------------------------------------------
@@ -307,6 +463,27 @@ def test_an_attribution_failure_is_retimed_and_the_record_says_why() -> None:
     t = measure(lambda: None, DroppingCupti(), StoppingRule(min_time_s=0, max_time_s=0.05, warmup_s=0))
     assert t.timer == "cuda-events" and t.n >= 1
     assert "records were dropped" in t.fallback_reason and "Fix:" in t.fallback_reason
+
+
+class BrokenCupti(DroppingCupti):
+    """A CUPTI timer whose profiler itself fails (torch 2.11's events lacking a method, a CUPTI error)."""
+
+    def sample(self, fn, k):
+        raise AttributeError("'torch._C._autograd._KinetoEvent' object has no attribute 'activity_type'")
+
+
+def test_any_timer_error_is_caught_recorded_and_retimed() -> None:
+    t = measure(lambda: None, BrokenCupti(), StoppingRule(min_time_s=0, max_time_s=0.05, warmup_s=0))
+    assert t.timer == "cuda-events" and t.n >= 1 and t.span_s is None
+    assert "the CUPTI timer failed (AttributeError: " in t.fallback_reason and "activity_type" in t.fallback_reason
+
+
+def test_an_error_of_the_op_itself_is_not_hidden_by_the_fallback() -> None:
+    def op() -> None:
+        raise ValueError("the op broke")
+
+    with pytest.raises(ValueError, match="the op broke"):
+        measure(op, BrokenCupti(), StoppingRule(min_time_s=0, max_time_s=0.05, warmup_s=0))
 
 
 def test_a_row_measured_on_the_cpu_has_no_fallback_reason() -> None:
@@ -407,3 +584,14 @@ def test_a_gpu_row_is_timed_by_cupti_through_the_bench_path() -> None:  # pragma
     t = measure(run, make_timer(task, torch.cuda.get_device_properties(0).L2_cache_size), QUICK_RULE)
     assert t.timer == "cupti", t.fallback_reason
     assert t.fallback_reason is None and t.median_s > 0
+
+
+def test_the_torch_floor_is_the_oldest_torch_whose_event_api_is_tested() -> None:
+    """pyproject.toml's ``torch>=`` is the torch of the event API the live-path test holds (2.11, the H200
+    machine's): a lower floor would promise paths no test has seen."""
+    import tomllib
+
+    deps = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["dependencies"]
+    (floor,) = [d.split(">=", 1)[1] for d in deps if d.startswith("torch>=")]
+    tested = re.search(r"torch==(\d+\.\d+)", TORCH_211_API.read_text()).group(1)
+    assert floor == tested == "2.11"

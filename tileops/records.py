@@ -144,6 +144,10 @@ class Timing:
     fallback_reason: str | None = None  # why a GPU row was not timed by CUPTI (then SOL is blank)
     #: compile/triton backends: the first (checked) call's seconds, compilation included; never in the samples
     compile_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
+    #: CUPTI rows: the median over repetitions of the span from a repetition's first launch call to its last
+    #: device activity's end. Well above ``median_s`` (busy time), the device waited on the host between
+    #: kernels: the row is host-bound (``tileops.roofline.HOST_BOUND_RATIO``). None where no timer saw it.
+    span_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
 
     @property
     def actual_time_s(self) -> float:
@@ -213,6 +217,7 @@ class RunOptions:
     instance: str | None = None
     compile_cache: str | None = None  # absolute; None: beside the run directory (or the environment's)
     compile_timeout_s: float | None = field(default=None, metadata=_positive())  # None: the bench's default
+    keep_traces: bool = False  # each CUPTI row's last profiled batch kept as a Chrome trace in <run>/traces/
 
 
 @dataclass(kw_only=True)

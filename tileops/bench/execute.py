@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import re
 import statistics
 import time
 import traceback
@@ -41,10 +43,16 @@ class Task:
     rule: StoppingRule
     env: Environment  # fixed for the run; each record adds the clocks around its row
     timer: str = "auto"  # auto | cupti | cuda-events | cpu-wall
+    trace_dir: str | None = None  # keep each CUPTI row's last profiled batch here (``--keep-traces``)
 
     @property
     def key(self) -> tuple[str, str, str, str]:
         return (self.op, self.label, self.case_name, self.backend)
+
+    @property
+    def trace_name(self) -> str:
+        """The file a kept trace of this row goes to: its key, made safe for a file name."""
+        return re.sub(r"[^A-Za-z0-9_.=-]+", "_", "-".join(self.key))[:180] + ".trace.json.gz"
 
 
 _FLUSHERS: dict[str, CacheFlusher] = {}
@@ -66,7 +74,8 @@ def make_timer(task: Task, cache_bytes: int | None) -> Timer:
         return CudaEventTimer(flush, task.device)
     why = cupti_unavailable_reason()  # pragma: no cover - GPU
     if why is None:  # pragma: no cover - GPU
-        return CuptiTimer(flush, task.device)
+        trace = os.path.join(task.trace_dir, task.trace_name) if task.trace_dir else None
+        return CuptiTimer(flush, task.device, trace_path=trace)
     if task.timer == "cupti":  # pragma: no cover - GPU
         raise TileOpsError(f"--timer cupti: CUPTI is unavailable here: {why}. Fix: {CUPTI_FIX}")
     return CudaEventTimer(flush, task.device,  # pragma: no cover - GPU
@@ -88,16 +97,24 @@ def warm_up(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> int:
 
 
 def measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timing:
-    """Time ``fn`` until the rule stops. A CUPTI attribution failure re-times the row with CUDA
-    events, and the record says so (``fallback_reason``): the roofline tool prices it blank."""
+    """Time ``fn`` until the rule stops. Any failure of a timer that can fall back (CUPTI: its attribution
+    refused, or the profiler itself failing) re-times the row with CUDA events, and the record says why
+    (``fallback_reason``): the roofline tool prices it blank. An error of the op itself fails again there
+    and becomes the row's error record."""
+    fallback = getattr(timer, "fallback", None)
+    if fallback is None:
+        return _measure(fn, timer, rule)
     try:
         return _measure(fn, timer, rule)
-    except AttributionError as exc:  # pragma: no cover - GPU
-        fallback = timer.fallback(  # type: ignore[attr-defined]
+    except AttributionError as exc:
+        return _measure(fn, fallback(
             f"CUPTI attribution failed ({exc}); re-timed with CUDA events. Fix: run the bench without another "
             "profiler attached (nsys and ncu hold CUPTI); if it persists, run scripts/device-check and report "
-            "its cupti trace")
-        return _measure(fn, fallback, rule)
+            "its cupti trace"), rule)
+    except Exception as exc:
+        return _measure(fn, fallback(
+            f"the CUPTI timer failed ({type(exc).__name__}: {str(exc)[:300]}); re-timed with CUDA events. Fix: "
+            "run scripts/device-check on this machine and report its log and cupti trace"), rule)
 
 
 def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timing:
@@ -117,11 +134,13 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timi
         left = max(1, math.ceil((rule.max_time_s - elapsed) / per_sample)) if per_sample > 0 else 64
         batch = max(1, min(max(first, len(samples) // 2), 64, left, rule.max_samples - len(samples)))
     s = sorted(samples)
+    spans = getattr(timer, "spans", None)
     return Timing(
         timer=timer.kind, median_s=statistics.median(s), min_s=s[0], mean_s=statistics.fmean(s),
         p10_s=quantile(s, 0.10), p90_s=quantile(s, 0.90), n=len(s), rel_noise=rel_noise(s), warmup=warm,
         total_s=time.perf_counter() - t_start, stop_reason=reason,
         fallback_reason=getattr(timer, "fallback_reason", None),
+        span_s=statistics.median(spans) if spans else None,
     )
 
 

@@ -45,6 +45,8 @@ DEFAULT_COMPILE_TIMEOUT_S = 600.0
 #: The compile caches' folder, beside the run directories (``results/.compile-cache``), shared by the
 #: runs written there: a nightly job loads yesterday's compiled code instead of compiling again.
 COMPILE_CACHE_DIR = ".compile-cache"
+#: Where ``--keep-traces`` leaves each CUPTI row's last profiled batch (a Chrome trace), in the run directory.
+TRACES_DIR = "traces"
 
 
 class RunWriteError(TileOpsError):
@@ -112,6 +114,7 @@ class PreparedSweep:
     notices: list[str] = field(default_factory=list)  # what opening the run directory repaired
     compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S
     compile_env: dict[str, str] = field(default_factory=dict)  # the compile caches' folders, for the worker
+    trace_dir: str | None = None  # --keep-traces on a GPU: <run>/traces/, where each CUPTI row's trace goes
 
     @property
     def compile_cache(self) -> Path | None:
@@ -273,7 +276,15 @@ def prepare(opts: SweepOptions) -> PreparedSweep:
     compiles = any(p.backend != "torch" and not p.skip_reason for p in todo)
     compile_env = compile_cache_env(opts.compile_cache, run_dir) if compiles else {}
     info.rows_total = len(planned)
+    trace_dir = None
+    if info.options.keep_traces and device.kind == "cuda":
+        trace_dir = str((run_dir / TRACES_DIR).absolute())
     try:
+        if trace_dir:
+            try:
+                Path(trace_dir).mkdir(exist_ok=True)
+            except OSError as exc:
+                raise _unwritable(Path(trace_dir), exc, "--keep-traces writes into the run directory") from None
         save_run_info(run_dir, info, lock)
     except BaseException:
         lock.release()
@@ -283,7 +294,8 @@ def prepare(opts: SweepOptions) -> PreparedSweep:
         planned=planned, todo=todo, done=len(planned) - len(todo), rule=stopping_rule(device, opts.quick),
         row_timeout_s=opts.row_timeout_s or DEFAULT_ROW_TIMEOUT_S[device.kind], threads=threads,
         timer=opts.timer, lock=lock, notices=notices,
-        compile_timeout_s=opts.compile_timeout_s or DEFAULT_COMPILE_TIMEOUT_S, compile_env=compile_env)
+        compile_timeout_s=opts.compile_timeout_s or DEFAULT_COMPILE_TIMEOUT_S, compile_env=compile_env,
+        trace_dir=trace_dir)
 
 
 def compile_cache_env(given: Path | None, run_dir: Path) -> dict[str, str]:
@@ -326,7 +338,8 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
                 rec = _skipped(p, family, prep.env)
             else:
                 task = Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
-                            device=prep.device.device, rule=prep.rule, env=prep.env, timer=prep.timer)
+                            device=prep.device.device, rule=prep.rule, env=prep.env, timer=prep.timer,
+                            trace_dir=prep.trace_dir)
                 rec = worker.run(task, family, prep.row_timeout_s, prep.compile_timeout_s).record
             try:
                 with deferred():  # a signal now waits until the record is written

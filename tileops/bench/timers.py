@@ -19,15 +19,24 @@ each evicts the cache before every repetition, outside the timed span:
 * ``cuda-events``: CUDA events around each call. They include launch gaps, so the
   roofline tool prices such rows blank; a record says why a row fell back to them.
 
-The attribution is pure: it reads :class:`TraceEvent` tuples, which come either
-from live Kineto events (:func:`trace_events_from_kineto`) or from a Chrome-trace
-export (:func:`trace_events_from_chrome`), so the same code runs on real traces
-in the tests and on the live profiler.
+The attribution is pure: it reads :class:`TraceEvent` tuples from a Chrome
+trace (:func:`trace_events_from_chrome`). The live profiler's are read the same
+way, from the trace its result writes (:func:`trace_events_of_result`), so one
+rule holds on every torch from 2.11 on and the tests run the very code the
+timer runs on real GPU traces. Each iteration's span (first launch to last
+activity end) is kept beside its busy time: a span far above it is a row the
+host holds back.
 """
 
 from __future__ import annotations
 
+import bisect
+import gzip
+import heapq
+import json
+import os
 import re
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
@@ -151,7 +160,9 @@ class CuptiTimer:  # pragma: no cover - needs a GPU; exercised by scripts/device
     def __init__(self, flush: Callable[[], None], device: str, trace_path: str | None = None) -> None:
         self.flush = flush
         self.device = device
-        self.trace_path = trace_path  # where to export the last batch's raw events (Chrome trace)
+        self.trace_path = trace_path  # where to keep the last batch's Chrome trace (``.gz``: compressed)
+        #: each timed repetition's span, first launch call to last activity end (seconds), as sampled
+        self.spans: list[float] = []
 
     def sync(self) -> None:
         torch.cuda.synchronize(self.device)
@@ -167,9 +178,9 @@ class CuptiTimer:  # pragma: no cover - needs a GPU; exercised by scripts/device
                 with record_function(f"{ITER_PREFIX}{i}"):
                     fn()
             torch.cuda.synchronize(self.device)
-        if self.trace_path:
-            prof.export_chrome_trace(self.trace_path)
-        return attribute(trace_events_from_kineto(prof.profiler.kineto_results.events()), k)
+        its = attribute_iterations(trace_events_of_result(prof.profiler.kineto_results, keep=self.trace_path), k)
+        self.spans.extend(it.span_s for it in its)
+        return [it.busy_s for it in its]
 
     def fallback(self, reason: str) -> CudaEventTimer:
         return CudaEventTimer(self.flush, self.device, fallback_reason=reason)
@@ -188,9 +199,9 @@ def cupti_unavailable_reason() -> str | None:
     if ProfilerActivity.CUDA not in activities:
         return (f"torch {torch.__version__} cannot record CUDA activity "
                 "(torch.profiler.supported_activities() lacks CUDA: built without Kineto/CUPTI)")
-    if not hasattr(torch._C._autograd._KinetoEvent, "activity_type"):
-        return (f"torch {torch.__version__}'s profiler events carry no activity type "
-                "(_KinetoEvent.activity_type), which telling kernels from annotations needs")
+    if not callable(getattr(torch._C._autograd._ProfilerResult, "save", None)):
+        return (f"torch {torch.__version__}'s profiler result cannot write its trace "
+                "(_ProfilerResult.save), which the CUPTI timer reads")
     return None
 
 
@@ -210,12 +221,37 @@ def check_timer(timer: str, device_kind: str) -> None:
         raise TileOpsError(f"--timer cupti: CUPTI is unavailable here: {reason}. Fix: {CUPTI_FIX}")
 
 
+# -- the live profiler: the Chrome trace Kineto writes ------------------------------------------------
+
+
+def trace_events_of_result(result: Any, keep: str | None = None) -> list[TraceEvent]:
+    """A finished profile's events, read from the Chrome trace its ``_ProfilerResult.save`` writes.
+
+    One rule on every torch from 2.11 on: the trace names each event's Kineto
+    activity type (``cat``) and CUPTI correlation id, which torch 2.11's event
+    objects do not (``_KinetoEvent.activity_type()`` came in 2.12); ``save`` is on
+    both, and the trace is what the tests read from real GPUs (:func:`trace_events_from_chrome`).
+    Nothing else of the result is touched. ``keep``: also leave the trace there
+    (gzip-compressed when the name ends in ``.gz``), as evidence.
+    """
+    with tempfile.TemporaryDirectory(prefix="tileops-cupti-") as tmp:
+        path = os.path.join(tmp, "trace.json")
+        result.save(path)
+        with open(path, "rb") as f:
+            raw = f.read()
+        if keep:
+            opener = gzip.open if keep.endswith(".gz") else open
+            with opener(keep, "wb") as out:
+                out.write(raw)
+    return trace_events_from_chrome(json.loads(raw))
+
+
 # -- CUPTI attribution: pure functions over trace events ---------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TraceEvent:
-    """One profiler event, as both the live profiler and a Chrome-trace export describe it.
+    """One profiler event, as a Chrome-trace export of the profiler describes it.
 
     ``kind`` is Kineto's activity type name (``kernel``, ``cuda_runtime``,
     ``user_annotation``, ``gpu_user_annotation``, ``cuda_sync``, ``cpu_op``, ...).
@@ -238,7 +274,7 @@ def _cupti_correlation(kind: str, value: Any) -> int | None:
 
 
 def trace_events_from_chrome(trace: Mapping[str, Any]) -> list[TraceEvent]:
-    """The complete (``ph: X``) events of a Chrome-trace export (``prof.export_chrome_trace``).
+    """The complete (``ph: X``) events of a Chrome-trace export (``_ProfilerResult.save``).
 
     Timestamps are microseconds there; ``args.correlation`` is CUPTI's id.
     """
@@ -250,24 +286,6 @@ def trace_events_from_chrome(trace: Mapping[str, Any]) -> list[TraceEvent]:
         kind = e["cat"]
         out.append(TraceEvent(kind, str(e.get("name", "")), start, start + round(float(e.get("dur", 0)) * 1000),
                               _cupti_correlation(kind, (e.get("args") or {}).get("correlation"))))
-    return out
-
-
-def trace_events_from_kineto(events: Iterable[Any]) -> list[TraceEvent]:
-    """The live profiler's events (``prof.profiler.kineto_results.events()``).
-
-    ``activity_type()`` is Kineto's activity name; ``correlation_id()`` is CUPTI's id
-    for device activity and runtime/driver calls (Kineto's ``correlationId()`` of a
-    ``GpuActivity`` or ``RuntimeActivity``), and the profiler's own id for CPU ops
-    and ranges -- which is why it is kept only for the former.
-    ``linked_correlation_id()`` (the launching op's profiler id) is never used.
-    """
-    out = []
-    for e in events:
-        kind = str(e.activity_type())
-        start = int(e.start_ns())
-        out.append(TraceEvent(kind, e.name(), start, start + int(e.duration_ns()),
-                              _cupti_correlation(kind, e.correlation_id())))
     return out
 
 
@@ -291,9 +309,10 @@ def classify(events: Iterable[TraceEvent], is_range: Callable[[str], bool] = lam
     launches: dict[int, TraceEvent] = {}
     ranges: list[TraceEvent] = []
     for e in events:
-        if e.kind in DEVICE_ACTIVITY:
+        kind = e.kind
+        if kind in DEVICE_ACTIVITY:
             activities.append(e)
-        elif e.kind in LAUNCH_CALLS and e.correlation is not None:
+        elif kind in LAUNCH_CALLS and e.correlation is not None:
             prev = launches.get(e.correlation)
             if prev is None:
                 launches[e.correlation] = e
@@ -305,7 +324,7 @@ def classify(events: Iterable[TraceEvent], is_range: Callable[[str], bool] = lam
                 raise AttributionError(
                     f"two launch calls share CUPTI correlation id {e.correlation} ({prev.name}, {e.name}) and "
                     "neither contains the other: the event stream mixes id systems")
-        elif e.kind == CPU_RANGE and is_range(e.name):
+        elif kind == CPU_RANGE and is_range(e.name):
             ranges.append(e)
     return Classified(activities, launches, ranges)
 
@@ -316,33 +335,72 @@ def _contains(r: TraceEvent, t_ns: int) -> bool:
 
 def join_launches(activities: Iterable[TraceEvent], launches: Mapping[int, TraceEvent]
                   ) -> list[tuple[TraceEvent, TraceEvent]]:
-    """Each activity with the call that launched it. An activity without one is an orphan: refused."""
+    """Each activity with the call that launched it. An activity without one is refused: launched before
+    the profiling window (its CUPTI id precedes every launch in it: work queued when profiling began), or
+    its launch record was dropped."""
     pairs = []
+    orphans = []
+    get = launches.get  # keyed by int ids: an activity without one (None) finds nothing
     for a in activities:
-        launch = launches.get(a.correlation) if a.correlation is not None else None
+        launch = get(a.correlation)
         if launch is None:
+            orphans.append(a)
+        else:
+            pairs.append((a, launch))
+    if orphans:
+        a = orphans[0]
+        first = min(launches, default=None)
+        if first is not None and all(o.correlation is not None and o.correlation < first for o in orphans):
             raise AttributionError(
-                f"device activity {a.name[:80]!r} has no launch record (CUPTI correlation {a.correlation}): "
-                "records were dropped")
-        pairs.append((a, launch))
+                f"{len(orphans)} device activities (first {a.name[:80]!r}, CUPTI correlation {a.correlation}) were "
+                f"launched before the profiling window (ids below its first launch's, {first}): the window opened "
+                "on queued work, so its busy time cannot be told from earlier work's")
+        raise AttributionError(
+            f"device activity {a.name[:80]!r} has no launch record (CUPTI correlation {a.correlation}"
+            f"{f', and {len(orphans) - 1} more' if len(orphans) > 1 else ''}): records were dropped")
     return pairs
 
 
 def enclosing_range(ranges: Sequence[TraceEvent], t_ns: int) -> TraceEvent | None:
     """The innermost range whose span contains ``t_ns`` (ranges nest: the latest-starting one)."""
-    best = None
-    for r in ranges:
-        if _contains(r, t_ns) and (best is None or (r.start_ns, -r.end_ns) > (best.start_ns, -best.end_ns)):
-            best = r
-    return best
+    owner = owners(ranges, [t_ns])[0]
+    return None if owner is None else ranges[owner]
+
+
+def owners(ranges: Sequence[TraceEvent], times: Sequence[int]) -> list[int | None]:
+    """For each time, the index of the innermost range containing it (None: no range does).
+
+    Innermost is the latest-starting range whose span holds the time (the
+    earliest-ending among those, then the first listed). One sweep over the
+    times in order with a heap of the ranges begun so far, a range dropped once
+    it has ended: O((ranges + times) log), where asking every range for every
+    launch was quadratic (a MoE row: ~96k launches x 128 ranges).
+    """
+    by_start = sorted(range(len(ranges)), key=lambda i: ranges[i].start_ns)
+    order = sorted(range(len(times)), key=times.__getitem__)
+    out: list[int | None] = [None] * len(times)
+    heap: list[tuple[int, int, int]] = []  # (-start, end, index): the innermost candidate on top
+    nxt = 0
+    for q in order:
+        t = times[q]
+        while nxt < len(by_start) and ranges[by_start[nxt]].start_ns <= t:
+            r = ranges[by_start[nxt]]
+            heapq.heappush(heap, (-r.start_ns, r.end_ns, by_start[nxt]))
+            nxt += 1
+        while heap and heap[0][1] < t:  # ended before t, so before every later time too
+            heapq.heappop(heap)
+        if heap:
+            out[q] = heap[0][2]
+    return out
 
 
 def group_by_range(pairs: Iterable[tuple[TraceEvent, TraceEvent]], ranges: Sequence[TraceEvent]
                    ) -> dict[TraceEvent | None, list[TraceEvent]]:
     """Activities by the innermost range that contains their launch call (None: no range does)."""
+    pairs = list(pairs)
     groups: dict[TraceEvent | None, list[TraceEvent]] = {}
-    for activity, launch in pairs:
-        groups.setdefault(enclosing_range(ranges, launch.start_ns), []).append(activity)
+    for (activity, _), owner in zip(pairs, owners(ranges, [launch.start_ns for _, launch in pairs])):
+        groups.setdefault(None if owner is None else ranges[owner], []).append(activity)
     return groups
 
 
@@ -366,35 +424,67 @@ def _ours(name: str) -> bool:
     return name == FLUSH_RANGE or name.startswith(ITER_PREFIX)
 
 
+@dataclass(frozen=True)
+class IterationTime:
+    """One timed repetition on the device.
+
+    ``busy_s``: the union of its device activity (what a record's timing reports).
+    ``span_s``: from its first launch call's start to its last activity's end. A
+    span well above the busy time means the device sat idle between the
+    repetition's kernels, waiting on the host (syncs, Python loops): the row is
+    host-bound, and a SOL computed on busy time overstates it (docs/timing.md).
+    """
+
+    busy_s: float
+    span_s: float
+
+
 def attribute(events: Iterable[TraceEvent], n_iters: int) -> list[float]:
     """Device-busy seconds of each timed iteration ``0 .. n_iters-1`` (the rule in this module's docstring)."""
+    return [it.busy_s for it in attribute_iterations(events, n_iters)]
+
+
+def attribute_iterations(events: Iterable[TraceEvent], n_iters: int) -> list[IterationTime]:
+    """Busy time and span of each timed iteration ``0 .. n_iters-1``: the rule of this module's docstring,
+    in O(n log n) over the events (sorting launches into ranges)."""
     c = classify(events, _ours)
-    index: dict[TraceEvent, int] = {}
-    for r in c.ranges:
+    iteration: dict[int, int] = {}  # range index -> iteration
+    seen: set[int] = set()
+    for ri, r in enumerate(c.ranges):
         if r.name.startswith(ITER_PREFIX):
             i = int(r.name[len(ITER_PREFIX):])
-            if i in index.values():
+            if i in seen:
                 raise AttributionError(f"iteration {i} has two ranges in one profile")
-            index[r] = i
-    if sorted(index.values()) != list(range(n_iters)):
-        raise AttributionError(f"the profile holds {len(index)} iteration range(s), expected {n_iters}: "
+            seen.add(i)
+            iteration[ri] = i
+    if seen != set(range(n_iters)):
+        raise AttributionError(f"the profile holds {len(iteration)} iteration range(s), expected {n_iters}: "
                                "records were dropped")
-    busy: dict[int, list[tuple[int, int]]] = {i: [] for i in range(n_iters)}
-    for owner, acts in group_by_range(join_launches(c.activities, c.launches), c.ranges).items():
+    pairs = join_launches(c.activities, c.launches)
+    busy: list[list[tuple[int, int]]] = [[] for _ in range(n_iters)]
+    first_launch = [0] * n_iters
+    which = iteration.get
+    for (activity, launch), owner in zip(pairs, owners(c.ranges, [launch.start_ns for _, launch in pairs])):
         if owner is None:
-            raise AttributionError(f"device activity {acts[0].name[:80]!r} was launched outside every timed "
+            raise AttributionError(f"device activity {activity.name[:80]!r} was launched outside every timed "
                                    "and flush range")
-        if owner.name != FLUSH_RANGE:
-            busy[index[owner]].extend((a.start_ns, a.end_ns) for a in acts)
+        i = which(owner)
+        if i is None:
+            continue  # the flush's
+        acts = busy[i]
+        if not acts or launch.start_ns < first_launch[i]:
+            first_launch[i] = launch.start_ns
+        acts.append((activity.start_ns, activity.end_ns))
     check_kernel_launches(c)
-    empty = [i for i, v in busy.items() if not v]
+    empty = [i for i, v in enumerate(busy) if not v]
     if empty:
         raise AttributionError(f"timed iteration(s) {empty[:5]} recorded no device activity; records were dropped")
-    counts = {len(v) for v in busy.values()}
+    counts = {len(v) for v in busy}
     if len(counts) > 1:
         raise AttributionError(f"iterations recorded different activity counts {sorted(counts)}: records were "
                                "dropped or the op does not launch the same work every call")
-    return [union_ns(busy[i]) * 1e-9 for i in range(n_iters)]
+    return [IterationTime(union_ns(v) * 1e-9, (max(e for _, e in v) - first_launch[i]) * 1e-9)
+            for i, v in enumerate(busy)]
 
 
 def check_kernel_launches(c: Classified) -> None:
@@ -404,16 +494,21 @@ def check_kernel_launches(c: Classified) -> None:
     same launch seen at two API levels, not a loss.
     """
     recorded = {a.correlation for a in c.activities}
-    served = [call for corr, call in c.launches.items() if corr in recorded]
-    for corr, call in c.launches.items():
-        if corr in recorded or not KERNEL_LAUNCH.match(call.name):
+    silent = [call for corr, call in c.launches.items() if corr not in recorded and KERNEL_LAUNCH.match(call.name)]
+    if not silent:
+        return
+    served = sorted((call for corr, call in c.launches.items() if corr in recorded), key=lambda e: e.start_ns)
+    starts = [s.start_ns for s in served]
+    longest = max((s.end_ns - s.start_ns for s in served), default=0)
+    for call, owner in zip(silent, owners(c.ranges, [call.start_ns for call in silent])):
+        if owner is None or c.ranges[owner].name == FLUSH_RANGE:
             continue
-        owner = enclosing_range(c.ranges, call.start_ns)
-        if owner is None or owner.name == FLUSH_RANGE:
+        # a served call nested with this one starts within [call.start - longest, call.end]
+        lo = bisect.bisect_left(starts, call.start_ns - longest)
+        hi = bisect.bisect_right(starts, call.end_ns)
+        if any(_nested(call, other) for other in served[lo:hi]):
             continue
-        if any(_nested(call, other) for other in served):
-            continue
-        raise AttributionError(f"{call.name} in {owner.name} has no kernel record: CUPTI dropped records")
+        raise AttributionError(f"{call.name} in {c.ranges[owner].name} has no kernel record: CUPTI dropped records")
 
 
 def _nested(a: TraceEvent, b: TraceEvent) -> bool:

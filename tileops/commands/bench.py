@@ -25,7 +25,7 @@ Ctrl-C, 143 stopped by SIGTERM (docker stop): resume with --resume DIR.
 #: here, so that a resumed run can tell a flag given again from one left out.
 RESTORED = ("ops", "families", "labels", "tags", "backends", "dtypes", "all_rows", "device", "quick",
             "row_timeout_s", "timer", "profile", "calibrate", "plot", "push_url", "textfile_dir", "job", "instance",
-            "compile_cache", "compile_timeout_s")
+            "compile_cache", "compile_timeout_s", "keep_traces")
 
 
 def add_backend_argument(group: argparse._ArgumentGroup, default: object, what: str) -> None:
@@ -81,6 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    default=None, metavar="S",
                    help="seconds a compile or triton row's first call (its compile) may take before the row is "
                         "recorded as a timeout (default 600); the timing after it has --row-timeout of its own")
+    p.add_argument("--keep-traces", dest="keep_traces", action="store_true", default=None,
+                   help="keep each CUPTI row's last profiled batch as a Chrome trace in <run>/traces/ (evidence "
+                        "for a timing: open it in Perfetto; docs/timing.md)")
     p.add_argument("--profile", default=None, help="price against this profile name or file")
     p.add_argument("--calibrate", choices=("auto", "quick", "full", "never"), default=None,
                    help="calibrate the device first when the profile store holds no calibration of it, or one "

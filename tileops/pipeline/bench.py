@@ -74,7 +74,8 @@ SELECTION_FLAGS = {"ops": "--op", "families": "--family", "labels": "--label", "
 OPTION_FLAGS = {"device": "--device", "quick": "--quick", "row_timeout_s": "--row-timeout", "timer": "--timer",
                 "profile": "--profile", "calibrate": "--calibrate", "plot": "--no-plot", "push_url": "--push",
                 "textfile_dir": "--textfile", "job": "--job", "instance": "--instance",
-                "compile_cache": "--compile-cache", "compile_timeout_s": "--compile-timeout"}
+                "compile_cache": "--compile-cache", "compile_timeout_s": "--compile-timeout",
+                "keep_traces": "--keep-traces"}
 
 
 def _stored_path(value: str | Path | None, *, only_files: bool = False) -> str | None:
