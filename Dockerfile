@@ -1,6 +1,6 @@
 # TileOps appliance image.
 #
-#   scripts/build-wheelhouse --python-version 3.12 --extras gpu   # on the host, once
+#   scripts/build-wheelhouse --python-version 3.12 --extras gpu,fast   # on the host, once
 #   docker build -t tileops .                                     # never reaches an index
 #   docker run --rm --gpus all tileops bench
 #

@@ -28,13 +28,13 @@ validate: $(STAMP)
 	$(BIN)/tileops validate
 
 # The appliance image (docs/deploy.md): the wheelhouse (build/wheelhouse), then `docker build`
-# with no index. The Dockerfile's default base is CUDA 12.8 devel on Ubuntu 24.04 (Python 3.12).
+# with no index (extras: gpu, and fast = msgspec for the readers). The Dockerfile's default base is CUDA 12.8 devel on Ubuntu 24.04 (Python 3.12).
 # Where no registry is reachable: `make base-image`, then
 #   make image BASE_IMAGE=tileops-base:bookworm IMAGE_PYTHON=3.11 IMAGE_EXTRAS=
 IMAGE        ?= tileops:latest
 BASE_IMAGE   ?=
 IMAGE_PYTHON ?= 3.12
-IMAGE_EXTRAS ?= gpu
+IMAGE_EXTRAS ?= gpu,fast
 DOCKER       ?= docker
 
 image:

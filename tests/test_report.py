@@ -104,17 +104,40 @@ def test_csv_and_json_are_flat_in_base_units() -> None:
     assert doc["rows"][6]["breaches"][0]["ceiling"] == "memory"
 
 
-def test_json_rows_hold_every_value_exactly() -> None:
-    """Rows are encoded by msgspec, not the standard encoder: each row reads back to exactly the values of
-    ``rows.raw``, a whole number beyond 64 bits in a row's data terms and a time of eight digits included."""
+@pytest.mark.parametrize("encoder", ["msgspec", "standard library"])
+def test_json_rows_hold_every_value_exactly(encoder: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows are encoded by msgspec where it is installed, else by the standard library (msgspec is optional:
+    the device machine has none): either way each row reads back to exactly the values of ``rows.raw``, a
+    whole number beyond 64 bits in a row's data terms, a time of eight digits and a non-ASCII label
+    included, and a number JSON cannot hold (NaN) as null."""
     from tileops.report import rows as row_cells
+    from tileops.report import tables
 
+    if encoder == "msgspec":
+        pytest.importorskip("msgspec")
+    else:
+        monkeypatch.setattr(tables, "_json_row", tables._json_row_std)
     recs = [make_record(label="small", data_terms={"experts_hit": 3, "rows": [1, 2]}),
-            make_record(label="huge", data_terms={"tokens": 2**70}), make_record(label="t", median_s=1.2345678e-7)]
+            make_record(label="huge", data_terms={"tokens": 2**70}), make_record(label="t", median_s=1.2345678e-7),
+            make_record(label="µ-naïve", data_terms={"ratio": float("nan"), "x": [float("inf"), 1.5]})]
     priced = price_all(recs, ProfileChooser.only(PROFILE))
     doc = json.loads(render(priced, "json"))
-    assert [r["data_terms"] for r in doc["rows"]] == [{"experts_hit": 3, "rows": [1, 2]}, {"tokens": 2**70}, {}]
-    assert doc["rows"] == [row_cells.raw(p) for p in priced]
+    assert [r["data_terms"] for r in doc["rows"]] == [{"experts_hit": 3, "rows": [1, 2]}, {"tokens": 2**70}, {},
+                                                      {"ratio": None, "x": [None, 1.5]}]
+    want = [row_cells.raw(p) for p in priced]
+    want[-1]["data_terms"] = {"ratio": None, "x": [None, 1.5]}
+    assert doc["rows"] == want and doc["rows"][-1]["label"] == "µ-naïve"
+
+
+def test_the_standard_encoder_writes_what_msgspec_writes() -> None:
+    """Row for row, the two JSON encoders' texts read back to the same values."""
+    pytest.importorskip("msgspec")
+    from tileops.report.tables import _json_row_msgspec, _json_row_std
+
+    recs = [make_record(label=f"r{i}", bytes=(i + 1) << 20, median_s=1e-4 * (i + 1), data_terms={"k": [i, 2.5]})
+            for i in range(5)] + [make_record(label="err", status="error")]
+    for p in price_all(recs, ProfileChooser.only(PROFILE)):
+        assert json.loads(_json_row_std(p) + "}") == json.loads(_json_row_msgspec(p) + "}")
 
 
 def test_baseline_flags_rows_more_than_the_threshold_slower() -> None:

@@ -19,9 +19,13 @@ from __future__ import annotations
 import csv
 import heapq
 import json
+import math
 from typing import Any, Iterable, Sequence, TextIO
 
-import msgspec
+try:  # the `fast` extra: rows encoded in C; without it the standard library writes the same documents
+    import msgspec
+except ImportError:
+    msgspec = None  # type: ignore[assignment]
 
 from tileops.report import rows
 from tileops.report.baseline import Comparison, RowChange
@@ -127,18 +131,42 @@ class _RaceCells:
         self._names = {}
 
 
-_encode_json = msgspec.json.Encoder().encode
+#: The JSON row's columns up to its race columns.
+_ROW_COLUMNS = rows.RAW_COLUMNS[:-len(rows.RACE_COLUMNS)]
+
+if msgspec is not None:
+    _encode_json = msgspec.json.Encoder().encode
+    #: A JSON row up to its race columns, as msgspec encodes it: the columns in order, from the row's values
+    #: without building a dict or cutting the race columns off (a JSON row costs about 70 % of what it did).
+    _JsonRow = msgspec.defstruct("_JsonRow", [(c, Any) for c in _ROW_COLUMNS])
 
 
-#: A JSON row up to its race columns, as msgspec encodes it: the columns in order, from the row's values
-#: without building a dict or cutting the race columns off (a JSON row costs about 70 % of what it did).
-_JsonRow = msgspec.defstruct("_JsonRow", [(c, Any) for c in rows.RAW_COLUMNS[:-len(rows.RACE_COLUMNS)]])
-
-
-def _json_row(p: Priced) -> str:
+def _json_row_msgspec(p: Priced) -> str:
     """One row as compact JSON up to its race columns, without the closing brace: msgspec writes every
     whole number exact (a row's data terms may hold one beyond 64 bits)."""
     return _encode_json(_JsonRow(*rows.raw_values(p))).decode()[:-1]
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every float that is not finite as None, which is what msgspec writes for one (JSON
+    has no NaN): the standard encoder's rows then read back as msgspec's do."""
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json_row_std(p: Priced) -> str:
+    """:func:`_json_row_msgspec` with the standard library alone (msgspec is optional: the device machine,
+    a slim image): the same values, every whole number exact too."""
+    doc = dict(zip(_ROW_COLUMNS, map(_finite, rows.raw_values(p))))
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)[:-1]
+
+
+_json_row = _json_row_msgspec if msgspec is not None else _json_row_std
 
 
 #: What the race columns of a row on one backend hold in a JSON row (after :func:`_json_row`).
@@ -157,7 +185,8 @@ _CSV_CELL_TYPES = frozenset({str, float, int, bool, type(None)})
 
 
 def _csv_line(values: list[Any]) -> str | None:
-    """A row's CSV line, from msgspec's JSON text of its values (None: the csv module writes it).
+    """A row's CSV line, from msgspec's JSON text of its values (None: the csv module writes it, as it does
+    every line where msgspec is not installed).
 
     Writing each float's ``repr`` is much of what the csv module spends on a
     row; msgspec writes the whole row in a few microseconds, each number as the
@@ -171,8 +200,8 @@ def _csv_line(values: list[Any]) -> str | None:
     csv module. A test reads both writers' lines back to the same cells over
     every kind of cell and floats of every size.
     """
-    if not _CSV_CELL_TYPES.issuperset(map(type, values)):
-        return None
+    if msgspec is None or not _CSV_CELL_TYPES.issuperset(map(type, values)):
+        return None  # the csv module writes it (without msgspec, every line)
     text = _encode_json(values).decode()
     if "\\" in text:  # a quote, a line break or a control character in a cell
         return None

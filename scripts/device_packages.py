@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""What the GPU machine's Python lacks, computed: the wheels scripts/device-check carries there.
+
+The H200 machine has no package index; a package it lacks travels as a wheel. Which ones is not a
+list kept by hand: it is ``pyproject.toml``'s run-time dependencies minus the machine's package
+list (``tests/data/device/h200-image-packages.txt``), closed over the requirements of what is
+carried (pydantic brings pydantic-core, ...), read from the installed distributions' metadata and
+evaluated for the machine (CPython 3.12 on x86-64 Linux). The walk stops at a package the machine
+has: its version there must satisfy what the carried ones ask of it, which the ``check`` command
+verifies on the machine itself (device-check's setup step).
+
+    python3 scripts/device_packages.py carried     # name==version per line (this environment's versions)
+    python3 scripts/device_packages.py needs       # what carried packages ask of the machine's own
+    python3 scripts/device_packages.py download DIR    # pip download of the carried wheels into DIR
+    python3 scripts/device_packages.py check       # on the machine: every run-time requirement is met
+
+Standard library plus ``packaging`` (on the machine's list; pip's own dependency here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as md
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    tomllib = None  # type: ignore[assignment]
+
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parent.parent
+DEVICE_LIST = ROOT / "tests" / "data" / "device" / "h200-image-packages.txt"
+#: The machine's interpreter, for the markers of a requirement (``sys_platform == 'win32'`` and the like).
+DEVICE_ENV = {"python_version": "3.12", "python_full_version": "3.12.3", "implementation_name": "cpython",
+              "platform_python_implementation": "CPython", "sys_platform": "linux", "platform_system": "Linux",
+              "platform_machine": "x86_64", "os_name": "posix", "extra": ""}
+#: pip download's target for the machine: binary wheels for CPython 3.12 on the manylinux tags it accepts.
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+             "manylinux1_x86_64")
+
+
+def device_packages(path: Path = DEVICE_LIST) -> dict[str, str | None]:
+    """The machine's packages by canonical name, with the version where its list gives one."""
+    out: dict[str, str | None] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, _, version = line.partition("==")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name.strip()):
+            raise ValueError(f"{path}: {line!r} is not a package name")
+        out[canonicalize_name(name)] = version.strip() or None
+    return out
+
+
+def runtime_requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[Requirement]:
+    """``[project] dependencies`` of pyproject.toml: what every command needs (extras are optional)."""
+    text = pyproject.read_text(encoding="utf-8")
+    if tomllib is not None:
+        deps = tomllib.loads(text)["project"]["dependencies"]
+    else:  # the array of strings, read plainly
+        block = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, re.S | re.M)
+        deps = re.findall(r'^\s*"([^"]+)"', block.group(1), re.M) if block else []
+    return [Requirement(d) for d in deps]
+
+
+def _applies(req: Requirement) -> bool:
+    return req.marker is None or req.marker.evaluate({**default_environment(), **DEVICE_ENV})
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A package to carry: its name, the version installed here (the one downloaded), and who needs it."""
+
+    name: str
+    version: str
+    needed_by: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Need:
+    """A requirement a carried package places on one of the machine's own packages."""
+
+    name: str
+    specifier: str
+    needed_by: tuple[str, ...]
+
+
+def carried_set(device: dict[str, str | None] | None = None,
+                requirements: list[Requirement] | None = None) -> tuple[list[Carried], list[Need]]:
+    """The packages to carry (sorted by name) and what they ask of the machine's own packages.
+
+    A run-time dependency the machine lacks is carried, and so is every requirement of a carried package
+    that the machine lacks, transitively; versions are those installed here (a missing one is an error:
+    ``make install`` first).
+    """
+    device = device_packages() if device is None else device
+    todo = [(r, "pyproject.toml") for r in (runtime_requirements() if requirements is None else requirements)]
+    carried: dict[str, tuple[str, list[str]]] = {}
+    needs: dict[tuple[str, str], list[str]] = {}
+    while todo:
+        req, who = todo.pop()
+        if not _applies(req):
+            continue
+        name = canonicalize_name(req.name)
+        if name in device:
+            if str(req.specifier):
+                needs.setdefault((name, str(req.specifier)), []).append(who)
+            continue
+        if name in carried:
+            carried[name][1].append(who)
+            continue
+        try:
+            dist = md.distribution(name)
+        except md.PackageNotFoundError:
+            raise LookupError(f"{name} (needed by {who}) is not installed here, so its version and requirements "
+                              "are unknown: run `make install` first") from None
+        carried[name] = (dist.version, [who])
+        todo += [(Requirement(r), name) for r in dist.requires or ()]
+    return ([Carried(n, v, tuple(sorted(set(w)))) for n, (v, w) in sorted(carried.items())],
+            [Need(n, s, tuple(sorted(set(w)))) for (n, s), w in sorted(needs.items())])
+
+
+def download_command(out_dir: str, python: str = sys.executable) -> list[str]:
+    """The pip download of every carried wheel, pinned, for the machine's interpreter."""
+    carried, _ = carried_set()
+    cmd = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
+           "--implementation", "cp"]
+    for tag in PLATFORMS:
+        cmd += ["--platform", tag]
+    return cmd + ["-d", out_dir] + [f"{c.name}=={c.version}" for c in carried]
+
+
+def unmet_requirements() -> list[str]:
+    """On the machine, after the carried wheels are on the path: every run-time requirement of tileops,
+    transitively, checked against what is installed; each problem as a sentence with its fix."""
+    problems = []
+    seen: set[str] = set()
+    todo = [(r, "pyproject.toml") for r in runtime_requirements()]
+    while todo:
+        req, who = todo.pop()
+        if not _applies(req):
+            continue
+        name = canonicalize_name(req.name)
+        try:
+            dist = md.distribution(name)
+        except md.PackageNotFoundError:
+            problems.append(f"{name} (needed by {who}) is not installed: carry its wheel "
+                            "(scripts/device_packages.py carried lists them)")
+            continue
+        if req.specifier and not req.specifier.contains(dist.version, prereleases=True):
+            problems.append(f"{name} {dist.version} is installed, {who} needs {name}{req.specifier}: carry a "
+                            f"{name} wheel that satisfies it")
+        if name not in seen:
+            seen.add(name)
+            todo += [(Requirement(r), name) for r in dist.requires or () if "extra ==" not in r]
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("carried", help="the wheels to carry, name==version")
+    sub.add_parser("needs", help="what the carried packages ask of the machine's own")
+    dl = sub.add_parser("download", help="pip download the carried wheels")
+    dl.add_argument("dir")
+    sub.add_parser("check", help="on the machine: every run-time requirement is met (exit 1 when not)")
+    args = ap.parse_args(argv)
+    if args.cmd == "carried":
+        for c in carried_set()[0]:
+            print(f"{c.name}=={c.version}  # for {', '.join(c.needed_by)}")
+    elif args.cmd == "needs":
+        for n in carried_set()[1]:
+            print(f"{n.name}{n.specifier}  # asked by {', '.join(n.needed_by)}")
+    elif args.cmd == "download":
+        cmd = download_command(args.dir)
+        print("$ " + " ".join(cmd), flush=True)
+        return subprocess.run(cmd).returncode
+    else:
+        problems = unmet_requirements()
+        for p in problems:
+            print(f"device_packages: {p}")
+        if problems:
+            return 1
+        print("device_packages: every run-time requirement of tileops is met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

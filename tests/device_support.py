@@ -1,0 +1,93 @@
+"""A Python that can import only what the GPU machine would have: its packages and the carried wheels.
+
+The sandbox is this test environment's interpreter with a ``sitecustomize`` (found first on
+``PYTHONPATH``, so every child process — the bench's workers, the audit's child under ncu — gets it
+too) that replaces the path finder of ``sys.meta_path`` with one that finds a top-level module only
+when the standard library or an allowed distribution provides it. A package outside that set is
+then exactly as absent as on the machine: ``import msgspec`` raises ModuleNotFoundError and
+``importlib.util.find_spec("msgspec")`` is None. What the interpreter loaded before
+``sitecustomize`` ran (a ``.pth`` file's imports) is reported, so nothing slips in that way either.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import os
+import sys
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from device_packages import carried_set, device_packages  # noqa: E402
+
+SITECUSTOMIZE = '''\
+import json, os, sys
+from importlib.machinery import PathFinder
+
+_ALLOWED = frozenset(json.load(open(os.environ["TILEOPS_SANDBOX_ALLOWED"], encoding="utf-8")))
+
+
+class DeviceOnlyFinder:
+    """PathFinder, for the top-level modules of the machine's packages and the carried ones only."""
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if path is None and name.partition(".")[0] not in _ALLOWED:
+            return None
+        return PathFinder.find_spec(name, path, target)
+
+    @classmethod
+    def invalidate_caches(cls):
+        PathFinder.invalidate_caches()
+
+
+sys.meta_path[:] = [DeviceOnlyFinder if f is PathFinder else f for f in sys.meta_path]
+PRELOADED = sorted({m.partition(".")[0] for m in sys.modules} - _ALLOWED)
+'''
+
+
+def allowed_distributions() -> set[str]:
+    """The machine's packages, the carried ones, and this project (canonical names)."""
+    return set(device_packages()) | {c.name for c in carried_set()[0]} | {"tileops"}
+
+
+def _standard_library() -> set[str]:
+    """Every top-level module of the interpreter's own library: the documented names, and the files of its
+    folders (``_sysconfigdata_*`` and other platform-named modules are not in ``sys.stdlib_module_names``)."""
+    import sysconfig
+
+    names = set(sys.stdlib_module_names) | set(sys.builtin_module_names)
+    for key in ("stdlib", "platstdlib"):
+        folder = Path(sysconfig.get_paths()[key])
+        for d in (folder, folder / "lib-dynload"):
+            if d.is_dir():
+                names |= {f.name.split(".")[0] for f in d.iterdir() if f.name != "site-packages"}
+    return names
+
+
+def top_level_modules() -> tuple[set[str], set[str]]:
+    """(allowed, blocked): the top-level module names installed here that an allowed distribution (or the
+    standard library) provides, and those only other distributions provide."""
+    allowed_dists = allowed_distributions()
+    allowed = _standard_library() | {"tileops", "sitecustomize", "__main__"}
+    blocked = set()
+    for top, dists in md.packages_distributions().items():
+        if any(canonicalize_name(d) in allowed_dists for d in dists):
+            allowed.add(top)
+        else:
+            blocked.add(top)
+    return allowed, blocked - allowed
+
+
+def sandbox_env(where: Path) -> dict[str, str]:
+    """The environment of a sandboxed interpreter (its sitecustomize and allowed list written under ``where``)."""
+    allowed, _ = top_level_modules()
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
+    (where / "allowed.json").write_text(json.dumps(sorted(allowed)), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSTARTUP")}
+    env.update(PYTHONPATH=str(where), TILEOPS_SANDBOX_ALLOWED=str(where / "allowed.json"), PYTHONNOUSERSITE="1")
+    return env

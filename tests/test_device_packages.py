@@ -1,0 +1,150 @@
+"""The run-time needs only what the GPU machine has, plus a carried set that is computed, not listed.
+
+The machine's package list is test data (tests/data/device/, copied from the project's
+shared/device/); the carried set is ``scripts/device_packages.py``'s. One test runs the three
+commands a first GPU contact runs -- calibrate, bench, audit -- in an interpreter that cannot import
+anything else (tests/device_support.py), msgspec above all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from device_support import ROOT, allowed_distributions, sandbox_env, top_level_modules
+from device_packages import (DEVICE_LIST, Carried, carried_set, device_packages, download_command,
+                             runtime_requirements)
+
+STUBS = Path(__file__).parent / "data" / "audit" / "ncu-stubs"
+
+
+def test_the_device_list_is_the_shared_one_and_reads() -> None:
+    shared = ROOT.parent / "shared" / "device" / "h200-image-packages.txt"
+    if shared.exists():  # the copy in the repo is the project's shared list, unchanged
+        assert DEVICE_LIST.read_text() == shared.read_text()
+    pkgs = device_packages()
+    assert pkgs["torch"] == "2.11.0" and pkgs["triton"] == "3.6.0" and "prometheus-client" in pkgs
+    assert not {"msgspec", "pydantic", "platformdirs", "docker", "nvtx", "ncu-report"} & set(pkgs)
+
+
+def test_every_runtime_dependency_is_on_the_device_or_carried() -> None:
+    """pyproject.toml's dependencies, and every requirement of a carried package, transitively: each is the
+    machine's or carried. A dependency added to pyproject.toml is carried without anyone listing it."""
+    device = device_packages()
+    carried, needs = carried_set()
+    names = {c.name for c in carried}
+    for req in runtime_requirements():
+        name = canonicalize_name(req.name)
+        assert name in device or name in names, f"{name}: neither on the device nor carried"
+    import importlib.metadata as md
+
+    for c in carried:
+        assert md.version(c.name) == c.version
+        for r in map(Requirement, md.requires(c.name) or ()):
+            if r.marker is None or r.marker.evaluate({"extra": "", "python_version": "3.12", "sys_platform": "linux",
+                                                       "platform_system": "Linux"}):
+                name = canonicalize_name(r.name)
+                assert name in device or name in names, f"{name} (for {c.name}): neither on the device nor carried"
+    assert names == {"pydantic", "pydantic-core", "annotated-types", "typing-inspection", "platformdirs", "docker"}
+    assert "msgspec" not in names and not any(n.name == "msgspec" for n in needs)  # optional: the `fast` extra
+    assert any(n.name == "typing-extensions" and "pydantic" in n.needed_by for n in needs)
+
+
+def test_a_new_dependency_is_carried_and_one_nobody_installed_is_refused(tmp_path: Path) -> None:
+    device = device_packages()
+    carried, _ = carried_set(device, [Requirement("pyyaml>=6"), Requirement("msgspec>=0.18"),
+                                      Requirement("pywin32; sys_platform == 'win32'")])
+    assert carried == [Carried("msgspec", __import__("importlib.metadata").metadata.version("msgspec"),
+                               ("pyproject.toml",))]
+    with pytest.raises(LookupError, match="not-a-real-package-xyz .*make install"):
+        carried_set(device, [Requirement("not-a-real-package-xyz")])
+    cmd = download_command(str(tmp_path))
+    assert "--python-version" in cmd and "3.12" in cmd and "--no-deps" in cmd
+    assert {a for a in cmd if "==" in a} == {f"{c.name}=={c.version}" for c in carried_set()[0]}
+
+
+PROBE = """
+import importlib.util, json, sys
+found = [m for m in json.loads(sys.argv[1]) if importlib.util.find_spec(m) is not None]
+try:
+    import msgspec
+    imported = True
+except ModuleNotFoundError:
+    imported = False
+import sitecustomize
+print(json.dumps([found, imported, sitecustomize.PRELOADED]))
+"""
+
+
+def test_the_sandbox_cannot_import_what_the_device_lacks(tmp_path: Path) -> None:
+    """The sandbox is honest: every module installed here that no allowed distribution provides is absent."""
+    allowed, blocked = top_level_modules()
+    assert "msgspec" in blocked and "pydantic" in allowed and "torch" in allowed and "yaml" in allowed
+    probe = PROBE
+    env = sandbox_env(tmp_path / "sandbox")
+    res = subprocess.run([sys.executable, "-c", probe, json.dumps(sorted(blocked))], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    found, imported, preloaded = json.loads(res.stdout.strip().splitlines()[-1])
+    assert found == [] and imported is False and preloaded == []
+    # outside the sandbox msgspec is installed (the test extra): the sandbox is what hides it
+    assert subprocess.run([sys.executable, "-c", "import msgspec"], timeout=60).returncode == 0
+
+
+DRIVER = r'''
+import json, os, sys
+from pathlib import Path
+from tileops.cli import main
+
+out = Path(sys.argv[1])
+rcs = {}
+for name, argv in json.loads(sys.argv[2]):
+    try:
+        rcs[name] = main(argv)
+    except SystemExit as exc:
+        rcs[name] = exc.code
+import sitecustomize
+allowed = set(json.load(open(os.environ["TILEOPS_SANDBOX_ALLOWED"])))
+# modules loaded from a file (a Cython runtime's or multiprocessing's synthetic entries have none)
+loaded = sorted({n.partition(".")[0] for n, m in list(sys.modules.items()) if getattr(m, "__file__", None)} - allowed)
+(out / "report.json").write_text(json.dumps({"rcs": rcs, "loaded": loaded, "preloaded": sitecustomize.PRELOADED}))
+'''
+
+
+@pytest.mark.slow
+def test_calibrate_bench_and_audit_run_with_only_the_device_packages_and_the_carried_wheels(tmp_path: Path) -> None:
+    """`tileops calibrate --quick`, `tileops bench --quick --op relu --calibrate never` (priced on that
+    calibration) and `tileops audit` (under a stub ncu that runs the audited child) in one fresh sandboxed
+    interpreter; the bench's workers and the audit's child run sandboxed too."""
+    env = sandbox_env(tmp_path / "sandbox")
+    env["TILEOPS_PROFILE_DIR"] = str(tmp_path / "profiles")
+    commands = [
+        ("calibrate", ["calibrate", "--quick"]),
+        ("bench", ["bench", "--quick", "--op", "relu", "--calibrate", "never", "--no-plot", "--out",
+                   str(tmp_path / "run")]),
+        ("audit", ["audit", "--op", "relu", "--label", "llama3-8b-mlp-act-prefill-4k", "--dtype", "bfloat16",
+                   "--ncu", str(STUBS / "ncu-run-app"), "--out", str(tmp_path / "audit")]),
+    ]
+    res = subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path), json.dumps(commands)], env=env,
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    log = res.stdout[-3000:] + res.stderr[-4000:]
+    assert res.returncode == 0, log
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["loaded"] == [] and report["preloaded"] == [], report
+    assert report["rcs"]["calibrate"] == 0, log
+    assert report["rcs"]["bench"] == 0, log
+    records = [json.loads(line) for line in (tmp_path / "run" / "records.jsonl").read_text().splitlines()]
+    assert records and all(r["status"] == "ok" for r in records)
+    assert "No module named" not in log and "Traceback" not in log
+    # on a host without a GPU the audit runs its row and says why it measured nothing: ERROR, exit 1
+    assert report["rcs"]["audit"] == 1, log
+    entries = [json.loads(line) for line in (tmp_path / "audit" / "audit.jsonl").read_text().splitlines()]
+    assert [e["verdict"] for e in entries] == ["ERROR"] and entries[0]["error_kind"] == "no-cuda", entries
+    assert "msgspec" not in allowed_distributions() and os.environ.get("TILEOPS_SANDBOX_ALLOWED") is None
