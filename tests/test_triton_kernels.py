@@ -191,6 +191,25 @@ def test_broadcast_beyond_two_dims_is_refused() -> None:
     assert y.shape == (5, 7)
 
 
+@pytest.mark.skipif(CUDA, reason="runs kernels on CPU tensors through the interpreter")
+@pytest.mark.parametrize("shapes", [((37, 300), (37, 1), (1, 300)), ((37, 300), (1,), (37, 300)),
+                                    ((1, 300), (37, 1), (1,)), ((37, 1), (37, 300), (1, 1)), ((1,), (1,), (37, 300))],
+                         ids=["rows-cols", "scalar-a", "col-row-scalar", "row-full-scalar", "scalars"])
+@pytest.mark.parametrize("gpu_tiles", [False, True], ids=["wide-tiles", "gpu-tiles"])
+def test_each_operand_is_read_at_its_own_shape(shapes: tuple, gpu_tiles: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """where and add read an operand that varies along rows, columns, both or neither (a scalar) through
+    a compile-time choice of load (elementwise._operand), across many programs and ragged tiles."""
+    triton_installed()
+    from tileops.ops import triton_kernels
+
+    monkeypatch.setattr(triton_kernels, "GPU_TILES", gpu_tiles)
+    g = torch.Generator().manual_seed(24)
+    c = torch.rand(shapes[0], generator=g) > 0.5
+    a, b = torch.randn(shapes[1], generator=g), torch.randn(shapes[2], generator=g)
+    assert torch.equal(CLASSES["where"](backend="triton")(c, a, b), torch.where(c, a, b))
+    torch.testing.assert_close(CLASSES["add"](backend="triton")(a, b), a + b)
+
+
 def test_dtype_outside_the_kernel_is_refused() -> None:
     triton_installed()
     why = CLASSES["relu"].call_unsupported("triton", {"x": "float64", "y": "float64"}, {"x": (4,)}, {})
@@ -206,16 +225,22 @@ def test_non_contiguous_input_is_refused() -> None:
 
 
 @pytest.mark.skipif(CUDA, reason="runs kernels on CPU tensors through the interpreter")
-def test_softmax_streamed_rows_hold_minus_infinity() -> None:
-    """The streamed softmax's lanes that see only -inf (masked logits) stay out of the sum."""
+@pytest.mark.parametrize("gpu_tiles", [False, True], ids=["wide-tiles", "gpu-tiles"])
+def test_softmax_split_rows_hold_minus_infinity(gpu_tiles: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row too wide for registers is split into tiles: tiles that see only -inf (masked logits) stay out of
+    the sum, and a row of -inf only is NaN, as eager's."""
     triton_installed()
+    from tileops.ops import triton_kernels
     from tileops.ops.triton_kernels.rows import MAX_ROW
 
-    x = torch.randn(2, MAX_ROW + 3000)
-    x[0, : MAX_ROW] = float("-inf")  # whole chunks of -inf, then finite values
+    monkeypatch.setattr(triton_kernels, "GPU_TILES", gpu_tiles)
+    x = torch.randn(3, MAX_ROW + 3000)
+    x[0, : MAX_ROW] = float("-inf")  # whole tiles of -inf, then finite values
     x[1, 5] = 30.0
+    x[2] = float("-inf")
     got = CLASSES["softmax"](backend="triton")(x)
-    torch.testing.assert_close(got, torch.softmax(x, dim=-1), rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(got, torch.softmax(x, dim=-1), rtol=1e-5, atol=1e-7, equal_nan=True)
+    assert got[2].isnan().all()
 
 
 def test_every_shipped_elementwise_op_has_an_expression() -> None:

@@ -2,8 +2,11 @@
 
 Every kernel walks its output as a matrix [M, N] in tiles of BLOCK_M rows by BLOCK_N columns
 (``_tile``): a same-shape call is one row of N = numel elements; a broadcast call is reduced
-on the host to at most two dims, each operand read through its own (row, column) strides, 0
-along a broadcast dim, so a broadcast operand is read at its own shape and never expanded.
+on the host to at most two dims, each operand read at its own shape and never expanded
+(``_operand``): along a dim it varies in, through its stride; along a dim it is broadcast in,
+once. Which of the two is a compile-time flag per operand and dim, so a broadcast operand is
+one load per row (or one per program, for a scalar), not one per element with a stride of 0
+the compiler cannot see (16 scalar loads a thread: tests/test_kernels_sass.py reads the SASS).
 
 Values are computed in fp32 and rounded once to the output dtype. A new unary or binary op
 is one line in ``_unary_fn`` / ``_binary_fn`` and its name in ``UNARY`` / ``BINARY``.
@@ -86,44 +89,68 @@ def _binary_fn(a, b, FN: tl.constexpr):
 
 @triton.jit
 def _tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """This program's rows [BLOCK_M, 1], columns [1, BLOCK_N] and mask over an [M, N] output."""
+    """This program's rows [BLOCK_M, 1] and columns [1, BLOCK_N] over an [M, N] output, and their masks."""
     pid = tl.program_id(0)
     col_blocks = tl.cdiv(N, BLOCK_N)
     rows = (pid // col_blocks) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = (pid % col_blocks) * BLOCK_N + tl.arange(0, BLOCK_N)
-    return rows[:, None], cols[None, :], (rows[:, None] < M) & (cols[None, :] < N)
+    return rows[:, None], cols[None, :], rows[:, None] < M, cols[None, :] < N
+
+
+@triton.jit
+def _operand(ptr, rows, cols, s_m, row_mask, col_mask, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """An operand of the [M, N] output at its own shape: [BLOCK_M, BLOCK_N] where it varies along both
+    (rows ``s_m`` apart, columns contiguous), [BLOCK_M, 1] or [1, BLOCK_N] where it is broadcast along one,
+    one value where it is a scalar. ROWS / COLS: whether it varies along the output's rows / columns."""
+    if ROWS:
+        if COLS:
+            v = tl.load(ptr + rows * s_m + cols, mask=row_mask & col_mask)
+        else:
+            v = tl.load(ptr + rows * s_m, mask=row_mask)
+    else:
+        if COLS:
+            v = tl.load(ptr + cols, mask=col_mask)
+        else:
+            v = tl.load(ptr)
+    return v
 
 
 @triton.jit
 def _unary_kernel(x_ptr, y_ptr, M, N, FN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rows, cols, mask = _tile(M, N, BLOCK_M, BLOCK_N)
+    rows, cols, row_mask, col_mask = _tile(M, N, BLOCK_M, BLOCK_N)
+    mask = row_mask & col_mask
     x = tl.load(x_ptr + rows * N + cols, mask=mask).to(tl.float32)
     tl.store(y_ptr + rows * N + cols, _unary_fn(x, FN).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _binary_kernel(a_ptr, b_ptr, y_ptr, M, N, sa_m, sa_n, sb_m, sb_n,
-                   FN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rows, cols, mask = _tile(M, N, BLOCK_M, BLOCK_N)
-    a = tl.load(a_ptr + rows * sa_m + cols * sa_n, mask=mask).to(tl.float32)
-    b = tl.load(b_ptr + rows * sb_m + cols * sb_n, mask=mask).to(tl.float32)
-    tl.store(y_ptr + rows * N + cols, _binary_fn(a, b, FN).to(y_ptr.dtype.element_ty), mask=mask)
+def _binary_kernel(a_ptr, b_ptr, y_ptr, M, N, sa_m, sb_m, FN: tl.constexpr,
+                   A_ROWS: tl.constexpr, A_COLS: tl.constexpr, B_ROWS: tl.constexpr, B_COLS: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows, cols, row_mask, col_mask = _tile(M, N, BLOCK_M, BLOCK_N)
+    a = _operand(a_ptr, rows, cols, sa_m, row_mask, col_mask, A_ROWS, A_COLS).to(tl.float32)
+    b = _operand(b_ptr, rows, cols, sb_m, row_mask, col_mask, B_ROWS, B_COLS).to(tl.float32)
+    y = tl.broadcast_to(_binary_fn(a, b, FN), (BLOCK_M, BLOCK_N))
+    tl.store(y_ptr + rows * N + cols, y.to(y_ptr.dtype.element_ty), mask=row_mask & col_mask)
 
 
 @triton.jit
-def _where_kernel(c_ptr, a_ptr, b_ptr, y_ptr, M, N, sc_m, sc_n, sa_m, sa_n, sb_m, sb_n,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rows, cols, mask = _tile(M, N, BLOCK_M, BLOCK_N)
-    c = tl.load(c_ptr + rows * sc_m + cols * sc_n, mask=mask).to(tl.int1)
-    a = tl.load(a_ptr + rows * sa_m + cols * sa_n, mask=mask)
-    b = tl.load(b_ptr + rows * sb_m + cols * sb_n, mask=mask)
-    tl.store(y_ptr + rows * N + cols, tl.where(c, a, b), mask=mask)
+def _where_kernel(c_ptr, a_ptr, b_ptr, y_ptr, M, N, sc_m, sa_m, sb_m,
+                  C_ROWS: tl.constexpr, C_COLS: tl.constexpr, A_ROWS: tl.constexpr, A_COLS: tl.constexpr,
+                  B_ROWS: tl.constexpr, B_COLS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows, cols, row_mask, col_mask = _tile(M, N, BLOCK_M, BLOCK_N)
+    c = _operand(c_ptr, rows, cols, sc_m, row_mask, col_mask, C_ROWS, C_COLS).to(tl.int1)
+    a = _operand(a_ptr, rows, cols, sa_m, row_mask, col_mask, A_ROWS, A_COLS)
+    b = _operand(b_ptr, rows, cols, sb_m, row_mask, col_mask, B_ROWS, B_COLS)
+    y = tl.broadcast_to(tl.where(c, a, b), (BLOCK_M, BLOCK_N))
+    tl.store(y_ptr + rows * N + cols, y, mask=row_mask & col_mask)
 
 
 @triton.jit
 def _silu_and_mul_kernel(x_ptr, y_ptr, M, D, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # x rows are [gate | up], each D wide; y rows are D wide.
-    rows, cols, mask = _tile(M, D, BLOCK_M, BLOCK_N)
+    rows, cols, row_mask, col_mask = _tile(M, D, BLOCK_M, BLOCK_N)
+    mask = row_mask & col_mask
     gate = tl.load(x_ptr + rows * 2 * D + cols, mask=mask).to(tl.float32)
     up = tl.load(x_ptr + rows * 2 * D + D + cols, mask=mask).to(tl.float32)
     tl.store(y_ptr + rows * D + cols, (gate * tl.sigmoid(gate) * up).to(y_ptr.dtype.element_ty), mask=mask)
@@ -211,14 +238,26 @@ def _run_cast(op: Any, x: torch.Tensor) -> torch.Tensor:
     return y
 
 
+def _operand_args(names: str, strides: list[tuple[int, int]]) -> tuple[list[int], dict[str, bool]]:
+    """Each operand's row stride, and its ``<X>_ROWS`` / ``<X>_COLS`` flags (:func:`_operand`). Its column
+    stride is 1 or 0: the innermost kept dim is contiguous in every operand that is not broadcast along it."""
+    row_strides, flags = [], {}
+    for x, (s_m, s_n) in zip(names, strides):
+        assert s_n in (0, 1), (names, strides)
+        row_strides.append(s_m)
+        flags[f"{x}_ROWS"], flags[f"{x}_COLS"] = s_m != 0, s_n == 1
+    return row_strides, flags
+
+
 def _run_binary(op: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     out = tuple(torch.broadcast_shapes(a.shape, b.shape))
     y = torch.empty(out, dtype=torch.bool if op.name == "gt" else a.dtype, device=a.device)
     plan = broadcast_2d(out, tuple(a.shape), tuple(b.shape))
     assert plan is not None  # Kernel.__call__ checked the limits
-    m, n, ((sa_m, sa_n), (sb_m, sb_n)) = plan
+    m, n, strides = plan
     if y.numel():
-        _launch(_binary_kernel, m, n, a, b, y, m, n, sa_m, sa_n, sb_m, sb_n, FN=op.name)
+        row_strides, flags = _operand_args("AB", strides)
+        _launch(_binary_kernel, m, n, a, b, y, m, n, *row_strides, FN=op.name, **flags)
     return y
 
 
@@ -227,9 +266,10 @@ def _run_where(op: Any, cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) ->
     y = torch.empty(out, dtype=a.dtype, device=a.device)
     plan = broadcast_2d(out, tuple(cond.shape), tuple(a.shape), tuple(b.shape))
     assert plan is not None
-    m, n, ((sc_m, sc_n), (sa_m, sa_n), (sb_m, sb_n)) = plan
+    m, n, strides = plan
     if y.numel():
-        _launch(_where_kernel, m, n, cond, a, b, y, m, n, sc_m, sc_n, sa_m, sa_n, sb_m, sb_n)
+        row_strides, flags = _operand_args("CAB", strides)
+        _launch(_where_kernel, m, n, cond, a, b, y, m, n, *row_strides, **flags)
     return y
 
 

@@ -2,8 +2,10 @@
 
 The pattern: a program holds BLOCK_M whole rows of N (BLOCK_N >= N, in registers), reduces
 along the row in fp32, and writes each row once, so x is read once and y written once. Rows
-wider than MAX_ROW do not fit; softmax then streams the row in two passes (an online max and
-sum, then the normalized write), reading x twice, and the norms refuse.
+wider than MAX_ROW do not fit; softmax then splits each row into tiles, one program a tile, in
+two launches (each tile's max and sum of exponentials; then, from the row's partials, the
+normalized tile), reading x twice, and the norms refuse. A program per tile, not per row: the
+sampling rows (64 rows of a 128k vocabulary) would otherwise run 64 programs on a 132-SM GPU.
 """
 
 from __future__ import annotations
@@ -69,26 +71,35 @@ def _softmax_kernel(x_ptr, y_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.const
 
 
 @triton.jit
-def _softmax_streamed_kernel(x_ptr, y_ptr, N, BLOCK_N: tl.constexpr):
-    # One row per program. Pass 1 keeps a running max m and sum s per lane (rescaled as m grows);
-    # pass 2 writes exp(x - max) / sum. A lane that has seen only -inf holds m = -inf, s = 0.
-    row = tl.program_id(0).to(tl.int64) * N
-    m = tl.full([BLOCK_N], -float("inf"), tl.float32)
-    s = tl.zeros([BLOCK_N], tl.float32)
-    for start in range(0, N, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        x = tl.load(x_ptr + row + cols, mask=cols < N, other=-float("inf")).to(tl.float32)
-        m_new = tl.maximum(m, x)
-        empty = m_new == -float("inf")
-        s = s * tl.where(empty, 1.0, tl.exp(m - m_new)) + tl.where(empty, 0.0, tl.exp(x - m_new))
-        m = m_new
-    row_max = tl.max(m, axis=0)
-    row_sum = tl.sum(tl.where(m == -float("inf"), 0.0, s * tl.exp(m - row_max)), axis=0)
-    for start in range(0, N, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        x = tl.load(x_ptr + row + cols, mask=cols < N, other=-float("inf")).to(tl.float32)
-        y = tl.exp(x - row_max) / row_sum
-        tl.store(y_ptr + row + cols, y.to(y_ptr.dtype.element_ty), mask=cols < N)
+def _softmax_partials_kernel(x_ptr, m_ptr, s_ptr, N, TILES, BLOCK_N: tl.constexpr):
+    # Program (row, tile): the tile's max m and sum of exp(x - m), stored at [row, tile]. A tile of -inf
+    # only (or of masked lanes) has m = -inf and s = 0.
+    pid = tl.program_id(0)
+    row, tile = pid // TILES, pid % TILES
+    cols = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+    x = tl.load(x_ptr + row.to(tl.int64) * N + cols, mask=cols < N, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    s = tl.where(m == -float("inf"), 0.0, tl.sum(tl.exp(x - m), axis=0))
+    tl.store(m_ptr + pid, m)
+    tl.store(s_ptr + pid, s)
+
+
+@triton.jit
+def _softmax_normalize_kernel(x_ptr, m_ptr, s_ptr, y_ptr, N, TILES, BLOCK_N: tl.constexpr,
+                              BLOCK_T: tl.constexpr):
+    # Program (row, tile): the row's max and sum from its tiles' partials, then this tile of
+    # exp(x - max) / sum. A row of -inf only has max = -inf, and its outputs are NaN, as eager's.
+    pid = tl.program_id(0)
+    row, tile = pid // TILES, pid % TILES
+    t = tl.arange(0, BLOCK_T)
+    pm = tl.load(m_ptr + row * TILES + t, mask=t < TILES, other=-float("inf"))
+    ps = tl.load(s_ptr + row * TILES + t, mask=t < TILES, other=0.0)
+    row_max = tl.max(pm, axis=0)
+    row_sum = tl.sum(tl.where(pm == -float("inf"), 0.0, ps * tl.exp(pm - row_max)), axis=0)
+    cols = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs = row.to(tl.int64) * N + cols
+    x = tl.load(x_ptr + offs, mask=cols < N, other=-float("inf")).to(tl.float32)
+    tl.store(y_ptr + offs, (tl.exp(x - row_max) / row_sum).to(y_ptr.dtype.element_ty), mask=cols < N)
 
 
 # --- launch ------------------------------------------------------------------------------------
@@ -134,9 +145,15 @@ def _run_softmax(op: Any, x: torch.Tensor) -> torch.Tensor:
     n = x.shape[-1]
     if n <= MAX_ROW:
         _row_launch(_softmax_kernel, x, (x, y))
-    else:
-        block = tile_elems()
-        _softmax_streamed_kernel[(math.prod(x.shape[:-1]),)](x, y, n, BLOCK_N=block, num_warps=num_warps(block))
+        return y
+    block = tile_elems()
+    tiles = triton.cdiv(n, block)
+    grid = (math.prod(x.shape[:-1]) * tiles,)
+    part_m = torch.empty(grid[0], dtype=torch.float32, device=x.device)
+    part_s = torch.empty(grid[0], dtype=torch.float32, device=x.device)
+    _softmax_partials_kernel[grid](x, part_m, part_s, n, tiles, BLOCK_N=block, num_warps=num_warps(block))
+    _softmax_normalize_kernel[grid](x, part_m, part_s, y, n, tiles, BLOCK_N=block, BLOCK_T=next_pow2(tiles),
+                                    num_warps=num_warps(block))
     return y
 
 
