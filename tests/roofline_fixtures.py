@@ -24,13 +24,13 @@ CALIB = Provenance(source="calibration", run_id="fixture", date=dt.date(2026, 1,
 def make_record(*, op: str = "relu", label: str = "row", flops: int | None = 100, bytes: int | None = 800,
                 median_s: float | None = 1.0, timer: str = "cpu-wall", device_kind: str = "cpu",
                 device_name: str = "Test CPU", roof_key: str | None = "cuda_core.fp32", status: str = "ok",
-                dtype: str = "float32", backend: str = "torch", run_id: str = "run-1",
+                dtype: str = "float32", backend: str = "torch", run_id: str = "run-1", span_s: float | None = None,
                 **extra: Any) -> Record:
     timing = None
     if median_s is not None and status == "ok":
         timing = Timing(timer=timer, median_s=median_s, min_s=median_s, mean_s=median_s, p10_s=median_s,
                         p90_s=median_s, n=10, rel_noise=0.01, warmup=2, total_s=median_s * 12,
-                        stop_reason="noise target reached")
+                        stop_reason="noise target reached", span_s=span_s)
     error = ErrorInfo(kind="exception", message="boom") if status == "error" else None
     return Record(
         run_id=run_id, op=op, family="elementwise", label=label, dtype=dtype, backend=backend, status=status,

@@ -405,3 +405,23 @@ def test_the_newest_audit_of_a_device_is_published_with_its_newest_run(tmp_path:
     assert verdicts(run, older, newer, gpu_only) == {"cpu-node-a": {"WARN"}, "GPU-9": {"ERROR"}}
     kinds = [type(s) for s in latest_per_device(s for d in (run, gpu_only) for s in load_results(d, chooser))]
     assert sorted(kinds, key=lambda t: t.__name__) == [AuditSnapshot, RunSnapshot]
+
+
+def test_a_host_bound_row_publishes_its_span_over_busy_time(tmp_path: Path):
+    """Lean: tileops_row_host_bound_ratio on the host-bound row only (as breach ratios, only where there is one);
+    full: every span the timer saw."""
+    import dataclasses
+
+    def spanned(rec, span):
+        return dataclasses.replace(rec, timing=dataclasses.replace(rec.timing, span_s=span))
+
+    recs = [spanned(record("fused_experts", "prefill", seconds=1e-3), 3.2e-3),
+            spanned(record("relu", "tight", seconds=1e-3), 1.1e-3), record("add", "cpu")]
+    run = write_run(tmp_path / "run", recs)
+    (snap,) = load_run(run, ProfileChooser.only(profile()))
+    lean, full = parse(render([snap])), parse(render([snap], detail="full"))
+    (hb,) = lean["tileops_row_host_bound_ratio"]
+    assert hb.labels["op"] == "fused_experts" and hb.value == pytest.approx(3.2)
+    assert {s.labels["op"]: s.value for s in full["tileops_row_span_seconds"]} == pytest.approx(
+        {"fused_experts": 3.2e-3, "relu": 1.1e-3})
+    assert "tileops_row_span_seconds" not in lean

@@ -343,3 +343,30 @@ def test_markdown_escapes_a_pipe_in_any_cell_and_only_there() -> None:
     rows_of = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
     assert "| a\\|b" in rows_of and "| plain" in rows_of and "x\\|y" in rows_of["| c"]
     assert all(line.count(" | ") == rows_of["| plain"].count(" | ") for line in rows_of.values())
+
+
+def test_a_host_bound_row_is_marked_in_every_format_and_its_sol_says_so(tmp_path: Path) -> None:
+    """A row whose calls span 2.5x their busy time: the efficiency cell, the machine columns, the note, the
+    summary and the plot's legend all say host-bound; a row with a span within 20 % of busy time says nothing."""
+    recs = [make_record(op="fused_experts", label="prefill", flops=1 << 20, bytes=8 << 20,
+                        median_s=(8 << 20) / 18e9, span_s=2.5 * (8 << 20) / 18e9),
+            make_record(op="relu", label="tight", flops=1 << 20, bytes=8 << 20, median_s=(8 << 20) / 18e9,
+                        span_s=1.1 * (8 << 20) / 18e9)]
+    priced = price_all(recs, ProfileChooser.only(PROFILE))
+    md = render(priced, "md")
+    assert "| 90.0 % host-bound | at-ceiling |" in md and "| 90.0 % | at-ceiling |" in md
+    assert "host-bound: 1 row(s)" in md and "fused_experts [prefill float32 torch] 2.50x" in md
+    table = Console(record=True, width=250, file=io.StringIO())
+    render_summary(priced, table)
+    assert "90.0 % host-bound" in table.export_text()
+    doc = json.loads(render(priced, "json"))
+    bound, tight = doc["rows"]
+    assert bound["host_bound"] is True and bound["span_s"] == pytest.approx(2.5 * bound["actual_time_s"])
+    assert any(n.startswith("host-bound:") and "2.50x" in n for n in bound["notes"])
+    assert tight["host_bound"] is False and not any("host-bound" in n for n in tight["notes"])
+    rows_csv = list(csv.DictReader(io.StringIO(render(priced, "csv"))))
+    assert [r["host_bound"] for r in rows_csv] == ["True", "False"]
+    untimed = price_all([make_record()], ProfileChooser.only(PROFILE))  # CPU wall time: no span
+    assert json.loads(render(untimed, "json"))["rows"][0]["host_bound"] is None
+    _, svg = write_plot(priced, PROFILE, tmp_path)
+    assert "host-bound" in svg.read_text(encoding="utf-8")

@@ -128,6 +128,25 @@ def test_cupti_timed_gpu_row_is_priced() -> None:
     assert p.verdict == "at-ceiling"
 
 
+@pytest.mark.parametrize("span, marked", [(None, None), (1.0, False), (1.2, False), (1.21, True), (3.0, True)])
+def test_a_row_whose_span_exceeds_its_busy_time_by_20_percent_is_host_bound(span: float | None,
+                                                                             marked: bool | None) -> None:
+    """fused_experts syncs and loops over experts: its calls span more than their kernels' busy time. The
+    SOL is still priced on busy time (the kernels' speed), and the row says what that leaves out."""
+    gpu = make_profile(name="gpu", kind="gpu", roofs={"cuda_core.fp32": (1e12, 0.9)}, aliases={})
+    rec = make_record(device_kind="cuda", timer="cupti", bytes=900_000_000, median_s=1.0, span_s=span)
+    p = price(rec, gpu)
+    plain = price(make_record(device_kind="cuda", timer="cupti", bytes=900_000_000, median_s=1.0), gpu)
+    assert p.host_bound is marked and p.span_s == span
+    assert (p.verdict, p.efficiency, p.sol_time_s) == (plain.verdict, plain.efficiency, plain.sol_time_s)
+    notes = [n for n in p.notes if n.startswith("host-bound:")]
+    if marked:
+        assert len(notes) == 1 and f"{span:.2f}x" in notes[0] and "overstates" in notes[0]
+    else:
+        assert notes == []
+    assert roofline.host_bound(rec) is marked
+
+
 def test_blank_details_name_the_particulars() -> None:
     p = price(make_record(device_name="Mystery GPU"), None)
     assert "Mystery GPU" in p.blank_detail

@@ -60,6 +60,10 @@ VERDICTS: tuple[str, ...] = ("at-ceiling", "below", "anomaly", "latency-bound", 
 
 AT_CEILING = 0.80
 ANOMALY = 1.05
+#: A row is host-bound when a repetition's span (first launch to last device activity) exceeds its device-busy
+#: time by more than 20 %: the device sat idle waiting on the host (syncs, a Python loop over launches), so a
+#: SOL ratio of busy time overstates what a caller of the op gets (docs/roofline.md, "Host-bound rows").
+HOST_BOUND_RATIO = 1.20
 #: Float noise allowance at the verdict lines: 80 % computed as 0.7999999999999999 is still 80 %.
 _EPS = 1e-9
 
@@ -215,6 +219,18 @@ class Priced:
         return "held" if all(c.judged for c in self.checks) else "not-judged"
 
     @property
+    def span_s(self) -> float | None:
+        """The timing's span, first launch to last device activity (None where no timer saw it)."""
+        t = self.record.timing
+        return None if t is None else t.span_s
+
+    @property
+    def host_bound(self) -> bool | None:
+        """True when the span exceeds the device-busy time by more than ``HOST_BOUND_RATIO``; None when the
+        row has no span (CPU rows, CUDA events, error rows)."""
+        return host_bound(self.record)
+
+    @property
     def intensity(self) -> float | None:
         """Arithmetic intensity, FLOP per byte (None without bytes)."""
         r = self.record
@@ -367,6 +383,24 @@ class _Ceilings:
         return hit
 
 
+def host_bound(r: Record) -> bool | None:
+    """Whether a record's timing shows the host holding the device back (``HOST_BOUND_RATIO``); None without
+    a span to judge by."""
+    t = r.timing
+    if t is None or t.span_s is None or not t.median_s:
+        return None
+    return t.span_s > HOST_BOUND_RATIO * t.median_s
+
+
+def host_bound_note(r: Record) -> str:
+    """The sentence a host-bound row's SOL carries."""
+    t = r.timing
+    assert t is not None and t.span_s is not None
+    return (f"host-bound: a call spans {si(t.span_s, 's')} from its first launch to its last kernel's end, "
+            f"{t.span_s / t.median_s:.2f}x its {si(t.median_s, 's')} of device-busy time; the device waits on "
+            "the host between kernels, so this SOL (of busy time) overstates the op as a caller sees it")
+
+
 def price(record: Record, profile: Profile | None) -> Priced:
     """Price one record against one profile (None: no profile matched the device)."""
     return _price(record, _Ceilings.of(profile) if profile is not None else None)
@@ -487,11 +521,14 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         verdict = "at-ceiling"
     else:
         verdict = "below"
+    notes = c.notes
+    if timing.span_s is not None and timing.span_s > HOST_BOUND_RATIO * timing.median_s:
+        notes = notes + (host_bound_note(r),)
     return Priced(
         record=r, profile=name, verdict=verdict, actual_time_s=actual, memory_time_s=memory_time,
         compute_time_s=compute_time, sol_time_s=sol, efficiency=eff, bound=bound,  # type: ignore[arg-type]
         achieved_bytes_per_s=nbytes / actual, achieved_flops_per_s=flops / actual,
-        effective_bandwidth=bw, effective_peak=peak, breaches=_breaches(checks), roof=resolved, notes=c.notes,
+        effective_bandwidth=bw, effective_peak=peak, breaches=_breaches(checks), roof=resolved, notes=notes,
         checks=checks)
 
 

@@ -83,6 +83,9 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
           ROW_LABELS + ("verdict", "blank_reason", "bound", "roof", "physics"), "row"),
     _spec("tileops_physics_breach_ratio", "Implied rate / theoretical ceiling for each breached ceiling "
           "(above 1 by definition; only on rows that breach).", ROW_LABELS + ("ceiling",), "row"),
+    _spec("tileops_row_host_bound_ratio", "On a host-bound row only: a call's span from its first launch to its "
+          "last device activity over its device-busy time (above 1.2 by definition: the device waits on the host "
+          "between kernels, so the row's SOL ratio, of busy time, overstates it).", ROW_LABELS, "row"),
     _spec("tileops_best_backend_margin_ratio", "On a row (op, label, dtype) run on several backends, one series "
           "for the backend with the highest SOL (the backend label): its SOL ratio minus the runner-up's "
           "(runner_up; 0.25 = 25 points ahead). Absent when fewer than two of its backends were priced.",
@@ -94,6 +97,9 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
           ROW_LABELS, "row", "full"),
     _spec("tileops_achieved_flops_per_second", "FLOPs the roofline formula counts per second of device time.",
           ROW_LABELS, "row", "full"),
+    _spec("tileops_row_span_seconds", "A call's span from its first launch to its last device activity's "
+          "end (median over repetitions; CUPTI rows): device-busy time plus the host's gaps.", ROW_LABELS, "row",
+          "full"),
     _spec("tileops_compile_seconds", "A compile or triton row's first call, compilation included (or the "
           "compiled code loaded from the compile cache); recorded apart, never part of the device time.",
           ROW_LABELS, "row", "full"),
@@ -204,11 +210,11 @@ def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[tuple], full: bool)
     the row tuple's layout, documented in ``tileops.export.rows``."""
     d = fam.data
     times, sols, states = (d["tileops_device_time_seconds"], d["tileops_sol_ratio"], d["tileops_row_verdict"])
-    breach_ratio = d["tileops_physics_breach_ratio"]
+    breach_ratio, host_bound = d["tileops_physics_breach_ratio"], d["tileops_row_host_bound_ratio"]
     if full:
         compiles, sol_times = d["tileops_compile_seconds"], d["tileops_sol_time_seconds"]
         bytes_rates, flops_rates = d["tileops_achieved_bytes_per_second"], d["tileops_achieved_flops_per_second"]
-        infos = d["tileops_row_info"]
+        spans, infos = d["tileops_row_span_seconds"], d["tileops_row_info"]
     for row in rows:
         lab = dev + row[:4]
         if row[4] is not None:
@@ -218,13 +224,15 @@ def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[tuple], full: bool)
         states.append((lab + row[6:11], 1.0))
         for ceiling, ratio in row[11]:
             breach_ratio.append((lab + (ceiling,), ratio))
+        if row[12] is not None:
+            host_bound.append((lab, row[12]))
         if not full:
             continue
-        for values, value in ((compiles, row[12]), (sol_times, row[13]), (bytes_rates, row[14]),
-                              (flops_rates, row[15])):
+        for values, value in ((compiles, row[13]), (sol_times, row[14]), (bytes_rates, row[15]),
+                              (flops_rates, row[16]), (spans, row[17])):
             if value is not None:
                 values.append((lab, value))
-        infos.append((lab + row[16:], 1.0))
+        infos.append((lab + row[18:], 1.0))
 
 
 def _races(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:

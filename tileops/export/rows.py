@@ -15,9 +15,10 @@ The fields, by index (``metrics._rows`` reads them in this order)::
     4-5    device time (s), SOL ratio                   None when the row has none
     6-10   verdict, blank_reason, bound, roof, physics  tileops_row_verdict's labels ("" for none)
     11     breaches: ((ceiling, ratio), ...)
+    12     host-bound ratio: span / device-busy time on a host-bound row, else None
     ---- full detail
-    12-15  compile s, SOL time (s), achieved B/s, achieved FLOP/s
-    16-23  family, roof_key, roof, profile, timer, status, shapes, params, data_terms (tileops_row_info)
+    13-17  compile s, SOL time (s), achieved B/s, achieved FLOP/s, span (s)
+    18-26  family, roof_key, roof, profile, timer, status, shapes, params, data_terms (tileops_row_info)
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import json
 from tileops.roofline import Priced
 
 #: Where the full-detail fields start.
-FULL = 12
+FULL = 13
 
 
 #: A short, stable rendering of shapes/params/data_terms for tileops_row_info's labels.
@@ -53,12 +54,15 @@ def row_of(p: Priced) -> tuple:
     t = r.timing
     actual = p.actual_time_s
     compile_s = t.compile_s if t is not None else None
+    span_s = t.span_s if t is not None else None
+    host_bound = span_s / t.median_s if p.host_bound else None  # type: ignore[operator,union-attr]
     return (r.op, r.label, r.dtype, r.backend,
             None if actual is None else float(actual), p.efficiency,
             p.verdict, p.blank_reason or "", p.bound or "", p.roof or "", _physics(p),
             tuple([(b.ceiling, b.ratio) for b in p.breaches]) if p.breaches else (),
+            host_bound,
             None if compile_s is None else float(compile_s), p.sol_time_s, p.achieved_bytes_per_s,
-            p.achieved_flops_per_s, r.family, r.roof_key or "", p.roof or "", p.profile or "",
+            p.achieved_flops_per_s, None if span_s is None else float(span_s), r.family, r.roof_key or "", p.roof or "", p.profile or "",
             t.timer if t is not None else "", r.status,
             _dumps(r.shapes) if r.shapes else "", _dumps(r.params) if r.params else "",
             _dumps(r.data_terms) if r.data_terms else "")

@@ -387,7 +387,7 @@ def _table_lines(legend_rows: list[tuple[str, Priced, str | None]]) -> list[tupl
     for ident, p, why in legend_rows:
         r = p.record
         verdict = rows.verdict_text(p) + (f" (not placed: {why})" if why else "")
-        cells.append((ident, r.op, _short(r.label, 30), r.dtype, r.backend, rows.percent(p.efficiency),
+        cells.append((ident, r.op, _short(r.label, 30), r.dtype, r.backend, rows.efficiency_text(p),
                       _short(verdict, 44)))
     widths = [max(len(c[i]) for c in cells) for i in range(len(TABLE_HEADER))]
     return [("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(), k > 0 and bool(legend_rows[k - 1][1].breaches))

@@ -28,7 +28,7 @@ RAW_COLUMNS = (
     "memory_time_s", "compute_time_s", "sol_time_s", "efficiency", "bound",
     "achieved_bytes_per_s", "achieved_flops_per_s", "effective_bandwidth", "effective_peak",
     "verdict", "blank_reason", "blank_detail", "formula_error", "breaches", "notes", "data_terms",
-    "compile_s", "best_backend", "best_margin", "behind_best",
+    "compile_s", "span_s", "host_bound", "best_backend", "best_margin", "behind_best",
 )
 
 _TIME = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
@@ -47,6 +47,16 @@ def seconds(value: float | None) -> str:
 
 def percent(ratio: float | None) -> str:
     return DASH if ratio is None else f"{ratio * 100:.1f} %"
+
+
+#: What a host-bound row's efficiency cell adds: its SOL is of device-busy time, which the host's gaps exceed.
+HOST_BOUND_MARK = "host-bound"
+
+
+def efficiency_text(p: Priced) -> str:
+    """The efficiency cell: the SOL ratio, marked ``host-bound`` where the host holds the device back."""
+    text = percent(p.efficiency)
+    return f"{text} {HOST_BOUND_MARK}" if p.efficiency is not None and p.host_bound else text
 
 
 def verdict_text(p: Priced) -> str:
@@ -123,7 +133,7 @@ def display_cells(p: Priced) -> tuple[str, ...]:
     timing = r.timing
     compile_s = timing.compile_s if timing is not None else None
     return (r.label, r.dtype, r.backend, seconds(p.actual_time_s), achieved, roof, p.bound or DASH,
-            percent(p.efficiency), verdict_text(p), DASH if compile_s is None else seconds(compile_s))
+            efficiency_text(p), verdict_text(p), DASH if compile_s is None else seconds(compile_s))
 
 
 def display(p: Priced, race: BackendRace | None = None) -> dict[str, str]:
@@ -177,6 +187,8 @@ def raw_values(p: Priced) -> list[Any]:
         list(p.notes),
         dict(r.data_terms),
         compile_seconds(p),
+        timing.span_s if timing is not None else None,
+        p.host_bound,
     ]
 
 

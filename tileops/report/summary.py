@@ -11,14 +11,26 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from tileops.report import rows
-from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, NOT_JUDGED_REASONS, BackendRace, CeilingHealth, Health,
-                              HealthTally, Priced, RaceKey, RaceTally, race_key, si)
+from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, HOST_BOUND_RATIO, NOT_JUDGED_REASONS, BackendRace,
+                              CeilingHealth, Health, HealthTally, Priced, RaceKey, RaceTally, race_key, si)
 
 #: Where a person finds every row when a report shows only some.
 EVERYTHING_HINT = "every row: `tileops roofline RESULTS --full-table`, or `--format csv|json|md`"
 
 # A skipped record's verdict is "error" (it has no time); people read it as what it is, apart from failures.
 VERDICT_ORDER = ("at-ceiling", "below", "latency-bound", "anomaly", "blank", "error", "skipped")
+
+
+#: Host-bound rows named in the summary line; the rest are counted (each row's note is in roofline.json).
+HOST_BOUND_SHOWN = 5
+#: How a host-bound row's note begins (tileops.roofline.host_bound_note).
+HOST_BOUND_NOTE = "host-bound:"
+
+
+def _host_bound_row(p: Priced) -> str:
+    r, t = p.record, p.record.timing
+    assert t is not None and t.span_s is not None
+    return f"{r.op} [{r.label} {r.dtype} {r.backend}] {t.span_s / t.median_s:.2f}x"
 
 
 def shown_verdict(p: Priced) -> str:
@@ -108,13 +120,15 @@ SKIP_REASONS_SHOWN = 4
 class RunFacts:
     """What the summary under a report says about a run, counted row by row (mergeable)."""
 
-    __slots__ = ("tally", "skipped", "breach_lines", "notes", "profiles", "backends", "_races")
+    __slots__ = ("tally", "skipped", "breach_lines", "notes", "profiles", "backends", "host_bound", "_races")
 
     def __init__(self) -> None:
         self.tally = HealthTally()
         self.skipped = 0
         self.breach_lines: list[str] = []
         self.notes: dict[str, None] = {}
+        #: host-bound rows: how many, and the first few as "op [label dtype backend] span/busy"
+        self.host_bound: list = [0, []]
         self.profiles: set[str] = set()
         self.backends = BackendTally()
         self._races: dict[RaceKey, BackendRace] | None = None
@@ -134,10 +148,18 @@ class RunFacts:
             self.skipped += 1
         if p.breaches:
             self.breach_lines += rows.breach_sentences(p)
+        hb = p.host_bound and p.efficiency is not None
         for note in p.notes:
-            self.notes.setdefault(note)
+            if not (hb and note.startswith(HOST_BOUND_NOTE)):  # counted below, one line for every such row
+                self.notes.setdefault(note)
+        if hb:
+            self._host_bound(1, [_host_bound_row(p)])
         if p.profile:
             self.profiles.add(p.profile)
+
+    def _host_bound(self, n: int, shown: list[str]) -> None:
+        self.host_bound[0] += n
+        self.host_bound[1] = (self.host_bound[1] + shown)[:HOST_BOUND_SHOWN]
 
     def merge(self, later: "RunFacts") -> None:
         self._races = None
@@ -147,6 +169,7 @@ class RunFacts:
         self.breach_lines += later.breach_lines
         for note in later.notes:
             self.notes.setdefault(note)
+        self._host_bound(*later.host_bound)
         self.profiles |= later.profiles
 
     @property
@@ -195,6 +218,12 @@ class RunFacts:
             lines.append(f"FORMULA ERROR: {len(self.breach_lines) - len(shown):,} more breach(es) not listed here "
                          f"({EVERYTHING_HINT})")
         lines += [f"note: {note}" for note in self.notes]
+        n, shown_rows = self.host_bound
+        if n:
+            more = f", and {n - len(shown_rows)} more" if n > len(shown_rows) else ""
+            lines.append(f"host-bound: {n} row(s) whose calls span more than {HOST_BOUND_RATIO:.1f}x their device-busy "
+                         f"time (the device waits on the host between kernels), so their SOL of busy time overstates "
+                         f"them: {'; '.join(shown_rows)}{more}")
         return lines + self.backends.lines(self.races()) + physics_lines(h)
 
     def profile_names(self) -> str:
