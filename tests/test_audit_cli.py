@@ -52,12 +52,60 @@ def test_the_profiling_command_is_the_documented_one(tmp_path: Path) -> None:
     assert cmd[:cmd.index("/py")] == [
         "/opt/ncu", "--target-processes", "application-only", "--nvtx", "--nvtx-include", "tileops@call/",
         "--metrics", "dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum",
-        "--cache-control", "all", "--clock-control", "none", "--replay-mode", "kernel",
+        "--cache-control", "all", "--clock-control", "none", "--replay-mode", "app-range",
         "--export", str(tmp_path / "r.ncu-rep"), "--force-overwrite"]
     assert cmd[cmd.index("/py"):] == ["/py", "-m", "tileops.audit.child", "--op", "relu"]
     assert ncu.nvtx_include(None) == "call/"  # torch.cuda.nvtx's default domain when the nvtx module is absent
+    kernel = ncu.profile_command("/opt/ncu", tmp_path / "r", [], domain=None, replay_mode="kernel",
+                                 clock_control="base")
+    assert kernel[kernel.index("--clock-control"):kernel.index("--export")] == [
+        "--clock-control", "base", "--replay-mode", "kernel"]
+    with pytest.raises(ValueError, match="app-range, range, kernel"):
+        ncu.profile_command("/opt/ncu", tmp_path / "r", [], domain=None, replay_mode="application")
     assert ncu.import_command("/opt/ncu", tmp_path / "r.ncu-rep") == [
         "/opt/ncu", "--import", str(tmp_path / "r.ncu-rep"), "--csv", "--page", "raw", "--print-units", "base"]
+
+
+def test_each_replay_mode_states_its_premise_and_the_default_is_the_records() -> None:
+    from tileops.records import AUDIT_PREMISE
+
+    assert ncu.premise(ncu.DEFAULT_REPLAY_MODE) == AUDIT_PREMISE == AuditEntry(op="r", label="l", dtype="d", backend="b",
+                                                                                  verdict="PASS").premise
+    assert "as in a real run" in ncu.premise("app-range") and "cold caches on each kernel" in ncu.premise("kernel")
+    assert all("read side only" in ncu.premise(m) for m in ncu.REPLAY_MODES)
+
+
+def test_the_flags_reach_ncu_and_the_entries_premise(monkeypatch, tmp_path: Path) -> None:
+    """--replay-mode and --clock-control are on ncu's command line (kept in each row's log) and the entries
+    state the premise of the replay they were measured under."""
+    out = tmp_path / "out"
+    rc = audit(monkeypatch, tmp_path, *ROW, "--replay-mode", "kernel", "--clock-control", "base", "--out", str(out),
+               stub="ncu-run-app")
+    assert rc == 1
+    logs = sorted((out / "ncu").glob("*.log"))
+    assert logs and all("--clock-control base --replay-mode kernel" in log.read_text() for log in logs)
+    assert {r.premise for r in _rows(out)} == {ncu.premise("kernel")}
+    doc = json.loads(subprocess.run([sys.executable, "-m", "tileops.cli", "audit", *ROW, "--format", "json",
+                                     "--ncu", str(tmp_path / "none"), "--out", str(tmp_path / "o2")],
+                                    capture_output=True, text=True, timeout=120).stdout)
+    assert doc["premise"] == ncu.premise("app-range")
+
+
+def test_without_the_counters_every_row_is_an_error_naming_the_runtime(monkeypatch, tmp_path: Path, capsys) -> None:
+    """The device machines' gVisor runtime: ncu cannot load its profiler library. Every row is an ERROR naming
+    that cause and the fix; the first row runs ncu, the rest are not run (the refusal is the host's)."""
+    calls = tmp_path / "calls.log"
+    monkeypatch.setenv("NCU_STUB_LOG", str(calls))
+    out = tmp_path / "out"
+    rc = audit(monkeypatch, tmp_path, "--op", "relu", "--dtype", "bfloat16", "--out", str(out), stub="ncu-gvisor")
+    assert rc == 1
+    rows = _rows(out)
+    assert len(rows) >= 4 and {(r.verdict, r.error_kind) for r in rows} == {("ERROR", "counters-unavailable")}
+    assert all("LibraryNotLoaded" in r.reason and "gVisor" in r.reason for r in rows)
+    assert all("not run: row 1 met this refusal" in r.reason for r in rows[1:])
+    assert len(calls.read_text().splitlines()) == 1  # ncu ran once, for the first row
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"{len(rows)} ERROR" in err
 
 
 def _rows(out: Path) -> list[AuditEntry]:
@@ -73,7 +121,7 @@ def test_ncu_missing_gives_error_rows_with_the_fix(monkeypatch, tmp_path: Path, 
     for r in rows:
         assert (r.verdict, r.error_kind) == ("ERROR", "ncu-missing")
         assert "install Nsight Compute" in r.reason and "--ncu PATH" in r.reason
-        assert "cold caches on each kernel replay" in r.premise and "read side only" in r.premise
+        assert r.premise == ncu.premise("app-range") and "read side only" in r.premise
     assert "2 ERROR" in capsys.readouterr().err
 
 
@@ -86,8 +134,9 @@ def test_ncu_refusing_the_counters_gives_error_rows_with_the_fix(monkeypatch, tm
         assert (r.verdict, r.error_kind, r.ncu_version) == ("ERROR", "permission", "2025.2.1.0")
         assert "ERR_NVGPUCTRPERM" in r.reason and "NVreg_RestrictProfilingToAdminUsers=0" in r.reason
         assert "CAP_SYS_ADMIN" in r.reason
+    assert "not run: row 1 met this refusal of the host" in rows[1].reason  # the host's refusal: ncu ran once
     logs = sorted((out / "ncu").glob("*.log"))
-    assert len(logs) == 2 and "ERR_NVGPUCTRPERM" in logs[0].read_text()  # ncu's own words are kept
+    assert len(logs) == 1 and "ERR_NVGPUCTRPERM" in logs[0].read_text()  # ncu's own words are kept
     assert (out / "ncu").is_dir()
 
 
@@ -110,7 +159,8 @@ def test_the_child_runs_under_ncu_and_reports_the_missing_gpu(monkeypatch, tmp_p
     assert facts["error_kind"] == "no-cuda"
     (argv,) = [line.split("\0") for line in argv_log.read_text().splitlines()]
     assert argv[argv.index("--nvtx-include") + 1] in ("tileops@call/", "call/")
-    assert argv[argv.index("--cache-control") + 1] == "all" and argv[argv.index("--replay-mode") + 1] == "kernel"
+    assert argv[argv.index("--cache-control") + 1] == "all" and argv[argv.index("--replay-mode") + 1] == "app-range"
+    assert argv[argv.index("--clock-control") + 1] == "none"  # the clocks left alone: the device machines' rule
     app = argv[argv.index("tileops.audit.child") + 1:]
     parsed = child_args(app)
     assert (parsed.op, parsed.label, json.loads(parsed.case)) == ("embedding", "cpu-small-2k-tokens",
@@ -427,9 +477,10 @@ def test_diagnosis_of_ncu_output() -> None:
     assert ncu.diagnose(perm).kind == "permission"
     assert ncu.diagnose(perm, generic=False).kind == "permission"
     assert ncu.diagnose((STUBS / "ncu-busy").read_text()).kind == "profiler-busy"
+    assert ncu.diagnose((STUBS / "ncu-gvisor").read_text(), generic=False).kind == "counters-unavailable"
     metric = ncu.diagnose("==PROF== Connected to process 7 (/usr/bin/python3)\n"
                         "==ERROR== Failed to find metric regex:^dram__bytes_read.sum(.*)$\n")
-    assert metric.kind == "metric" and "Failed to find metric" in metric.message and "--query-metrics" in metric.message
+    assert metric.kind == "metric-not-collectable" and "Failed to find metric" in metric.message and "--query-metrics" in metric.message
     # The application's own failure is the child's to explain, not ncu's.
     assert ncu.diagnose("==ERROR== The application returned an error code (1).\n") is None
     assert ncu.diagnose("==ERROR== Unknown option: --nvtx-includ\n").kind == "ncu-failed"

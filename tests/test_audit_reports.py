@@ -50,10 +50,118 @@ def test_what_is_not_a_whole_byte_count_is_refused(text: str) -> None:
         parse_count(text)
 
 
-def test_a_report_without_the_read_metric_is_an_error_naming_it() -> None:
+def test_a_read_metric_never_requested_is_told_from_one_ncu_could_not_collect() -> None:
+    """A report without the column was written by a command that did not ask for it; a column of n/a was
+    asked for and not collectable here. Two kinds, two messages."""
     with pytest.raises(ReportError) as exc:
         read_raw_csv((DATA / "raw-no-read.csv").read_text())
-    assert exc.value.kind == "metric" and "dram__bytes_read.sum" in str(exc.value)
+    assert exc.value.kind == "metric-not-requested" and "dram__bytes_read.sum was not requested" in str(exc.value)
+    assert "collect" not in str(exc.value)
+    text = (DATA / "raw-en_US.csv").read_text().replace('"1,048,576"', '"n/a"', 1)
+    kernels = read_raw_csv(text)
+    assert kernels[0].read_bytes is None
+    with pytest.raises(ReportError) as exc:
+        summarize(kernels)
+    assert exc.value.kind == "metric-not-collectable" and "was asked for dram__bytes_read.sum" in str(exc.value)
+    assert "not requested" not in str(exc.value)
+
+
+class _Metric:
+    def __init__(self, value: float | None) -> None:
+        self.value = value
+
+    def has_value(self) -> bool:
+        return self.value is not None
+
+    def kind(self) -> int:
+        return 0
+
+    def as_double(self) -> float:
+        return float(self.value)
+
+    def unit(self) -> str:
+        return "byte"
+
+
+def _report_module(metrics: dict):
+    """What ``ncu_report`` hands back for a report of one range and one action holding ``metrics``."""
+    class Action:
+        def name(self) -> str:
+            return "relu_kernel"
+
+        def metric_by_name(self, name: str):
+            return metrics.get(name)
+
+    class Range:
+        def num_actions(self) -> int:
+            return 1
+
+        def action_by_idx(self, i: int) -> Action:
+            return Action()
+
+    class Context:
+        def num_ranges(self) -> int:
+            return 1
+
+        def range_by_idx(self, i: int) -> Range:
+            return Range()
+
+    class Module:
+        @staticmethod
+        def load_report(path: str) -> Context:
+            return Context()
+
+    return Module
+
+
+def test_the_ncu_report_reader_tells_not_requested_from_not_collectable(tmp_path: Path) -> None:
+    full = {"dram__bytes_read.sum": _Metric(4096.0), "dram__bytes_write.sum": _Metric(2048.0)}
+    (k,) = read_ncu_rep(tmp_path / "r.ncu-rep", _report_module(full))
+    assert (k.read_bytes, k.write_bytes, k.duration_ns) == (4096, 2048, None)
+    with pytest.raises(ReportError) as exc:
+        read_ncu_rep(tmp_path / "r.ncu-rep", _report_module({"dram__bytes_write.sum": _Metric(1.0)}))
+    assert exc.value.kind == "metric-not-requested" and "relu_kernel" in str(exc.value)
+    (k,) = read_ncu_rep(tmp_path / "r.ncu-rep", _report_module({**full, "dram__bytes_read.sum": _Metric(None)}))
+    with pytest.raises(ReportError, match="asked for dram__bytes_read.sum") as exc:
+        summarize([k])
+    assert exc.value.kind == "metric-not-collectable"
+
+
+WRAPPERS = {
+    # the CUDA toolkit's bin/ncu: a script running the versioned install beside bin/
+    "cuda": ('#!/bin/sh\nexec "$(dirname "$(readlink -f "$0")")/../nsight-compute-2025.3.1/ncu" "$@"\n',
+             "cuda/bin/ncu", "cuda/nsight-compute-2025.3.1"),
+    # a site wrapper naming an absolute install
+    "absolute": ('#!/bin/bash\nNCU_ROOT={root}/opt/nvidia/nsight-compute/2025.3.1\nexec "$NCU_ROOT/ncu" "$@"\n',
+                 "usr/local/bin/ncu", "opt/nvidia/nsight-compute/2025.3.1"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(WRAPPERS))
+def test_ncu_report_is_found_behind_ncus_wrapper_script(kind: str, tmp_path: Path, monkeypatch) -> None:
+    """`ncu` on PATH is a script that runs the real one elsewhere: extras/python is that install's, not the
+    wrapper's folder's (where it was looked for before, and never found)."""
+    import sys
+
+    text, wrapper_at, install_at = WRAPPERS[kind]
+    install = tmp_path / install_at
+    (install / "extras" / "python").mkdir(parents=True)
+    (install / "extras" / "python" / "ncu_report.py").write_text(f"WHERE = {str(install)!r}\n")
+    (install / "ncu").write_text("#!/bin/sh\n# the real ncu\n")
+    wrapper = tmp_path / wrapper_at
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    wrapper.write_text(text.format(root=tmp_path))
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "ncu_report", raising=False)
+    from tileops.audit.reports import ncu_install_dirs
+
+    assert install.resolve() in ncu_install_dirs(str(wrapper))
+    module = import_ncu_report(str(wrapper), "2025.3.1.0")
+    if module is not None and getattr(module, "WHERE", None) is None:
+        pytest.skip("an ncu_report module is installed here: it is found first, as it should be")
+    assert module is not None and module.WHERE == str(install)
+    monkeypatch.delitem(sys.modules, "ncu_report", raising=False)
 
 
 def test_scaled_byte_units_are_refused_not_guessed() -> None:
@@ -121,4 +229,4 @@ def test_without_the_module_the_report_is_read_through_ncus_csv_export(tmp_path:
     monkeypatch.setenv("NCU_STUB_CSV", str(DATA / "raw-no-read.csv"))
     with pytest.raises(ReportError) as exc:
         _measure(report, str(stub), kept)
-    assert exc.value.kind == "metric"
+    assert exc.value.kind == "metric-not-requested"

@@ -66,7 +66,8 @@ def test_a_kernel_without_the_read_metric_makes_the_call_unmeasured() -> None:
 
     with pytest.raises(ReportError) as exc:
         summarize([KernelReading("a", 10, 0, 1.0), KernelReading("b", None, 0, 1.0)])
-    assert exc.value.kind == "metric" and "dram__bytes_read.sum" in str(exc.value)
+    assert exc.value.kind == "metric-not-collectable" and "dram__bytes_read.sum" in str(exc.value)
+    assert "asked for" in str(exc.value) and "1 of 2 kernels" in str(exc.value)
     with pytest.raises(ReportError) as exc:
         summarize([])
     assert exc.value.kind == "no-kernel"

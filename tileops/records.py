@@ -54,8 +54,10 @@ RunStatus = Literal["running", "completed", "interrupted", "failed"]
 AuditVerdict = Literal["PASS", "FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT"]
 AUDIT_VERDICTS: tuple[str, ...] = typing.get_args(AuditVerdict)
 #: The premises every audit reading rests on (§4.5); each verdict states them.
-AUDIT_PREMISE = ("cold caches on each kernel replay (ncu --cache-control all --replay-mode kernel); "
-                 "read side only: DRAM writes are measured and reported, never judged")
+#: (The default replay's: tileops.audit.ncu.premise gives each replay mode's, and a test holds them equal.)
+AUDIT_PREMISE = ("cold caches at the start of the call, its kernels sharing the caches as in a real run "
+                 "(ncu --cache-control all --replay-mode app-range); read side only: DRAM writes are measured and "
+                 "reported, never judged")
 
 #: Counts (FLOPs, bytes) above this are not a measurement of anything: int64 is what
 #: every consumer (JSON readers, Prometheus, float arithmetic) can carry exactly enough.

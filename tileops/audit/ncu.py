@@ -4,17 +4,29 @@ The profiling command (one per row)::
 
     ncu --target-processes application-only --nvtx --nvtx-include tileops@call/
         --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
-        --cache-control all --clock-control none --replay-mode kernel
+        --cache-control all --clock-control none --replay-mode app-range
         --export <row>.ncu-rep --force-overwrite
         <python> -m tileops.audit.child ...
 
-``--nvtx-include tileops@call/`` keeps only kernels launched inside the push/pop
-range ``call`` of domain ``tileops`` (``<domain>@<range>/``; the trailing slash
-marks a push/pop range), so the warm-up calls outside it are never profiled.
-``--cache-control all`` flushes every cache before each replay pass: the
-premise of the read-side bound. ``--clock-control none`` leaves the clocks
-alone (bytes do not depend on them, and locking them disturbs the fleet's
-other jobs). ``--replay-mode kernel`` replays each kernel on its own.
+``--nvtx-include tileops@call/`` names the push/pop range ``call`` of domain
+``tileops`` (``<domain>@<range>/``; the trailing slash marks a push/pop range),
+so the warm-up calls outside it are never profiled. ``--cache-control all``
+flushes every cache before each replay pass: the premise of the read-side
+bound. ``--clock-control none`` leaves the clocks alone (the default, and the
+device machines' rule: bytes do not depend on clocks, and locking them disturbs
+the fleet's other jobs; ``--clock-control base`` locks them to base).
+
+``--replay-mode app-range`` (the default) measures the call as one range: the
+application runs once per metric pass, the caches are flushed once at the
+range's start, and the call's kernels then share the caches as they do when it
+runs for real. A multi-kernel op's intermediate (written by one kernel, read by
+the next) is read back from L2 as in production, where ``--replay-mode kernel``
+replayed each kernel from cold caches and charged every intermediate as DRAM
+reads: readings far above the formula that describe the replay, not the op.
+``range`` replays the captured range in one process (faster, but CUDA calls
+such as allocations inside the range are refused); ``kernel`` is kept for
+comparison. The read-side lower bound holds under all three: the first pass
+starts cold, so every distinct byte the call reads comes from DRAM at least once.
 
 Every message for a failure says what to do about it; ``docs/deploy.md`` has
 the details.
@@ -30,7 +42,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tileops.audit.reports import METRICS
+from tileops.audit.reports import METRICS, NOT_COLLECTABLE
 
 #: The NVTX domain and range the child opens around the audited call.
 NVTX_DOMAIN = "tileops"
@@ -47,6 +59,14 @@ FIX_BUSY = (
     "another tool holds the GPU's profiler (a driver resource was unavailable): usually DCGM's profiling "
     "metrics (dcgm-exporter's DCGM_FI_PROF_* fields), or another ncu/nsys. Pause DCGM profiling with "
     "`dcgmi profile --pause`, run the audit, then `dcgmi profile --resume` (docs/deploy.md)")
+FIX_COUNTERS_UNAVAILABLE = (
+    "ncu could not start its profiler here (\"Failed to initialize the profiler: LibraryNotLoaded\"): this "
+    "container runtime does not give ncu the GPU's performance counters (the device machines' gVisor runtime "
+    "answers so; their Firecracker runtime reads them). Run the audit where the counters can be read: a VM or "
+    "bare-metal host, a container runtime that passes the GPU through (runc with the NVIDIA container toolkit, "
+    "CAP_SYS_ADMIN or NVreg_RestrictProfilingToAdminUsers=0; docs/deploy.md)")
+#: Problems of the host, not of a row: the first row that meets one speaks for every row after it.
+HOST_PROBLEMS = frozenset({"permission", "counters-unavailable"})
 FIX_MISSING = (
     "Nsight Compute's `ncu` was not found on PATH (nor at /usr/local/cuda/bin/ncu): install Nsight Compute "
     "(the CUDA *devel* images ship it) or pass --ncu PATH")
@@ -85,14 +105,37 @@ def ncu_version(ncu: str) -> str | None:
     return found[-1] if found else None
 
 
+#: ``--replay-mode`` choices, the default first, and the premise each reading then rests on (§4.5).
+REPLAY_MODES: dict[str, str] = {
+    "app-range": "cold caches at the start of the call, its kernels sharing the caches as in a real run "
+                 "(ncu --cache-control all --replay-mode app-range)",
+    "range": "cold caches at the start of the call, its kernels sharing the caches as in a real run "
+             "(ncu --cache-control all --replay-mode range)",
+    "kernel": "cold caches on each kernel replay (ncu --cache-control all --replay-mode kernel): an intermediate "
+              "one kernel writes is read back from DRAM by the next",
+}
+DEFAULT_REPLAY_MODE = "app-range"
+#: ``--clock-control`` choices, the default first: leave the clocks alone (the device's rule), or lock to base.
+CLOCK_CONTROLS: tuple[str, ...] = ("none", "base")
+
+
+def premise(replay_mode: str) -> str:
+    """What every reading of an audit replayed in ``replay_mode`` rests on (the entries' ``premise``)."""
+    return f"{REPLAY_MODES[replay_mode]}; read side only: DRAM writes are measured and reported, never judged"
+
+
 def profile_command(ncu: str, report: Path, child_args: list[str], *, domain: str | None,
-                    python: str = sys.executable) -> list[str]:
+                    python: str = sys.executable, replay_mode: str = DEFAULT_REPLAY_MODE,
+                    clock_control: str = CLOCK_CONTROLS[0]) -> list[str]:
     """The full ncu command line for one row (module docstring: what each option is for)."""
+    if replay_mode not in REPLAY_MODES or clock_control not in CLOCK_CONTROLS:
+        raise ValueError(f"replay mode {replay_mode!r} / clock control {clock_control!r}: use one of "
+                         f"{', '.join(REPLAY_MODES)} / {', '.join(CLOCK_CONTROLS)}")
     return [
         ncu, "--target-processes", "application-only",
         "--nvtx", "--nvtx-include", nvtx_include(domain),
         "--metrics", ",".join(METRICS),
-        "--cache-control", "all", "--clock-control", "none", "--replay-mode", "kernel",
+        "--cache-control", "all", "--clock-control", clock_control, "--replay-mode", replay_mode,
         "--export", str(report), "--force-overwrite",
         python, "-m", "tileops.audit.child", *child_args,
     ]
@@ -112,19 +155,23 @@ class Problem:
 def diagnose(log: str, *, generic: bool = True) -> Problem | None:
     """What ncu's output says went wrong with the profiling itself, or None when it reports nothing.
 
-    Recognised: ERR_NVGPUCTRPERM; the driver's "resource was unavailable"
-    (another profiler, typically DCGM); a metric ncu cannot find or collect;
-    then (``generic``) any other ``==ERROR==`` line. ncu's "The application
-    returned an error code" is not ncu's problem: the child wrote why.
+    Recognised: ERR_NVGPUCTRPERM; a profiler library that cannot load
+    (``LibraryNotLoaded``: a runtime without the counters, gVisor); the
+    driver's "resource was unavailable" (another profiler, typically DCGM); a
+    metric ncu cannot find or collect; then (``generic``) any other
+    ``==ERROR==`` line. ncu's "The application returned an error code" is not
+    ncu's problem: the child wrote why.
     """
     if "ERR_NVGPUCTRPERM" in log:
         return Problem("permission", FIX_PERMISSION)
+    if "LibraryNotLoaded" in log:
+        return Problem("counters-unavailable", FIX_COUNTERS_UNAVAILABLE)
     if "driver resource was unavailable" in log or "concurrently collecting profiling data" in log:
         return Problem("profiler-busy", FIX_BUSY)
     m = re.search(r"==ERROR==[^\n]*(?:Failed to find metric|[Uu]nknown metric|metric[^\n]*not (?:found|supported"
                   r"|available))[^\n]*", log)
     if m:
-        return Problem("metric", f"ncu cannot collect a metric the audit needs ({', '.join(METRICS)}): "
+        return Problem(NOT_COLLECTABLE, f"ncu cannot collect a metric the audit needs ({', '.join(METRICS)}): "
                                  f"{m.group(0).removeprefix('==ERROR==').strip()}; use an Nsight Compute that "
                                  "supports this GPU (`ncu --query-metrics` lists what it offers)")
     errors = [ln.removeprefix("==ERROR==").strip() for ln in log.splitlines() if ln.startswith("==ERROR==")

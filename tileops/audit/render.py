@@ -15,9 +15,14 @@ COLUMNS = ("op", "label", "dtype", "backend", "expected_read_bytes", "measured_r
            "measured_write_bytes", "kernels", "verdict", "reason")
 
 
+def premises(entries: Sequence[AuditEntry]) -> str:
+    """The premises the readings rest on: the entries' own (one audit, one replay mode), else the default's."""
+    return "; ".join(dict.fromkeys(e.premise for e in entries)) or PREMISE
+
+
 def render_json(entries: Sequence[AuditEntry]) -> str:
-    return json.dumps({"premise": PREMISE, "counts": counts(entries), "rows": [entry_data(e) for e in entries]},
-                      indent=2, default=str) + "\n"
+    doc = {"premise": premises(entries), "counts": counts(entries), "rows": [entry_data(e) for e in entries]}
+    return json.dumps(doc, indent=2, default=str) + "\n"
 
 
 def render_csv(entries: Sequence[AuditEntry]) -> str:
@@ -49,7 +54,7 @@ def render_markdown(entries: Sequence[AuditEntry]) -> str:
                  e.measured_write_bytes, e.kernels, e.verdict, e.reason]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     summary = ", ".join(f"{n} {v}" for v, n in counts(entries).items())
-    return "\n".join(lines) + f"\n\n{len(entries)} row(s): {summary}. Premises: {PREMISE}.\n"
+    return "\n".join(lines) + f"\n\n{len(entries)} row(s): {summary}. Premises: {premises(entries)}.\n"
 
 
 def render(entries: Sequence[AuditEntry], fmt: str) -> str:

@@ -14,11 +14,18 @@ Two readers of the same ``.ncu-rep``:
 Values are bytes and nanoseconds. A byte metric in any unit other than bytes
 is refused rather than scaled (``--print-units base`` guarantees bytes): a
 misread unit would be a factor of 1000 in a verdict.
+
+A read metric can be missing for two unlike reasons, each its own ERROR kind:
+**not requested** (the report has no such metric at all: the ncu command that
+wrote it did not list it in ``--metrics``; a report from another command) and
+**not collectable** (ncu was asked and reports no value, ``n/a``: this GPU or
+this ncu cannot collect it).
 """
 
 from __future__ import annotations
 
 import csv
+import glob
 import importlib
 import io
 import re
@@ -37,6 +44,9 @@ _TIME_UNITS = {"ns": 1.0, "nsecond": 1.0, "nsec": 1.0, "us": 1e3, "usecond": 1e3
                "s": 1e9, "second": 1e9}
 _MISSING = {"", "n/a", "N/A", "-", "nan"}
 _GROUPING = {",", ".", "'", " ", "\u00a0", "\u202f", "\u2009"}
+#: ERROR kinds of a missing read metric (module docstring).
+NOT_REQUESTED = "metric-not-requested"
+NOT_COLLECTABLE = "metric-not-collectable"
 
 
 class ReportError(Exception):
@@ -50,7 +60,7 @@ class ReportError(Exception):
 @dataclass(frozen=True)
 class KernelReading:
     name: str
-    read_bytes: int | None
+    read_bytes: int | None  # None: not collectable (ncu was asked and reports no value)
     write_bytes: int | None
     duration_ns: float | None
 
@@ -154,8 +164,7 @@ def read_raw_csv(text: str) -> list[KernelReading]:
     header = rows[start]
     col = {name: i for i, name in enumerate(header)}
     if READ not in col:
-        raise ReportError("metric", f"the report has no {READ} column: ncu did not collect it "
-                                    f"(`ncu --query-metrics` lists what this device offers)")
+        raise not_requested(f"the raw page has no {READ} column")
     body = rows[start + 1:]
     units: list[str] = [""] * len(header)
     if body and not (body[0][col["ID"]] if col["ID"] < len(body[0]) else "").strip():
@@ -188,22 +197,78 @@ def read_raw_csv(text: str) -> list[KernelReading]:
 # --------------------------------------------------------------------------- the ncu_report module
 
 
-def import_ncu_report(ncu: str | None = None) -> Any | None:
-    """The ``ncu_report`` module: installed, or from ``extras/python`` beside ``ncu``; None when neither."""
+def not_requested(where: str) -> ReportError:
+    """The read metric absent from a report: never asked for, which is not ncu failing to collect it."""
+    return ReportError(NOT_REQUESTED, f"{where}: {READ} was not requested when the report was written (the ncu "
+                                      "command's --metrics must name it, as `tileops audit`'s does: this report "
+                                      "came from another command); re-run `tileops audit` on the row")
+
+
+def import_ncu_report(ncu: str | None = None, version: str | None = None) -> Any | None:
+    """The ``ncu_report`` module: installed, or from ``extras/python`` of the Nsight Compute installation
+    that ``ncu`` runs (:func:`ncu_install_dirs`); None when neither."""
     try:
         return importlib.import_module("ncu_report")
     except ImportError:
         pass
-    if ncu:
-        root = Path(ncu).resolve().parent
-        for extras in (root / "extras" / "python", root.parent / "extras" / "python"):
-            if (extras / "ncu_report.py").exists() or (extras / "ncu_report").is_dir():
-                sys.path.insert(0, str(extras))
-                try:
-                    return importlib.import_module("ncu_report")
-                except ImportError:
-                    sys.path.remove(str(extras))
+    for root in ncu_install_dirs(ncu, version) if ncu else ():
+        extras = root / "extras" / "python"
+        if (extras / "ncu_report.py").exists() or (extras / "ncu_report").is_dir():
+            sys.path.insert(0, str(extras))
+            try:
+                return importlib.import_module("ncu_report")
+            except ImportError:
+                sys.path.remove(str(extras))
     return None
+
+
+#: Where Nsight Compute installs itself when a wrapper names no folder: the standalone packages, and the
+#: CUDA toolkit's copy beside its bin/ (``<cuda>/nsight-compute-<version>``).
+NCU_INSTALL_GLOBS = ("/opt/nvidia/nsight-compute/*", "/usr/local/NVIDIA-Nsight-Compute*",
+                     "/usr/local/cuda*/nsight-compute-*")
+_WRAPPER_PATH = re.compile(r"[^\s\"'`;=]*[Nn]sight[-_ ]?[Cc]ompute[^\s\"'`;]*")
+
+
+def ncu_install_dirs(ncu: str, version: str | None = None) -> list[Path]:
+    """The folders that may be the Nsight Compute installation ``ncu`` runs, likeliest first.
+
+    ``ncu`` on PATH is often not the tool but a wrapper: the CUDA toolkit's
+    ``bin/ncu`` is a shell script that runs ``../nsight-compute-<version>/ncu``,
+    and that one is a script too. So: the folders above ``ncu`` itself (a
+    symlink resolved), then every path naming an Nsight Compute folder in the
+    wrapper's text (relative ones, and ones after a ``$(dirname "$0")``-style
+    prefix, taken from the wrapper's folder), then the usual install places;
+    where ``version`` (``2025.3.1.0``) is known, folders naming it come first.
+    """
+    path = Path(ncu)
+    found: list[Path] = []
+    for p in (path, path.resolve()):
+        found += [p.parent, p.parent.parent]
+    try:
+        head = path.resolve().read_bytes()[:65536]
+    except OSError:
+        head = b""
+    if head.startswith(b"#!"):
+        here = path.resolve().parent
+        for token in _WRAPPER_PATH.findall(head.decode("utf-8", "replace")):
+            tail = re.split(r"[})]", token)[-1]  # after ${VAR} / $(dirname ...): relative to the wrapper
+            cand = Path(tail) if tail.startswith("/") and tail == token else here / tail.lstrip("/")
+            for c in (cand, cand.parent):
+                found.append(c)
+    for pattern in NCU_INSTALL_GLOBS:
+        found += sorted((Path(p) for p in glob.glob(pattern)), reverse=True)  # the newest version first
+    out: list[Path] = []
+    for c in found:
+        try:
+            c = c.resolve()
+        except OSError:
+            continue
+        if c.is_dir() and c not in out:
+            out.append(c)
+    if version:
+        short = ".".join(version.split(".")[:3])
+        out.sort(key=lambda c: short not in str(c))  # stable: the named version first, the order kept otherwise
+    return out
 
 
 def _metric_value(metric: Any) -> float | int | None:
@@ -239,6 +304,8 @@ def read_ncu_rep(path: Path, module: Any) -> list[KernelReading]:
             values = {}
             for metric in METRICS:
                 m = action.metric_by_name(metric)
+                if m is None and metric == READ:
+                    raise not_requested(f"{path}, kernel {str(action.name())[:80]!r}")
                 if m is not None and metric != DURATION:
                     _check_byte_unit(metric, m.unit())
                 values[metric] = (m, _metric_value(m))
@@ -262,8 +329,10 @@ def summarize(kernels: Iterable[KernelReading]) -> Measurement:
                                        "none on the GPU, or the range filter matched nothing")
     missing = [k.name for k in ks if k.read_bytes is None]
     if missing:
-        raise ReportError("metric", f"{READ} is missing for {len(missing)} of {len(ks)} kernels "
-                                    f"(first: {missing[0][:80]}); ncu could not collect it on this device")
+        raise ReportError(NOT_COLLECTABLE, f"ncu was asked for {READ} and reports no value for {len(missing)} of "
+                                           f"{len(ks)} kernels (first: {missing[0][:80]}): this GPU or this ncu "
+                                           "cannot collect it (`ncu --query-metrics` lists what it can); use an "
+                                           "Nsight Compute that supports the GPU")
     writes = [k.write_bytes for k in ks]
     durs = [k.duration_ns for k in ks]
     return Measurement(

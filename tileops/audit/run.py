@@ -21,8 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from tileops.audit.ncu import (FIX_MISSING, NVTX_RANGE, diagnose, find_ncu, import_command, log_tail, ncu_version,
-                               nvtx_domain_available, nvtx_include, profile_command)
+from tileops.audit.ncu import (CLOCK_CONTROLS, DEFAULT_REPLAY_MODE, FIX_MISSING, HOST_PROBLEMS, NVTX_RANGE, diagnose,
+                               find_ncu, import_command, log_tail, ncu_version, nvtx_domain_available, nvtx_include,
+                               premise, profile_command)
 from tileops.audit.config import ExemptConfig, load_config
 from tileops.audit.entry import AuditEntry, append_entry, start_file
 from tileops.audit.facts import CallFacts
@@ -46,6 +47,8 @@ class AuditOptions:
     ncu: str | None = None  # path or name of the ncu executable; default ncu on PATH
     row_timeout_s: float = DEFAULT_ROW_TIMEOUT_S
     warmup: int = 1
+    replay_mode: str = DEFAULT_REPLAY_MODE  # tileops.audit.ncu.REPLAY_MODES
+    clock_control: str = CLOCK_CONTROLS[0]  # none: the clocks left alone
 
 
 @dataclass
@@ -110,17 +113,31 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
     version = ncu_version(ncu) if ncu else None
     domain = nvtx_domain_available()
     common = {"run_id": run_id, "hostname": host_name(), "ncu_version": version,
-              "device_name": device.name if device else None, "device_uuid": device.uuid if device else None}
+              "device_name": device.name if device else None, "device_uuid": device.uuid if device else None,
+              "premise": premise(opts.replay_mode)}
     done: list[AuditEntry] = []
+    host_problem: AuditEntry | None = None  # a refusal of the host (permission, no counters): it speaks for every row
     i = 0
     try:
         for i, p in enumerate(planned, 1):
             started = _now()
+            if host_problem is not None and not p.skip_reason:
+                entry = _entry(p, judge(declared=None, measured=None, error=f"{host_problem.reason} (not run: row "
+                                        f"{done.index(host_problem) + 1} met this refusal of the host, which "
+                                        "every row would)"), error_kind=host_problem.error_kind)
+                _finish(entry, common, started)
+                append_entry(jsonl, entry)
+                done.append(entry)
+                if on_row:
+                    on_row(i, len(planned), entry)
+                continue
             try:
                 entry = _audit_row(p, i, out_dir, ncu, domain, device, config, opts)
             except Exception as exc:  # a driver bug must not lose the sweep: this row says so, the rest run
                 entry = _entry(p, judge(declared=None, measured=None, error=f"the audit itself failed on this "
                                         f"row: {type(exc).__name__}: {exc}"), error_kind="internal")
+            if entry.error_kind in HOST_PROBLEMS:
+                host_problem = entry
             _finish(entry, common, started)
             append_entry(jsonl, entry)
             done.append(entry)
@@ -138,7 +155,7 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
 
 def _finish(entry: AuditEntry, common: dict, started: str) -> None:
     for k, v in common.items():
-        if getattr(entry, k) is None:
+        if k == "premise" or getattr(entry, k) is None:
             setattr(entry, k, v)
     entry.started_at, entry.finished_at = started, _now()
 
@@ -169,7 +186,8 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
     child = ["--op", p.op, "--label", p.row.label, "--case", case_arg(p.case), "--backend", p.backend,
              "--device", device.device if device else opts.device, "--warmup", str(opts.warmup),
              "--nvtx-domain", domain or "", "--nvtx-range", NVTX_RANGE, "--facts", str(facts_path)]
-    cmd = profile_command(ncu, report, child, domain=domain)
+    cmd = profile_command(ncu, report, child, domain=domain, replay_mode=opts.replay_mode,
+                          clock_control=opts.clock_control)
     rc, log = _run(cmd, log_path, opts.row_timeout_s)
     rel = str(report.relative_to(out_dir)) if report.exists() else None
     facts = CallFacts.read(facts_path) if facts_path.exists() else None
@@ -188,7 +206,8 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
 
     if rc is None:
         return error("timeout", f"the row ran past --row-timeout {opts.row_timeout_s:g} s under ncu and was "
-                                f"killed (each kernel is replayed cold: a call with many kernels is slow); raise "
+                                f"killed (ncu runs the call once per metric pass, and --replay-mode kernel replays each kernel: a call "
+                                f"with many kernels is slow); raise "
                                 f"--row-timeout or audit fewer rows; ncu's output: {REPORTS_DIR}/{log_path.name}")
     problem = diagnose(log, generic=False)  # the profiler's own refusals first: they explain the rest
     if problem is not None:
@@ -207,7 +226,7 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
                                       "call launched no GPU kernel, or the range filter matched nothing")
         return error("ncu-failed", f"ncu wrote no report (exit {rc}): {log_tail(log)}")
     try:
-        m = _measure(report, ncu, stem.parent / (stem.name + ".csv"))
+        m = _measure(report, ncu, stem.parent / (stem.name + ".csv"), version)
     except ReportError as exc:
         return error(exc.kind, str(exc))
     e = judged_entry(p, facts, m, config)
@@ -231,13 +250,13 @@ def judged_entry(p: Planned, facts: CallFacts, m: Measurement, config: ExemptCon
                   device_name=facts.device_name, device_uuid=facts.device_uuid)
 
 
-def _measure(report: Path, ncu: str, csv_path: Path) -> Measurement:
+def _measure(report: Path, ncu: str, csv_path: Path, version: str | None = None) -> Measurement:
     """The call's reads from its report: ncu_report when importable, else ncu's raw-page CSV (kept).
 
     A report the module cannot load (a module older than the ncu that wrote it)
     is read through ncu's own CSV export before giving up.
     """
-    module = import_ncu_report(ncu)
+    module = import_ncu_report(ncu, version)
     if module is not None:
         try:
             return summarize(read_ncu_rep(report, module))

@@ -1,10 +1,11 @@
 """The verdict on one measured call: pure functions over numbers (§4.5).
 
 The read side is a lower bound, conditional on its premises. With every cache
-cold on each kernel replay (``--cache-control all``), each distinct byte a
-kernel reads comes from DRAM at least once, so the reads of a call cannot fall
-below its declared read half; replaying each kernel cold can only add reads
-(an intermediate one kernel wrote is read back by the next), never remove them.
+cold when the call starts (``--cache-control all``, the call replayed as one
+range), each distinct byte it reads comes from DRAM at least once, so the reads
+of a call cannot fall below its declared read half; replaying each kernel cold
+(``--replay-mode kernel``) can only add reads (an intermediate one kernel wrote
+is read back by the next), never remove them.
 
 Tolerances, and why:
 

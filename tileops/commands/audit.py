@@ -53,9 +53,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds before a row under ncu is killed and recorded as ERROR (default 300)")
     p.add_argument("--warmup", type=int, default=1, metavar="N",
                    help="calls before the profiled one, outside its NVTX range (default 1)")
+    from tileops.audit.ncu import CLOCK_CONTROLS, DEFAULT_REPLAY_MODE, REPLAY_MODES
+
+    p.add_argument("--replay-mode", choices=tuple(REPLAY_MODES), default=DEFAULT_REPLAY_MODE,
+                   help="how ncu replays the call (default app-range: caches flushed once, at the call's start, so a "
+                        "multi-kernel op's intermediates are read as in a real run; kernel: each kernel from cold "
+                        "caches; docs/audit.md)")
+    p.add_argument("--clock-control", choices=CLOCK_CONTROLS, default=CLOCK_CONTROLS[0],
+                   help="ncu's clock control (default none: the GPU's clocks are left alone, as the fleet's other "
+                        "jobs need; base locks them to base clocks)")
     p.add_argument("--format", choices=FORMATS, default="table",
                    help="what to print: the table (default), or json, csv, md of every row")
     p.set_defaults(func=run)
+
+
+def _premise_cells() -> dict[str, str]:
+    from tileops.audit.ncu import REPLAY_MODES, premise
+
+    return {premise(m): ("cold call; reads only" if m != "kernel" else "cold replay per kernel; reads only")
+            for m in REPLAY_MODES}
+
+
+_PREMISE_CELL = _premise_cells()
 
 
 def _console() -> Console:
@@ -77,7 +96,7 @@ def _table(entries, premise: str) -> Table:
         ratio = e.read_ratio
         t.add_row(e.op, e.label, e.dtype, _num(e.expected_read_bytes), _num(e.measured_read_bytes),
                   "" if ratio is None else f"{ratio:.3f}", _num(e.measured_write_bytes), _num(e.kernels),
-                  f"[{_STYLE.get(e.verdict, '')}]{e.verdict}[/]", "cold replay; reads only")
+                  f"[{_STYLE.get(e.verdict, '')}]{e.verdict}[/]", _PREMISE_CELL.get(e.premise, "see caption"))
     return t
 
 
@@ -101,7 +120,8 @@ def _why(entries, out: Console) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tileops.audit.entry import PREMISE, counts
+    from tileops.audit.entry import counts
+    from tileops.audit.ncu import premise
     from tileops.audit.render import render
     from tileops.audit.run import AuditOptions, run_audit
     from tileops.bench.select import Selection
@@ -113,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         selection=Selection(ops=args.op, families=args.family, labels=args.label, tags=args.tag,
                             backends=args.backends, dtypes=args.dtype),
         device=args.device, out=args.out, config=args.config, ncu=args.ncu, row_timeout_s=args.row_timeout,
-        warmup=args.warmup)
+        warmup=args.warmup, replay_mode=args.replay_mode, clock_control=args.clock_control)
     err = Console(stderr=True, soft_wrap=True, highlight=False)
 
     def progress(i: int, n: int, e) -> None:
@@ -125,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     entries = result.entries
     if args.format == "table":
         out = _console()
-        out.print(_table(entries, PREMISE))
+        out.print(_table(entries, premise(args.replay_mode)))
         _why(entries, out)
     else:
         sys.stdout.write(render(entries, args.format))
