@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"device": args.device, "run": str(out), "bench_exit": r.returncode,
                                          "goal_sol": GOAL_SOL if goal else None, "rows": summary}, indent=2) + "\n")
-    return 0
+    return r.returncode  # a row that failed fails the benchmark (scripts/device-check counts it); the goal does not
 
 
 if __name__ == "__main__":

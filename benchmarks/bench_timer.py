@@ -13,9 +13,10 @@ method interleaved per repeat, all threads the bench uses:
 GPU (``--device cuda``): relu, gemm and sdpa bf16 rows timed by our CUPTI timer with the read-sweep
   L2 flush (the bench's), with a write flush (as ``do_bench`` flushes), and by
   ``triton.testing.do_bench`` on the same prepared call: ours over do_bench per row, and noise.
-``--every-timer DIR``: one row timed by every timer this device has; the raw profiler events of
-  one CUPTI batch go to DIR/cupti-trace.json.gz and the figures to DIR/timers.json, with the
-  attribution re-read from the exported trace (both readers must agree).
+``--every-timer DIR``: one row timed by every timer this device has; the Chrome trace of one CUPTI
+  batch goes to DIR/cupti-trace.json.gz and the figures to DIR/timers.json, with the attribution
+  re-read from the kept trace (it must agree with the live one). Exit 1 when a timer failed or
+  CUPTI fell back (scripts/device-check counts it as a failed step).
 
     python benchmarks/bench_timer.py [--device cpu|cuda] [--repeats 3] [--threads N] [--json OUT] [--every-timer DIR]
 """
@@ -27,6 +28,7 @@ import gzip
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -35,7 +37,7 @@ import torch
 
 from tileops.bench.execute import measure
 from tileops.bench.stopping import CPU_RULE, GPU_RULE, QUICK_RULE, StoppingRule
-from tileops.bench.timers import (CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, attribute,
+from tileops.bench.timers import (CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, attribute_iterations,
                                   cupti_unavailable_reason, trace_events_from_chrome)
 from tileops.ops.catalog import load_entries
 from tileops.ops.workload import bind_row, build_inputs, instantiate
@@ -157,6 +159,7 @@ def gpu_table(repeats: int, rule: StoppingRule) -> list[dict[str, Any]]:  # prag
     for op, label in GPU_ROWS:
         run, _ = prepared_row(op, label, "bfloat16", "cuda:0")
         v: dict[str, list[float]] = {}
+        fallbacks: list[str] = []
         for _ in range(repeats):
             for what, flush in (("ours_read", read), ("ours_write", write)):
                 t = measure(run, CuptiTimer(flush, "cuda:0"), rule)
@@ -164,12 +167,13 @@ def gpu_table(repeats: int, rule: StoppingRule) -> list[dict[str, Any]]:  # prag
                 v.setdefault(what + "_noise", []).append(t.rel_noise)
                 if t.fallback_reason:
                     print(f"{op} {label}: {t.fallback_reason}")
+                    fallbacks.append(f"{op} {label} ({what}): {t.fallback_reason}")
             lo, mid, hi = triton.testing.do_bench(run, quantiles=[0.2, 0.5, 0.8])
             v.setdefault("do_bench", []).append(mid * 1e-3)
             v.setdefault("do_bench_iqr", []).append((hi - lo) / mid)
         med = {k: statistics.median(x) for k, x in v.items()}
-        out.append({"op": op, "row": label, "dtype": "bfloat16", **{k + "_s" if not k.endswith(("noise", "iqr")) else k: m
-                                                                   for k, m in med.items()},
+        out.append({"op": op, "row": label, "dtype": "bfloat16", "fallbacks": fallbacks,
+                    **{k + "_s" if not k.endswith(("noise", "iqr")) else k: m for k, m in med.items()},
                     "ours_over_do_bench": med["ours_write"] / med["do_bench"],
                     "ours_read_over_do_bench": med["ours_read"] / med["do_bench"],
                     "ours_spread": spread(v["ours_write"]), "do_bench_spread": spread(v["do_bench"])})
@@ -195,29 +199,33 @@ def every_timer(out_dir: Path, device: str) -> dict[str, Any]:
     run, _ = prepared_row("relu", "llama3-70b-mlp-act-decode-64", "bfloat16", device)  # pragma: no cover
     flush = CacheFlusher(device, info.l2_bytes)  # pragma: no cover
     result["device_name"], result["l2_bytes"] = info.name, info.l2_bytes  # pragma: no cover
+    errors = result["errors"] = []  # pragma: no cover
     for name, timer in (("cupti", CuptiTimer(flush, device)), ("cuda-events", CudaEventTimer(flush, device)),
                         ("cupti write-flush", CuptiTimer(CacheFlusher(device, info.l2_bytes, mode="write"), device))):
         try:  # pragma: no cover
             t = measure(run, timer, QUICK_RULE)
-            result[name] = {"median_s": t.median_s, "n": t.n, "rel_noise": t.rel_noise, "timer": t.timer,
-                            "fallback_reason": t.fallback_reason}
+            result[name] = {"median_s": t.median_s, "span_s": t.span_s, "n": t.n, "rel_noise": t.rel_noise,
+                            "timer": t.timer, "fallback_reason": t.fallback_reason}
+            if name.startswith("cupti") and (t.timer != "cupti" or t.fallback_reason):
+                errors.append(f"{name}: fell back to {t.timer}: {t.fallback_reason}")
         except Exception as exc:  # pragma: no cover - report, go on to the next timer
             result[name] = f"{type(exc).__name__}: {exc}"
-    trace = out_dir / "cupti-trace.json"  # pragma: no cover
+            errors.append(f"{name}: {result[name]}")
+    trace = out_dir / "cupti-trace.json.gz"  # pragma: no cover
     try:  # pragma: no cover
         live = CuptiTimer(flush, device, trace_path=str(trace)).sample(run, 3)
-        exported = attribute(trace_events_from_chrome(json.loads(trace.read_text())), 3)
-        result["one batch of 3"] = {"live_s": live, "from_exported_trace_s": exported}
+        with gzip.open(trace, "rt", encoding="utf-8") as f:
+            kept = [it.busy_s for it in attribute_iterations(trace_events_from_chrome(json.load(f)), 3)]
+        result["one batch of 3"] = {"live_s": live, "from_kept_trace_s": kept}
+        if kept != live:
+            errors.append(f"the kept trace attributes {kept}, the live batch {live}")
     except Exception as exc:  # pragma: no cover
         result["one batch of 3"] = f"{type(exc).__name__}: {exc}"
-    if trace.exists():  # pragma: no cover
-        with open(trace, "rb") as src, gzip.open(str(trace) + ".gz", "wb") as dst:
-            dst.write(src.read())
-        trace.unlink()
+        errors.append(f"one batch of 3: {result['one batch of 3']}")
     return result  # pragma: no cover
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats per row (default 3)")
@@ -235,7 +243,9 @@ def main() -> None:
         result = every_timer(args.every_timer, device)
         (args.every_timer / "timers.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(json.dumps(result, indent=2, default=str))
-        return
+        for err in result.get("errors", ()):
+            print(f"bench_timer: FAILED: {err}", file=sys.stderr)
+        return 1 if result.get("errors") else 0
     rule = QUICK_RULE if args.quick else (CPU_RULE if device == "cpu" else GPU_RULE)
     rows = cpu_table(args.repeats, rule) if device == "cpu" else gpu_table(args.repeats, rule)
     print(f"{device}, {torch.get_num_threads()} threads, torch {torch.__version__}, {args.repeats} interleaved "
@@ -267,8 +277,12 @@ def main() -> None:
               "bench's read-sweep flush over do_bench")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    fell_back = [f for r in rows for f in r.get("fallbacks", ())]
+    for f in fell_back:
+        print(f"bench_timer: FAILED: CUPTI fell back: {f}", file=sys.stderr)
+    return 1 if fell_back else 0
 
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    main()
+    sys.exit(main())

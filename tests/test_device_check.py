@@ -1,7 +1,9 @@
-"""scripts/device-check: its CPU dry run passes end to end, and its step budgets fit five minutes.
+"""scripts/device-check: its budgets fit five minutes by construction, its CPU dry run passes end to end
+and prints what the GPU run will do (budgets, carried wheels), and its checkers fail a step that recorded
+an error.
 
-The GPU run itself needs an H200 (scripts/device-check OUT on the device machine); this catches
-a syntax error, a broken step command or a budget that no longer fits before that run.
+The GPU run itself needs an H200 (scripts/device-check OUT on the device machine); this catches a syntax
+error, a broken step command, a budget that no longer fits or an audit that plans other rows before that run.
 """
 
 from __future__ import annotations
@@ -15,31 +17,93 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "device-check"
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "device-check"
+VERIFY = ROOT / "scripts" / "device_check_verify.py"
 STEPS = ["setup", "versions", "timers", "calibrate", "bench", "do-bench", "backends", "gpu-tests", "ncu", "audit"]
+LIMIT_S = 300
 
 
-def test_the_step_budgets_in_the_script_match_its_header_and_fit_five_minutes() -> None:
+def budgets() -> dict[str, int]:
     text = SCRIPT.read_text()
-    header = dict(re.findall(r"^#   ([a-z-]+)\s+(\d+)\s", text, re.M))
-    assert list(header) == STEPS + ["sum"]
-    assert sum(int(header[s]) for s in STEPS) == int(header["sum"]) <= 240
-    used = {name: int(b) for name, b in re.findall(r"^\s*(?:gpu_)?step ([a-z-]+) (\d+) ", text, re.M)}
-    for name, budget in used.items():
-        assert int(header[name]) == budget, name
+    (table,) = re.findall(r"^declare -A BUDGET=\((.*?)\)$", text, re.M | re.S)
+    return {k: int(v) for k, v in re.findall(r"\[([a-z-]+)\]=(\d+)", table)}
+
+
+def test_the_budgets_are_one_table_the_header_states_and_they_fit_five_minutes() -> None:
+    b = budgets()
+    assert list(b) == STEPS and sum(b.values()) < LIMIT_S
+    header = dict(re.findall(r"^#   ([a-z-]+)\s+(\d+)\s", SCRIPT.read_text(), re.M))
+    assert {k: int(v) for k, v in header.items() if k != "sum"} == b and int(header["sum"]) == sum(b.values())
 
 
 @pytest.mark.slow
-def test_the_dry_run_on_this_cpu_runs_every_step_and_prints_the_summary(tmp_path: Path) -> None:
+def test_the_dry_run_prints_the_plan_runs_every_step_and_prints_the_summary(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    r = subprocess.run(["bash", str(SCRIPT), str(out), "--dry-run"], capture_output=True, text=True, timeout=300,
+    r = subprocess.run(["bash", str(SCRIPT), str(out), "--dry-run"], capture_output=True, text=True, timeout=600,
                        env={**os.environ, "PYTHON": sys.executable})
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    # the budgets, printed before any step, and their sum under five minutes
+    first = r.stdout.splitlines()[0]
+    printed = dict(re.findall(r"([a-z-]+) (\d+)(?:,|;)", first.split(":", 1)[1]))
+    assert {k: int(v) for k, v in printed.items()} == budgets()
+    assert f"sum {sum(budgets().values())} s (limit {LIMIT_S} s)" in first
+    # the carried wheels, computed from pyproject.toml and the device's list
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from device_packages import carried_set
+
+    plan = r.stdout[:r.stdout.index("===== setup")]
+    for c in carried_set()[0]:
+        assert f"  {c.name}=={c.version}" in plan, c
+    assert "typing-extensions>=" in plan  # what they ask of the device's own
     summary = r.stdout[r.stdout.index("===== device-check summary"):]
     for name in STEPS:
         assert re.search(rf"^{name}\s+(passed|skipped)", summary, re.M), (name, summary)
     assert "skipped: no GPU" in summary
     timers = json.loads((out / "timers.json").read_text())
     assert timers["device"] == "cpu" and timers["cpu-wall"] > 0 and "skipped" in timers["cupti"]
+    assert "2 row(s): 2 ERROR" in r.stdout  # the audit plans exactly its relu and bf16 gemm rows
+    assert "--clock-control none" in SCRIPT.read_text()
     assert (out / "device-check.log").read_text().count("=====") >= len(STEPS)
-    assert len(list(out.iterdir())) <= 8  # what the device machine sends back
+    files = list(out.iterdir())
+    assert len(files) <= 8 and all(f.is_file() for f in files)  # what the device machine sends back
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path.parent
+
+
+def _verify(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(VERIFY), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_a_step_that_recorded_an_error_fails(tmp_path: Path) -> None:
+    ok = {"op": "relu", "label": "r", "dtype": "bfloat16", "backend": "torch", "status": "ok",
+          "timing": {"timer": "cupti", "median_s": 1e-5, "span_s": 1.1e-5, "fallback_reason": None}}
+    fell_back = {**ok, "label": "f", "timing": {"timer": "cuda-events", "median_s": 1e-5,
+                                                "fallback_reason": "CUPTI attribution failed"}}
+    failed = {**ok, "label": "e", "status": "error", "timing": None, "error": {"message": "CUDA error: boom"}}
+    assert _verify("records", str(_write(tmp_path / "a" / "records.jsonl", [ok]))).returncode == 0
+    for bad in (fell_back, failed):
+        r = _verify("records", str(_write(tmp_path / bad["label"] / "records.jsonl", [ok, bad])))
+        assert r.returncode == 1 and "FAILED" in r.stdout
+    assert _verify("records", str(tmp_path / "none")).returncode == 1
+
+    row = {"op": "relu", "label": "r", "dtype": "bfloat16", "verdict": "PASS", "reason": "", "error_kind": None}
+    gvisor = {**row, "verdict": "ERROR", "error_kind": "counters-unavailable", "reason": "LibraryNotLoaded"}
+    assert _verify("audit", str(_write(tmp_path / "p" / "audit.jsonl", [row, row])), "--rows", "2").returncode == 0
+    assert _verify("audit", str(_write(tmp_path / "p1" / "audit.jsonl", [row])), "--rows", "2").returncode == 1
+    assert _verify("audit", str(_write(tmp_path / "g" / "audit.jsonl", [gvisor] * 2)), "--rows", "2").returncode == 3
+    err = {**row, "verdict": "ERROR", "error_kind": "timeout", "reason": "ran past --row-timeout"}
+    assert _verify("audit", str(_write(tmp_path / "e" / "audit.jsonl", [row, err])), "--rows", "2").returncode == 1
+    assert _verify("audit", str(tmp_path / "e"), "--rows", "2", "--dry-run").returncode == 0
+
+    log = tmp_path / "ncu.log"
+    log.write_text("==ERROR== Failed to initialize the profiler: LibraryNotLoaded\n")
+    assert _verify("ncu", str(log)).returncode == 3
+    log.write_text("==PROF== Disconnected\n  gpu__time_duration.sum   usecond   12.3\n")
+    assert _verify("ncu", str(log)).returncode == 0
+    log.write_text("==ERROR== The application returned an error code (1).\n")
+    assert _verify("ncu", str(log)).returncode == 1

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Judges what a scripts/device-check step left behind, so a step that recorded an error fails.
+
+A command can exit 0 and still have measured nothing worth keeping: a bench row that fell back to
+CUDA events (its SOL blank), an audit whose rows all say ERROR. This reads the files and exits:
+
+    0  the step did what it is for
+    1  it recorded an error (each one printed)
+    3  this machine cannot measure it: its runtime gives ncu no counters (LibraryNotLoaded, gVisor);
+       every row says so, which is the behaviour wanted there (device-check reports it as skipped)
+
+    python3 scripts/device_check_verify.py records RUN_DIR        # every row ok and timed by CUPTI
+    python3 scripts/device_check_verify.py audit AUDIT_DIR --rows N [--dry-run]
+    python3 scripts/device_check_verify.py ncu LOG                # the ncu smoke test's output
+
+Standard library only (it runs on the device machine's Python before anything is known to work).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+NOT_MEASURABLE = 3
+NO_COUNTERS = "LibraryNotLoaded"
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def check_records(run_dir: Path) -> int:
+    path = run_dir / "records.jsonl"
+    if not path.exists():
+        print(f"device_check_verify: {path} does not exist: the bench wrote no record")
+        return 1
+    records = _lines(path)
+    problems = []
+    for r in records:
+        who = f"{r['op']} [{r['label']} {r['dtype']} {r['backend']}]"
+        t = r.get("timing") or {}
+        if r["status"] != "ok":
+            problems.append(f"{who}: {r['status']}: {(r.get('error') or {}).get('message') or r.get('skip_reason')}")
+        elif t.get("timer") != "cupti" or t.get("fallback_reason"):
+            problems.append(f"{who}: timed by {t.get('timer')}, not CUPTI: {t.get('fallback_reason')}")
+        else:
+            span = t.get("span_s")
+            ratio = f", span {span * 1e6:.1f} us = {span / t['median_s']:.2f}x busy" if span else ""
+            print(f"device_check_verify: {who}: {t['median_s'] * 1e6:.1f} us by CUPTI{ratio}")
+    if not records:
+        problems.append(f"{path} holds no record")
+    for p in problems:
+        print(f"device_check_verify: FAILED: {p}")
+    return 1 if problems else 0
+
+
+def check_audit(out_dir: Path, rows: int, dry_run: bool) -> int:
+    path = out_dir / "audit.jsonl"
+    if not path.exists():
+        print(f"device_check_verify: {path} does not exist: the audit wrote nothing")
+        return 1
+    entries = _lines(path)
+    for e in entries:
+        print(f"device_check_verify: {e['op']} [{e['label']} {e['dtype']}]: {e['verdict']} "
+              f"{e.get('error_kind') or ''} {e.get('read_ratio') or ''}".rstrip())
+    if len(entries) != rows:
+        print(f"device_check_verify: FAILED: {len(entries)} audited row(s), the step plans {rows}")
+        return 1
+    if dry_run:  # no GPU: every row is an ERROR saying so, which is right; the plan is what is checked
+        return 0
+    if all(e["verdict"] == "ERROR" and e.get("error_kind") == "counters-unavailable" for e in entries):
+        print("device_check_verify: this runtime gives ncu no counters (LibraryNotLoaded): every row says so")
+        return NOT_MEASURABLE
+    bad = [e for e in entries if e["verdict"] in ("ERROR", "FAIL")]
+    for e in bad:
+        print(f"device_check_verify: FAILED: {e['op']} [{e['label']}]: {e['verdict']}: {e['reason'][:400]}")
+    return 1 if bad else 0
+
+
+def check_ncu(log: Path) -> int:
+    text = log.read_text(encoding="utf-8", errors="replace")
+    if NO_COUNTERS in text:
+        print("device_check_verify: ncu cannot load its profiler library here (LibraryNotLoaded): this runtime "
+              "gives it no counters")
+        return NOT_MEASURABLE
+    if "==ERROR==" in text or "gpu__time_duration.sum" not in text:
+        print("device_check_verify: FAILED: ncu reported an error or no kernel duration")
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="what", required=True)
+    sub.add_parser("records").add_argument("dir", type=Path)
+    a = sub.add_parser("audit")
+    a.add_argument("dir", type=Path)
+    a.add_argument("--rows", type=int, required=True)
+    a.add_argument("--dry-run", action="store_true")
+    sub.add_parser("ncu").add_argument("log", type=Path)
+    args = ap.parse_args(argv)
+    if args.what == "records":
+        return check_records(args.dir)
+    if args.what == "audit":
+        return check_audit(args.dir, args.rows, args.dry_run)
+    return check_ncu(args.log)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
