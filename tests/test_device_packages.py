@@ -131,6 +131,9 @@ def test_calibrate_bench_and_audit_run_with_only_the_device_packages_and_the_car
                    str(tmp_path / "run")]),
         ("audit", ["audit", "--op", "relu", "--label", "llama3-8b-mlp-act-prefill-4k", "--dtype", "bfloat16",
                    "--ncu", str(STUBS / "ncu-run-app"), "--out", str(tmp_path / "audit")]),
+        # the readers msgspec speeds up where it is installed: the same files without it
+        ("roofline", ["roofline", str(tmp_path / "run"), "--format", "csv"]),
+        ("export", ["export", str(tmp_path / "run"), "--textfile", str(tmp_path / "textfile")]),
     ]
     res = subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path), json.dumps(commands)], env=env,
                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
@@ -147,4 +150,6 @@ def test_calibrate_bench_and_audit_run_with_only_the_device_packages_and_the_car
     assert report["rcs"]["audit"] == 1, log
     entries = [json.loads(line) for line in (tmp_path / "audit" / "audit.jsonl").read_text().splitlines()]
     assert [e["verdict"] for e in entries] == ["ERROR"] and entries[0]["error_kind"] == "no-cuda", entries
+    assert report["rcs"]["roofline"] == 0 and report["rcs"]["export"] == 0, log
+    assert "tileops_sol_ratio" in "".join(p.read_text() for p in (tmp_path / "textfile").glob("*.prom"))
     assert "msgspec" not in allowed_distributions() and os.environ.get("TILEOPS_SANDBOX_ALLOWED") is None
