@@ -127,7 +127,7 @@ def test_calibrate_bench_and_audit_run_with_only_the_device_packages_and_the_car
     env["TILEOPS_PROFILE_DIR"] = str(tmp_path / "profiles")
     commands = [
         ("calibrate", ["calibrate", "--quick"]),
-        ("bench", ["bench", "--quick", "--op", "relu", "--calibrate", "never", "--no-plot", "--out",
+        ("bench", ["bench", "--quick", "--op", "relu", "--calibrate", "never", "--out",
                    str(tmp_path / "run")]),
         ("audit", ["audit", "--op", "relu", "--label", "llama3-8b-mlp-act-prefill-4k", "--dtype", "bfloat16",
                    "--ncu", str(STUBS / "ncu-run-app"), "--out", str(tmp_path / "audit")]),
