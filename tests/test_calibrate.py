@@ -38,7 +38,9 @@ def test_peak_amd_epyc_avx2_two_cores() -> None:
     peak = cpu_peak(info)
     # 2 cores x 2.445 GHz (cpu MHz line) x 2 FMA units x 8 fp32 lanes (AVX2) x 2
     assert (peak.cores, peak.fma_units, peak.lanes) == (2, 2, 8)
-    assert peak.ghz == pytest.approx(2.445) and "cpu MHz" in peak.ghz_source
+    assert peak.ghz == pytest.approx(2.445) and "cpu MHz" in (peak.stated_source or "")
+    assert peak.ghz_source == "stated" and not peak.clock_bound  # stated, not measured: no bound yet
+    assert "Zen 2 / Zen 3" in peak.fma_table and "Optimization Guide" in peak.fma_table
     assert peak.flops == pytest.approx(2 * 2.445e9 * 2 * 8 * 2)
 
 
@@ -46,12 +48,14 @@ def test_peak_intel_avx512_counts_physical_cores_not_hyperthreads() -> None:
     info = cpuinfo("intel-xeon-8375c-avx512-2core-ht.txt")
     assert info.logical_cpus == 4 and info.physical_cores == 2
     peak = cpu_peak(info)
-    assert peak.ghz == 2.9 and peak.ghz_source == "model name"  # "@ 2.90GHz" beats the cpu MHz line
+    assert peak.ghz == 2.9 and peak.stated_source == "model name"  # "@ 2.90GHz" beats the cpu MHz line
+    assert "Xeon Scalable" in peak.fma_table and "248966" in peak.fma_table  # model 106: Ice Lake-SP
     assert (peak.lanes, peak.fma_units) == (16, 2) and peak.isa == "AVX-512"
     assert peak.flops == pytest.approx(2 * 2.9e9 * 2 * 16 * 2)  # 371.2 GFLOP/s
     assert cpu_peak(info, usable=1).flops == pytest.approx(peak.flops / 2)  # affinity caps the cores
     assert cpu_peak(info, max_mhz=3500).ghz == 3.5  # cpufreq maximum beats the model name
     assert cpu_peak(info, ghz=3.0, max_mhz=3500).ghz == 3.0  # the user beats everything
+    assert cpu_peak(info, ghz=3.0).ghz_source == "user" and cpu_peak(info, ghz=3.0).clock_bound
 
 
 def test_peak_arm_needs_a_clock_and_names_the_fix() -> None:
