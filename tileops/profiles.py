@@ -100,7 +100,8 @@ class PeakBasis(BaseModel):
     not_measured: str | None = None  # why the clock was not measured
 
     @property
-    def flops(self) -> float:
+    def peak_flops(self) -> float:
+        """cores x GHz x FMA units x lanes x 2, in FLOP/s."""
         return self.cores * self.ghz * 1e9 * self.fma_units * self.lanes * 2
 
     @property
@@ -116,7 +117,7 @@ class PeakBasis(BaseModel):
         how = {"measured": "measured under FMA load", "stated": self.stated_source or "stated",
                "user": self.stated_source or "given by the user"}[self.ghz_source]
         return (f"{self.cores} cores x {self.ghz:.4g} GHz ({how}) x {self.fma_units} FMA units x {self.lanes} fp32 "
-                f"lanes ({self.isa}) x 2 = {self.flops / 1e9:.1f} GFLOP/s")
+                f"lanes ({self.isa}) x 2 = {self.peak_flops / 1e9:.1f} GFLOP/s")
 
 
 class Roof(BaseModel):
@@ -161,9 +162,9 @@ class Roof(BaseModel):
     def _calibration_has_source(self) -> "Roof":
         if self.calibration is not None and self.calibration_source is None:
             raise ValueError("a calibration needs calibration_source (run id, date, tool version)")
-        if self.peak is not None and abs(self.peak.flops - self.theoretical) > 1e-6 * self.theoretical:
+        if self.peak is not None and abs(self.peak.peak_flops - self.theoretical) > 1e-6 * self.theoretical:
             raise ValueError(f"theoretical {self.theoretical:.6g} is not the product of its peak's factors "
-                             f"({self.peak.explain()}); set theoretical to {self.peak.flops:.6g} or fix the factors")
+                             f"({self.peak.explain()}); set theoretical to {self.peak.peak_flops:.6g} or fix the factors")
         return self
 
 

@@ -107,7 +107,7 @@ def judge(kernel: ClockKernel, threads: int, ghz: list[float], adds: list[int], 
                          "host); calibrate on an idle host")
     per_round_ms = CHAIN * blocks / high / 1e6
     return ClockMeasurement(
-        ghz=high, per_thread_ghz=[round(g, 4) for g in ghz], threads=threads, load=kernel.load,
+        ghz=round(high, 4), per_thread_ghz=[round(g, 4) for g in ghz], threads=threads, load=kernel.load,
         method=(f"dependent integer-add chain ({kernel.chain}) on each of {threads} OpenMP threads, "
                 f"beside 48 independent {kernel.load} per 64 adds; each thread's best of {rounds} rounds of "
                 f"{CHAIN * blocks / 1e6:.2g} M adds (about {per_round_ms:.2g} ms) after one warm-up, timed by "

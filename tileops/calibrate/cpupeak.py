@@ -199,12 +199,12 @@ def peak_provenance(peak: PeakBasis) -> Provenance:
 
 def decide_peak(basis: PeakBasis, *, measured_ghz: float | None, measurement: str | None = None,
                 not_measured: str | None = None,
-                achieved_flops: float | None = None) -> tuple[PeakBasis, list[str]]:
+                achieved_rate: float | None = None) -> tuple[PeakBasis, list[str]]:
     """The peak after a calibration: the highest of the stated and the measured clock, and the FMA units the
     calibration's achieved rate allows. Returns the basis and what the calibration should tell the user.
 
     ``basis`` holds the stated clock and the table's units (an earlier decision is redone from those).
-    ``achieved_flops``: the best rate the calibration reached on these FMA units. When the clock is a bound
+    ``achieved_rate``: the best rate the calibration reached on these FMA units. When the clock is a bound
     and that rate is above the peak at the table's units, the table is wrong for this machine: the units rise
     to the smallest of the row's candidates (else a power of two, at most :data:`MAX_FMA_UNITS`) that holds
     the rate. With the clock unmeasured nothing is raised: a rate above such a peak may be turbo as well as
@@ -225,9 +225,9 @@ def decide_peak(basis: PeakBasis, *, measured_ghz: float | None, measurement: st
     if measured_ghz is not None and stated and measured_ghz > stated:
         notes.append(f"the cores ran at {measured_ghz:.3g} GHz under FMA load, {measured_ghz / stated - 1:.0%} above "
                      f"the stated {stated:.4g} GHz ({basis.stated_source}): the peak uses the measured clock")
-    if achieved_flops is None:
+    if achieved_rate is None:
         return basis, notes
-    achieved_units = achieved_flops / (basis.cores * ghz * 1e9 * basis.lanes * 2)
+    achieved_units = achieved_rate / (basis.cores * ghz * 1e9 * basis.lanes * 2)
     table = basis.fma_table_units
     if achieved_units <= table:
         return basis, notes

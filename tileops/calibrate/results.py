@@ -369,7 +369,7 @@ def _decide_cpu_peak(base: Profile, runs: list[DeviceCalibration]) -> tuple[Prof
         basis, measured_ghz=best.clock.ghz if best and best.clock else None,
         measurement=(f"{best.clock.method}; calibration {best.run_id} on {best.device_key}, "
                      f"{best.finished_at.date()}") if best and best.clock else None,
-        not_measured=why_not, achieved_flops=max(rates) if rates else None)
+        not_measured=why_not, achieved_rate=max(rates) if rates else None)
     if not decided.clock_bound:
         notes.append(f"the clock was not measured ({decided.not_measured}): the peak is an estimate on the stated "
                      f"{decided.ghz:.4g} GHz ({decided.stated_source}), which turbo can exceed, so the physics check "
@@ -378,7 +378,7 @@ def _decide_cpu_peak(base: Profile, runs: list[DeviceCalibration]) -> tuple[Prof
     label = ", ".join(keys)
     compute = dict(base.compute)
     for k in keys:
-        compute[k] = compute[k].model_copy(update={"theoretical": decided.flops, "peak": decided,
+        compute[k] = compute[k].model_copy(update={"theoretical": decided.peak_flops, "peak": decided,
                                                    "theoretical_source": peak_provenance(decided)})
     return base.model_copy(update={"compute": compute}), [f"{label} peak: {n}" for n in notes]
 

@@ -90,7 +90,7 @@ def cpu_base_profile(info: CpuInfo, existing: Profile | None = None, opts: Theor
         peak = None
     else:
         peak = cpu_peak(info, ghz=opts.cpu_ghz, max_mhz=max_mhz, usable=usable)
-        theo, src = peak.flops, peak_provenance(peak)
+        theo, src = peak.peak_flops, peak_provenance(peak)
     memory, mem_notes = _memory(existing, opts, dmi)
     notes += mem_notes
     profile = Profile(
