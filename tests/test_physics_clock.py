@@ -303,3 +303,30 @@ def test_the_metrics_say_an_estimate_was_not_judged_and_never_call_it_a_breach(t
     assert [s.labels["physics"] for s in m["tileops_row_verdict"]] == ["not-judged"]
     assert not [s for s in m.get("tileops_physics_breach_ratio", []) if s.value > 1]
     assert [s.labels["state"] for s in m["tileops_run_physics_check"] if s.value == 1] == ["not-judged"]
+
+
+@pytest.mark.slow
+def test_a_real_cpu_bench_breaches_only_on_the_planted_formula() -> None:
+    """End to end, as a user runs it (benchmarks/physics_cpu_gemm.py at its smallest): a fresh store, `tileops
+    bench --tag cpu --op relu --op gemm --quick` calibrating first (the clock measured under load), then the same
+    gemm under a planted formula (an extra manifest directory, its FLOPs x100 so a loaded host cannot hide it)."""
+    import os
+    import subprocess
+    import sys
+
+    from tileops.calibrate.ckernels import find_compiler
+
+    if find_compiler()[0] is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("no C compiler: CI installs gcc (.ci/run), which the clock kernel needs")
+        pytest.skip("no C compiler: the clock cannot be measured here")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "physics_cpu_gemm.py"
+    res = subprocess.run([sys.executable, str(script), "--runs", "1", "--calibrate", "quick", "--factor", "100"],
+                         capture_output=True, text=True, timeout=600)
+    out = res.stdout
+    assert res.returncode == 0, out[-3000:] + res.stderr[-3000:]
+    assert "honest runs with a physics breach: 0 of 1" in out
+    assert "clock: measured" in out and "stated" in out
+    assert "[measured clock; judged against]" in out or "[stated clock; judged against]" in out  # a bound either way
+    assert "planted gemm formula x100: exit 3, health breached, 2 row(s) breached" in out
+    assert "FORMULA ERROR: gemm_doubled [cpu-256x512x512" in out and "MET" in out
