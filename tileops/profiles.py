@@ -320,6 +320,8 @@ _FIELD_FIXES = {
     "compute": f"compute roofs are keyed {', '.join(ROOF_KEYS)}",
     "roof_aliases": "map a roof key to a key under compute, e.g. cuda_core.fp32: cpu.fp32",
     "date": "write dates as YYYY-MM-DD",
+    "peak": "an estimated peak's factors (cores, lanes, isa, fma_units, ghz, ...) as `tileops calibrate` writes "
+            "them; re-run it, or remove peak and state the theoretical with source user or datasheet",
 }
 
 _TYPE_FIXES = {
