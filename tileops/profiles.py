@@ -145,7 +145,8 @@ class Roof(BaseModel):
         if self.theoretical_source.source != "estimate":
             return None
         if self.peak is None:
-            return "an estimate whose factors (clock, FMA units per core) are not recorded"
+            return ("an estimate whose factors (clock, FMA units per core) are not recorded: a profile written "
+                    "before tileops measured the clock; run `tileops calibrate` to write it again")
         if self.peak.clock_bound:
             return None
         why = f": {self.peak.not_measured}" if self.peak.not_measured else ""

@@ -212,12 +212,14 @@ def run_view(run: DeviceCalibration) -> RenderableType:
 def devices_table(runs: list[DeviceCalibration]) -> RenderableType:
     """One row per device: the fleet's view of a single weak device among its model."""
     keys = sorted({k for r in runs for k in r.roofs})
+    clocks = any(r.kind == "cpu" for r in runs)  # a CPU's clock under FMA load: what its peak assumes
     t = Table(title="per-device results", title_justify="left")
-    for col in ["device", "model", "best mix", *keys, "latency floor"]:
+    for col in ["device", "model", "best mix", *keys, *(["clock"] if clocks else []), "latency floor"]:
         t.add_column(col)
     for r in runs:
         best = max(r.mixes.values(), key=lambda m: m.bytes_per_s) if r.mixes else None
+        clock = [f"{r.clock.ghz:.4g} GHz" if r.clock else "not measured"] if clocks else []
         t.add_row(r.device_key, r.name, fmt_rate(best.bytes_per_s if best else None, "B/s"),
                   *[fmt_rate(r.roofs[k].flops_per_s, "FLOP/s") if k in r.roofs else "-" for k in keys],
-                  fmt_seconds(r.latency_floor_s))
+                  *clock, fmt_seconds(r.latency_floor_s))
     return t
