@@ -330,3 +330,14 @@ def test_a_real_cpu_bench_breaches_only_on_the_planted_formula() -> None:
     assert "[measured clock; judged against]" in out or "[stated clock; judged against]" in out  # a bound either way
     assert "planted gemm formula x100: exit 3, health breached, 2 row(s) breached" in out
     assert "FORMULA ERROR: gemm_doubled [cpu-256x512x512" in out and "MET" in out
+
+
+def test_the_highest_of_two_clock_measurements_is_kept_and_both_are_named() -> None:
+    a = ClockMeasurement(ghz=3.0, per_thread_ghz=[3.0], threads=1, load="AVX2 FMA (256-bit)", method="add chain")
+    b = a.model_copy(update={"ghz": 3.2, "per_thread_ghz": [3.2]})
+    got, why = clock.highest([(a, ""), (b, "")], ["before", "after"])
+    assert got is not None and got.ghz == 3.2 and not why
+    assert "the highest of 2 measurements (3 GHz before, 3.2 GHz after)" in got.method
+    assert clock.highest([(None, "no compiler"), (None, "no compiler")], ["x", "y"]) == (None, "no compiler")
+    only, _ = clock.highest([(None, "busy"), (a, "")], ["x", "y"])
+    assert only == a

@@ -114,6 +114,19 @@ def judge(kernel: ClockKernel, threads: int, ghz: list[float], adds: list[int], 
                 f"its own CPU time [clock.c, {kernel.compiler} {' '.join(kernel.flags)}]"))
 
 
+def highest(samples: list[tuple[ClockMeasurement | None, str]], when: list[str]) -> tuple[ClockMeasurement | None, str]:
+    """The highest of several measurements taken ``when`` (the clock moves with the host's turbo decisions, and a
+    peak must hold for the fastest of them), its method naming every one; the first why-not when none worked."""
+    got = [(m, w) for (m, _), w in zip(samples, when) if m is not None]
+    if not got:
+        return None, next((why for _, why in samples if why), "not measured")
+    best = max(got, key=lambda mw: mw[0].ghz)[0]
+    if len(got) == 1:
+        return best, ""
+    each = ", ".join(f"{m.ghz:.4g} GHz {w}" for m, w in got)
+    return best.model_copy(update={"method": f"the highest of {len(got)} measurements ({each}), each a {best.method}"}), ""
+
+
 def measure_clock(threads: int, *, blocks: int = BLOCKS, rounds: int = ROUNDS) -> tuple[ClockMeasurement | None, str]:
     """(the clock the cores reach under FMA load, why-not): the highest per-thread rate of a dependent add chain
     run on ``threads`` threads at once. None and the reason where it cannot be measured or is implausible."""
