@@ -124,8 +124,8 @@ def main() -> int:
     ap.add_argument("--calibrate", choices=("auto", "quick", "full"), default="auto",
                     help="the first run's calibration (auto: full on a CPU, what the bench does by default)")
     ap.add_argument("--factor", type=int, default=2, help="the planted formula's multiple of gemm's FLOPs (default 2)")
-    ap.add_argument("--planted-runs", type=int, default=3,
-                    help="bench runs of the planted formula (default 3: a run whose rows ran under 1/factor of the "
+    ap.add_argument("--planted-runs", type=int, default=5,
+                    help="bench runs of the planted formula (default 5: a run whose rows ran under 1/factor of the "
                          "peak cannot breach, and on a busy host some do)")
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temporary one)")
     args = ap.parse_args()
