@@ -321,15 +321,16 @@ def test_a_real_cpu_bench_breaches_only_on_the_planted_formula() -> None:
             pytest.fail("no C compiler: CI installs gcc (.ci/run), which the clock kernel needs")
         pytest.skip("no C compiler: the clock cannot be measured here")
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "physics_cpu_gemm.py"
-    res = subprocess.run([sys.executable, str(script), "--runs", "1", "--calibrate", "quick", "--factor", "100"],
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run([sys.executable, str(script), "--runs", "1", "--calibrate", "quick", "--factor", "100",
+                          "--planted-runs", "1"], capture_output=True, text=True, timeout=600)
     out = res.stdout
     assert res.returncode == 0, out[-3000:] + res.stderr[-3000:]
     assert "honest runs with a physics breach: 0 of 1" in out
     assert "clock: measured" in out and "stated" in out
     assert "[measured clock; judged against]" in out or "[stated clock; judged against]" in out  # a bound either way
-    assert "planted gemm formula x100: exit 3, health breached, 2 row(s) breached" in out
-    assert "FORMULA ERROR: gemm_doubled [cpu-256x512x512" in out and "MET" in out
+    assert "planted gemm formula x100, run 1/1: exit 3, health breached" in out and "2 breached" in out
+    assert "FORMULA ERROR: gemm_doubled [cpu-256x512x512" in out
+    assert "rows above the theoretical that were not called a breach: 0" in out and ": MET" in out
 
 
 def test_the_highest_of_two_clock_measurements_is_kept_and_both_are_named() -> None:
