@@ -23,7 +23,7 @@ ARG WHEELHOUSE=build/wheelhouse
 # and reaps the processes tileops's workers leave behind. Debian's and Ubuntu's
 # package puts it at /usr/bin/tini.
 # gcc, g++ and the Python headers: the CPU calibration builds its streaming-store
-# kernel (tileops/calibrate/streaming.c, OpenMP) at first use, and the `compile`
+# and clock kernels (tileops/calibrate/streaming.c, clock.c; OpenMP) at first use, and the `compile`
 # backend on a CPU (torch.compile's inductor) builds C++ with <Python.h>; without
 # them the calibration falls back to torch's slower mixes and `compile` rows fail.
 # About 300 MB (docs/deploy.md, "Image size"). scripts/build-base-image includes all of these.

@@ -34,7 +34,8 @@ def profile(*, bandwidth: float = 100e9, calibration: float = 0.8, name: str = "
                    "theoretical_source": {"source": "user"}, "calibration_source": src,
                    "mixes": {"copy": calibration * 0.9, "triad": calibration},
                    "measured": {"copy": bandwidth * calibration * 0.9, "triad": bandwidth * calibration}},
-        "compute": {"cpu.fp32": {"theoretical": 1e12, "calibration": 0.5, "theoretical_source": {"source": "estimate"},
+        # a stated peak (an estimate on an unmeasured clock would be no bound, and not judged: issue 29)
+        "compute": {"cpu.fp32": {"theoretical": 1e12, "calibration": 0.5, "theoretical_source": {"source": "user"},
                                  "calibration_source": src}},
         "roof_aliases": {"cuda_core.fp32": "cpu.fp32"},
         "latency_floor_s": 1e-7,

@@ -38,20 +38,24 @@ def test_peak_amd_epyc_avx2_two_cores() -> None:
     peak = cpu_peak(info)
     # 2 cores x 2.445 GHz (cpu MHz line) x 2 FMA units x 8 fp32 lanes (AVX2) x 2
     assert (peak.cores, peak.fma_units, peak.lanes) == (2, 2, 8)
-    assert peak.ghz == pytest.approx(2.445) and "cpu MHz" in peak.ghz_source
-    assert peak.flops == pytest.approx(2 * 2.445e9 * 2 * 8 * 2)
+    assert peak.ghz == pytest.approx(2.445) and "cpu MHz" in (peak.stated_source or "")
+    assert peak.ghz_source == "stated" and not peak.clock_bound  # stated, not measured: no bound yet
+    assert "Zen 2 / Zen 3" in peak.fma_table and "Optimization Guide" in peak.fma_table
+    assert peak.peak_flops == pytest.approx(2 * 2.445e9 * 2 * 8 * 2)
 
 
 def test_peak_intel_avx512_counts_physical_cores_not_hyperthreads() -> None:
     info = cpuinfo("intel-xeon-8375c-avx512-2core-ht.txt")
     assert info.logical_cpus == 4 and info.physical_cores == 2
     peak = cpu_peak(info)
-    assert peak.ghz == 2.9 and peak.ghz_source == "model name"  # "@ 2.90GHz" beats the cpu MHz line
+    assert peak.ghz == 2.9 and peak.stated_source == "model name"  # "@ 2.90GHz" beats the cpu MHz line
+    assert "Xeon Scalable" in peak.fma_table and "248966" in peak.fma_table  # model 106: Ice Lake-SP
     assert (peak.lanes, peak.fma_units) == (16, 2) and peak.isa == "AVX-512"
-    assert peak.flops == pytest.approx(2 * 2.9e9 * 2 * 16 * 2)  # 371.2 GFLOP/s
-    assert cpu_peak(info, usable=1).flops == pytest.approx(peak.flops / 2)  # affinity caps the cores
+    assert peak.peak_flops == pytest.approx(2 * 2.9e9 * 2 * 16 * 2)  # 371.2 GFLOP/s
+    assert cpu_peak(info, usable=1).peak_flops == pytest.approx(peak.peak_flops / 2)  # affinity caps the cores
     assert cpu_peak(info, max_mhz=3500).ghz == 3.5  # cpufreq maximum beats the model name
     assert cpu_peak(info, ghz=3.0, max_mhz=3500).ghz == 3.0  # the user beats everything
+    assert cpu_peak(info, ghz=3.0).ghz_source == "user" and cpu_peak(info, ghz=3.0).clock_bound
 
 
 def test_peak_arm_needs_a_clock_and_names_the_fix() -> None:
@@ -61,7 +65,7 @@ def test_peak_arm_needs_a_clock_and_names_the_fix() -> None:
         cpu_peak(info)
     peak = cpu_peak(info, ghz=2.5)
     assert (peak.lanes, peak.fma_units) == (4, 2)  # NEON 128-bit, two FMA pipes on N1
-    assert peak.flops == pytest.approx(2 * 2.5e9 * 2 * 4 * 2)
+    assert peak.peak_flops == pytest.approx(2 * 2.5e9 * 2 * 4 * 2)
 
 
 def test_peak_estimate_states_it_is_an_estimate() -> None:
@@ -293,6 +297,11 @@ def _calibrate(store: Path, *extra: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, env=env, timeout=300)
 
 
+def _stored_clock(store: Path) -> float | None:
+    (dev,) = load_device_results(store)
+    return dev.clock.ghz if dev.clock else None
+
+
 def test_cpu_calibration_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "store"
     shipped_before = _tree_digest(shipped_dir())
@@ -331,6 +340,12 @@ def test_cpu_calibration_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     if load_kernels()[0] is not None:  # the mixes ran through streaming.c, whose build is named once
         assert proc.stdout.count("[streaming.c: ") == 1 and "copy a[i] = b[i]; triad" in proc.stdout
+        # and the clock was measured under FMA load (clock.c): the peak is a bound the physics check judges by
+        peak = profile.compute["cpu.fp32"].peak
+        assert peak is not None and peak.measured_ghz and peak.ghz >= peak.measured_ghz
+        assert profile.compute["cpu.fp32"].not_a_bound is None and "dependent integer-add chain" in \
+            " ".join(proc.stdout.split())
+        assert _stored_clock(store) == peak.measured_ghz
     # the per-device result, and the store profile is what this device now selects
     devs = load_device_results(store)
     assert len(devs) == 1 and devs[0].kind == "cpu" and devs[0].name == name

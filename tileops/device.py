@@ -44,6 +44,7 @@ class CpuInfo:
     mhz: float | None  # the "cpu MHz" line: the current clock, not a maximum
     arch: str  # "x86_64" or "aarch64"
     arm_part: str | None = None
+    model_id: int | None = None  # the "model" line (x86): with the family, which microarchitecture this is
 
 
 def _int(s: str | None) -> int | None:
@@ -92,7 +93,8 @@ def parse_cpuinfo(text: str) -> CpuInfo:
     return CpuInfo(
         model=model, vendor=first.get("vendor_id"), family=_int(first.get("cpu family")), flags=flags,
         logical_cpus=len(procs), physical_cores=len(cores) if cores else len(procs), sockets=sockets,
-        mhz=float(mhz) if mhz else None, arch=arch, arm_part=part)
+        mhz=float(mhz) if mhz else None, arch=arch, arm_part=part,
+        model_id=_int(first.get("model")) if arch == "x86_64" else None)
 
 
 @lru_cache(maxsize=1)

@@ -43,6 +43,11 @@ MIN_RATE = 1.0
 MAX_RATE = 1e24
 #: A calibration is a measured fraction of the theoretical ceiling: 1e-9 and below is a broken measurement.
 MIN_FRACTION = 1e-9
+#: A calibration above this fraction of its theoretical is itself evidence that the theoretical is too low:
+#: no kernel sustains more of a true peak (a BLAS micro-kernel reaches 80-90 % of a CPU's, a GPU GEMM about as
+#: much of its datasheet figure), so the ceiling is *suspect* (issue 29) and a row above it is not blamed on
+#: its formula.
+SUSPECT_CALIBRATION = 0.95
 #: A profile is a page of YAML; a file larger than this is not one (and is not read into memory).
 PROFILE_MAX_BYTES = 2**20
 _FINITE = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -67,6 +72,54 @@ class Provenance(BaseModel):
     note: str | None = None
 
 
+class PeakBasis(BaseModel):
+    """The factors of an estimated compute peak (the primer's cores x GHz x FMA units x lanes x 2), each with
+    where it came from, so a reader sees which one to doubt.
+
+    The clock is the highest of the one the machine states and the one measured under FMA load (issue 29:
+    turbo runs cores above the stated clock, and a peak on a clock below the real one is no upper bound). An
+    estimate is a bound the physics check may judge against only when its clock is (:attr:`clock_bound`).
+    """
+
+    model_config = _FINITE
+    cores: int = Field(ge=1)
+    lanes: int = Field(ge=1, description="fp32 lanes per vector")
+    isa: str
+    fma_units: int = Field(ge=1, description="FMA units per core at the ISA's vector width: what the peak uses")
+    fma_units_source: str = Field("table", description="'table', or the calibration that overruled it")
+    fma_table: str = Field(description="the table's row for this microarchitecture, with its source")
+    fma_table_units: int = Field(ge=1, description="what the table says")
+    fma_candidates: list[int] = Field(default_factory=list, description="other counts parts of this row have")
+    ghz: float = Field(gt=0, le=20, description="the clock the peak assumes: the highest of stated and measured")
+    ghz_source: Literal["measured", "stated", "user"]
+    stated_ghz: float | None = Field(None, gt=0, le=20)
+    stated_source: str | None = None  # cpufreq maximum, model name, cpu MHz line, --cpu-ghz
+    stated_by_user: bool = False
+    measured_ghz: float | None = Field(None, gt=0, le=20)
+    measurement: str | None = None  # how, on how many threads, in which calibration run
+    not_measured: str | None = None  # why the clock was not measured
+
+    @property
+    def peak_flops(self) -> float:
+        """cores x GHz x FMA units x lanes x 2, in FLOP/s."""
+        return self.cores * self.ghz * 1e9 * self.fma_units * self.lanes * 2
+
+    @property
+    def clock_bound(self) -> bool:
+        """The clock is no lower than the cores run: measured under load (and the peak uses at least that),
+        or stated by the user, who answers for it."""
+        if self.ghz_source == "user":
+            return True
+        return self.measured_ghz is not None and self.ghz >= self.measured_ghz
+
+    def explain(self) -> str:
+        """``2 cores x 3.2 GHz (measured) x 2 FMA units x 8 fp32 lanes (AVX2+FMA) x 2 = 204.8 GFLOP/s``."""
+        how = {"measured": "measured under FMA load", "stated": self.stated_source or "stated",
+               "user": self.stated_source or "given by the user"}[self.ghz_source]
+        return (f"{self.cores} cores x {self.ghz:.4g} GHz ({how}) x {self.fma_units} FMA units x {self.lanes} fp32 "
+                f"lanes ({self.isa}) x 2 = {self.peak_flops / 1e9:.1f} GFLOP/s")
+
+
 class Roof(BaseModel):
     """One ceiling: theoretical (per second) and the calibrated fraction of it that is achievable."""
 
@@ -76,16 +129,53 @@ class Roof(BaseModel):
                                       description="measured fraction; None = uncalibrated")
     theoretical_source: Provenance
     calibration_source: Provenance | None = None
+    peak: PeakBasis | None = Field(None, description="an estimate's factors (a CPU's peak): clock, units, lanes")
 
     @property
     def effective(self) -> float | None:
         return None if self.calibration is None else self.theoretical * self.calibration
 
+    @property
+    def not_a_bound(self) -> str | None:
+        """Why the theoretical is no upper bound (so the physics check cannot judge against it), or None.
+
+        A datasheet or user figure is one. An estimate is one only when its clock is (:class:`PeakBasis`):
+        an estimate on a clock nobody measured may sit below what the cores do, and a correct formula
+        would read above it."""
+        if self.theoretical_source.source != "estimate":
+            return None
+        if self.peak is None:
+            return ("an estimate whose factors (clock, FMA units per core) are not recorded: a profile written "
+                    "before tileops measured the clock; run `tileops calibrate` to write it again")
+        if self.peak.clock_bound:
+            return None
+        why = f": {self.peak.not_measured}" if self.peak.not_measured else ""
+        return (f"an estimate on the stated clock {self.peak.ghz:.4g} GHz ({self.peak.stated_source or 'stated'}), "
+                f"which was not measured under load{why}")
+
+    @property
+    def suspect(self) -> str | None:
+        """Why this ceiling itself is in doubt (a calibration too close to it), naming the likely cause; or None."""
+        return suspect_calibration(self.calibration, "the clock it assumes, or the FMA units per core (per SM "
+                                                     "on a GPU)")
+
     @model_validator(mode="after")
     def _calibration_has_source(self) -> "Roof":
         if self.calibration is not None and self.calibration_source is None:
             raise ValueError("a calibration needs calibration_source (run id, date, tool version)")
+        if self.peak is not None and abs(self.peak.peak_flops - self.theoretical) > 1e-6 * self.theoretical:
+            raise ValueError(f"theoretical {self.theoretical:.6g} is not the product of its peak's factors "
+                             f"({self.peak.explain()}); set theoretical to {self.peak.peak_flops:.6g} or fix the factors")
         return self
+
+
+def suspect_calibration(calibration: float | None, cause: str) -> str | None:
+    """The health note for a ceiling whose calibration reached more than :data:`SUSPECT_CALIBRATION` of it."""
+    if calibration is None or calibration <= SUSPECT_CALIBRATION:
+        return None
+    return (f"the calibration reached {calibration:.1%} of this theoretical, and no kernel sustains more than "
+            f"{SUSPECT_CALIBRATION:.0%} of a true peak: the theoretical is probably too low (likely cause: {cause}), "
+            "so a row above it is not blamed on its formula")
 
 
 class MemoryRoof(BaseModel):
@@ -133,6 +223,11 @@ class MemoryRoof(BaseModel):
     @property
     def nominal_known(self) -> bool:
         return self.theoretical is not None
+
+    @property
+    def suspect(self) -> str | None:
+        """Why this ceiling itself is in doubt (a calibration too close to the nominal), or None."""
+        return suspect_calibration(self.calibration, "the nominal bandwidth: its transfer rate or channel count")
 
     @property
     def effective(self) -> float | None:
@@ -226,6 +321,8 @@ _FIELD_FIXES = {
     "compute": f"compute roofs are keyed {', '.join(ROOF_KEYS)}",
     "roof_aliases": "map a roof key to a key under compute, e.g. cuda_core.fp32: cpu.fp32",
     "date": "write dates as YYYY-MM-DD",
+    "peak": "an estimated peak's factors (cores, lanes, isa, fma_units, ghz, ...) as `tileops calibrate` writes "
+            "them; re-run it, or remove peak and state the theoretical with source user or datasheet",
 }
 
 _TYPE_FIXES = {

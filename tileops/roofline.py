@@ -35,6 +35,13 @@ unknown, a roof key the profile lacks, no profile at all) cannot be judged:
 each row records that as a :class:`Check` with a ``NOT_JUDGED_*`` reason, and
 :func:`health` reports every ceiling as held, breached or not judged, so a run
 whose formulas were never compared with anything is never called "passed".
+
+A theoretical figure is judged against only when it is an upper bound (issue
+29): an estimate on a clock nobody measured (``Roof.not_a_bound``) still prices
+rows but is ``NOT_JUDGED_ESTIMATE``; and a ceiling in doubt (a calibration above
+95 % of it, or a row above 100 % of an unmeasured estimate) is *suspect*: a row
+above it is ``NOT_JUDGED_SUSPECT``, never a FORMULA ERROR, and the health names
+the likely cause (the clock, the FMA units per core, the nominal bandwidth).
 """
 
 from __future__ import annotations
@@ -103,6 +110,8 @@ NOT_JUDGED_THEORETICAL_MISSING = "theoretical-missing"  # the profile has no mem
 NOT_JUDGED_ROOF_ABSENT = "roof-absent"  # the row's roof key is not in the profile (nor aliased), or none given
 NOT_JUDGED_NO_TIMING = "no-timing"  # an ok record without timing: no implied rate
 NOT_JUDGED_NO_ROOFLINE = "no-roofline"  # the record carries no flops (or bytes): no implied rate
+NOT_JUDGED_ESTIMATE = "estimate"  # the compute peak is an estimate on an unmeasured clock: no upper bound
+NOT_JUDGED_SUSPECT = "ceiling-suspect"  # the row is above a ceiling its own calibration puts in doubt
 
 NOT_JUDGED_REASONS: dict[str, str] = {
     NOT_JUDGED_NO_PROFILE: "no profile matches the device, so there is no theoretical ceiling to compare with; "
@@ -115,6 +124,13 @@ NOT_JUDGED_REASONS: dict[str, str] = {
     NOT_JUDGED_ROOF_ABSENT: "the row's roof key is not in the profile (no roof, no alias), so no theoretical peak",
     NOT_JUDGED_NO_TIMING: "the record has no timing, so no implied rate",
     NOT_JUDGED_NO_ROOFLINE: "the record carries no (flops, bytes), so no implied rate",
+    NOT_JUDGED_ESTIMATE: "the compute peak is an estimate on a clock that was not measured (turbo runs cores above "
+                         "the stated clock), so it is no upper bound: shown and used for pricing, never judged; "
+                         "calibrate again with a C compiler with OpenMP (the clock is measured in C), or state the "
+                         "all-core clock with `tileops calibrate --cpu-ghz`",
+    NOT_JUDGED_SUSPECT: "the row is above a ceiling its own calibration puts in doubt (the calibration reached over "
+                        "95% of it): the theoretical is more likely wrong than the formula; see the ceiling's "
+                        "SUSPECT line, fix the theoretical (clock, units per core, nominal) and price again",
 }
 
 
@@ -159,12 +175,14 @@ class Check(NamedTuple):
     """One ceiling of one row as the physics check saw it: judged (a theoretical figure and an implied
     rate were both there) or not, with the reason. A row has one per ceiling its work touches: memory when
     its bytes are not zero, its compute roof when its FLOPs are not zero. (A named tuple: pricing 100,000
-    records builds up to 200,000 of them.)"""
+    records builds up to 200,000 of them.) A row not judged against an estimate or a suspect ceiling keeps
+    its implied rate, so the health can tell a row above 100 % of it."""
 
     ceiling: str  # "memory", or the roof key (the profile's key after roof_aliases; the record's when absent)
     theoretical_per_s: float | None = None
     implied_per_s: float | None = None
     not_judged: str | None = None  # a NOT_JUDGED_* name; None when judged
+    suspect: str | None = None  # why the profile puts this ceiling in doubt (Roof.suspect), one shared string
 
     @property
     def judged(self) -> bool:
@@ -261,6 +279,10 @@ class CeilingHealth:
     breached: int  # of those, rows above it
     not_judged: dict[str, int] = field(default_factory=dict)  # NOT_JUDGED_* reason -> rows
     max_ratio: float | None = None  # the highest implied / theoretical among the judged rows
+    #: rows not judged against it (an estimate, a suspect ceiling) whose implied rate is above it anyway
+    above: int = 0
+    max_ratio_not_judged: float | None = None  # the highest implied / theoretical among those not judged
+    suspect: str | None = None  # why this ceiling is in doubt, naming the likely cause (None: no doubt)
 
     @property
     def state(self) -> CeilingState:
@@ -285,7 +307,9 @@ class CeilingHealth:
         return {"profile": self.profile, "ceiling": self.ceiling, "state": self.state,
                 "theoretical_per_s": self.theoretical_per_s, "rows_judged": self.judged,
                 "rows_breached": self.breached, "rows_not_judged": sum(self.not_judged.values()),
-                "not_judged": dict(self.not_judged), "max_ratio": self.max_ratio}
+                "not_judged": dict(self.not_judged), "max_ratio": self.max_ratio,
+                "rows_above_not_judged": self.above, "max_ratio_not_judged": self.max_ratio_not_judged,
+                "suspect": self.suspect}
 
 
 @dataclass(frozen=True)
@@ -348,6 +372,11 @@ class Health:
                 "errors": self.errors, "ceilings": [c.as_dict() for c in self.ceilings]}
 
 
+#: A compute roof as pricing needs it: (resolved key or None, effective, theoretical, not-judged reason, suspect).
+_RoofView = tuple[str | None, float | None, float | None, str | None, str | None]
+_NO_ROOF: _RoofView = (None, None, None, None, None)
+
+
 @dataclass
 class _Ceilings:
     """A profile's ceilings resolved once, so pricing many records stays cheap."""
@@ -359,7 +388,8 @@ class _Ceilings:
     name: str = ""
     latency_floor_s: float | None = None
     memory_not_judged: str | None = None  # why the memory ceiling cannot be judged on this profile
-    _roofs: dict[str, tuple[str | None, float | None, float | None]] = field(default_factory=dict)
+    memory_suspect: str | None = None  # why the memory ceiling is in doubt (MemoryRoof.suspect)
+    _roofs: dict[str, _RoofView] = field(default_factory=dict)
 
     @classmethod
     def of(cls, profile: Profile) -> "_Ceilings":
@@ -370,15 +400,17 @@ class _Ceilings:
         why = (NOT_JUDGED_THEORETICAL_MISSING if mem is None
                else NOT_JUDGED_NOMINAL_UNKNOWN if mem.theoretical is None else None)
         return cls(profile, mem.effective if mem else None, mem.theoretical if mem else None, notes,
-                   profile.name, profile.latency_floor_s, why)
+                   profile.name, profile.latency_floor_s, why, mem.suspect if mem else None)
 
-    def roof(self, key: str) -> tuple[str | None, float | None, float | None]:
-        """(resolved key or None when absent, effective, theoretical) for a record's roof key."""
+    def roof(self, key: str) -> _RoofView:
+        """(resolved key or None when absent, effective, theoretical, why it cannot be judged, why it is
+        suspect) for a record's roof key."""
         hit = self._roofs.get(key)
         if hit is None:
             resolved = self.profile.roof_aliases.get(key, key)
             r = self.profile.compute.get(resolved)
-            hit = (resolved, r.effective, r.theoretical) if r is not None else (None, None, None)
+            hit = ((resolved, r.effective, r.theoretical, NOT_JUDGED_ESTIMATE if r.not_a_bound else None, r.suspect)
+                   if r is not None else _NO_ROOF)
             self._roofs[key] = hit
         return hit
 
@@ -413,13 +445,20 @@ def _blank(record: Record, profile: str | None, reason: str, detail: str, *,
                   actual_time_s=actual, breaches=_breaches(checks), notes=notes, checks=checks)
 
 
-_NO_ROOF: tuple[str | None, float | None, float | None] = (None, None, None)
+def _judge(ceiling: str, theo: float, implied: float, unbound: str | None, suspect: str | None) -> Check:
+    """A ceiling with a theoretical figure and an implied rate: judged, unless the figure is no upper bound
+    (``unbound``: an estimate) or the row is above a ceiling in doubt (``suspect``), which is no formula error."""
+    if unbound is not None:
+        return Check(ceiling, theo, implied, unbound, suspect)
+    if suspect is not None and implied > theo:
+        return Check(ceiling, theo, implied, NOT_JUDGED_SUSPECT, suspect)
+    return Check(ceiling, theo, implied, None, suspect)
 
 
-def _checks(r: Record, actual: float | None, c: _Ceilings | None,
-            roof: tuple[str | None, float | None, float | None]) -> tuple[Check, ...]:
+def _checks(r: Record, actual: float | None, c: _Ceilings | None, roof: _RoofView) -> tuple[Check, ...]:
     """The physics check of each ceiling the row's work touches: its implied rate against the ceiling's
-    theoretical figure where both exist, else the reason it could not be judged (never a pass)."""
+    theoretical figure where both exist and the figure is a bound, else the reason it could not be judged
+    (never a pass)."""
     flops, nbytes = r.flops, r.bytes
     row_reason = NOT_JUDGED_NO_PROFILE if c is None else NOT_JUDGED_NO_TIMING if not actual else None
     out: list[Check] = []
@@ -427,16 +466,16 @@ def _checks(r: Record, actual: float | None, c: _Ceilings | None,
         theo = c.bandwidth_theoretical if c is not None else None
         why = row_reason or (NOT_JUDGED_NO_ROOFLINE if nbytes is None else c.memory_not_judged if c else None)
         if why is None and nbytes and actual and theo is not None:  # memory_not_judged is None: theo is known
-            out.append(Check("memory", theo, nbytes / actual))
+            out.append(_judge("memory", theo, nbytes / actual, None, c.memory_suspect if c else None))
         else:
             out.append(Check("memory", theo, None, why))
     if flops != 0:  # no arithmetic: no compute ceiling is involved
-        resolved, _, theo = roof
+        resolved, _, theo, unbound, suspect = roof
         why = row_reason or (NOT_JUDGED_NO_ROOFLINE if flops is None
                              else NOT_JUDGED_ROOF_ABSENT if resolved is None or theo is None else None)
         name = resolved or r.roof_key or "compute"
         if why is None and flops and actual and theo is not None:
-            out.append(Check(name, theo, flops / actual))
+            out.append(_judge(name, theo, flops / actual, unbound, suspect))
         else:
             out.append(Check(name, theo, None, why))
     return tuple(out)
@@ -444,7 +483,7 @@ def _checks(r: Record, actual: float | None, c: _Ceilings | None,
 
 def _breaches(checks: tuple[Check, ...]) -> tuple[Breach, ...]:
     out: tuple[Breach, ...] = ()
-    for ceiling, theo, implied, why in checks:
+    for ceiling, theo, implied, why, _ in checks:
         if why is None and implied is not None and theo is not None and implied > theo:
             out += (Breach(ceiling, implied, theo),)
     return out
@@ -489,7 +528,7 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
                       f"profile {name!r} has no calibrated memory roof; run `tileops calibrate`",
                       actual=actual, checks=checks, notes=c.notes)
     memory_time = nbytes / bw
-    resolved, peak, _ = roof
+    resolved, peak = roof[0], roof[1]
     if flops == 0:
         compute_time = 0.0  # no arithmetic: the compute roof is not needed, nothing is guessed
     else:
@@ -561,23 +600,40 @@ def price_all(records: Iterable[Record], chooser: ProfileChooser) -> list[Priced
 
 
 class _CeilingTally:
-    __slots__ = ("theoretical", "judged", "breached", "not_judged", "max_ratio")
+    __slots__ = ("theoretical", "judged", "breached", "not_judged", "max_ratio", "above", "max_unjudged", "suspect")
 
     def __init__(self) -> None:
         self.theoretical: float | None = None
-        self.judged = self.breached = 0
+        self.judged = self.breached = self.above = 0
         self.not_judged: dict[str, int] = {}
         self.max_ratio: float | None = None
+        self.max_unjudged: float | None = None
+        self.suspect: str | None = None
 
     def merge(self, later: "_CeilingTally") -> None:
         if later.theoretical is not None:
             self.theoretical = later.theoretical
         self.judged += later.judged
         self.breached += later.breached
+        self.above += later.above
         for why, n in later.not_judged.items():
             self.not_judged[why] = self.not_judged.get(why, 0) + n
         if later.max_ratio is not None and (self.max_ratio is None or later.max_ratio > self.max_ratio):
             self.max_ratio = later.max_ratio
+        if later.max_unjudged is not None and (self.max_unjudged is None or later.max_unjudged > self.max_unjudged):
+            self.max_unjudged = later.max_unjudged
+        self.suspect = later.suspect or self.suspect
+
+    def suspicion(self) -> str | None:
+        """The health note of a ceiling in doubt: its profile's own (a calibration too close to it), and rows
+        above an estimate nobody measured the clock of; None when nothing puts it in doubt."""
+        notes = [self.suspect] if self.suspect else []
+        if self.above and self.not_judged.get(NOT_JUDGED_ESTIMATE):
+            top = f"{self.max_unjudged:.0%}" if self.max_unjudged is not None else "?"
+            notes.append(f"{self.above} row(s) ran above this estimate (highest {top} of it), whose clock was not "
+                         "measured: the theoretical is too low, not the formula; likely cause: the clock it assumes "
+                         "(turbo runs the cores faster than the stated clock), or the FMA units per core")
+        return "; ".join(notes) or None
 
 
 class HealthTally:
@@ -611,8 +667,17 @@ class HealthTally:
             theo, why = k.theoretical_per_s, k.not_judged
             if theo is not None:
                 t.theoretical = theo
+            if k.suspect is not None:
+                t.suspect = k.suspect
             if why is not None:
                 t.not_judged[why] = t.not_judged.get(why, 0) + 1
+                implied = k.implied_per_s
+                if implied is not None and theo:  # an estimate's or a suspect ceiling's row: was it above?
+                    ratio = implied / theo
+                    if t.max_unjudged is None or ratio > t.max_unjudged:
+                        t.max_unjudged = ratio
+                    if implied > theo:
+                        t.above += 1
                 continue
             t.judged += 1  # judged: both the implied rate and the theoretical figure are there
             implied = k.implied_per_s
@@ -641,7 +706,7 @@ class HealthTally:
         for profile, ceiling in sorted(self.ceilings, key=lambda pc: (pc[0], pc[1] != "memory", pc[1])):  # memory first
             t = self.ceilings[(profile, ceiling)]
             ceilings.append(CeilingHealth(profile or None, ceiling, t.theoretical, t.judged, t.breached,
-                                          dict(t.not_judged), t.max_ratio))
+                                          dict(t.not_judged), t.max_ratio, t.above, t.max_unjudged, t.suspicion()))
         return Health(ok=self.breaches == 0, rows=self.rows, by_verdict=dict(self.by_verdict),
                       blanks_by_reason=dict(self.blanks), breaches=self.breaches, errors=self.errors,
                       ceilings=tuple(ceilings))

@@ -1,15 +1,20 @@
-"""A CPU's theoretical fp32 peak, by the primer's arithmetic.
+"""A CPU's theoretical fp32 peak, by the primer's arithmetic, as an upper bound.
 
 peak = cores × GHz × FMA units × SIMD lanes × 2 (an FMA is two FLOPs).
 
-Cores and the SIMD width come from /proc/cpuinfo (flags); the number of FMA
-units per core is not in any flag, so it follows the vendor's public core
-descriptions per ISA level and is stated as an estimate. The clock is the
-highest one this machine admits to, in order: a value the user gives,
-cpufreq's maximum, the ``@ 2.90GHz`` in the model name, the ``cpu MHz`` line
-(the current clock, which in a VM is usually the nominal one). Turbo can lift
-a measurement above this estimate, which the profile schema allows up to
-1.5×.
+Each factor says where it came from (``tileops.profiles.PeakBasis``):
+
+- cores: physical cores from /proc/cpuinfo, capped at the CPUs this process may use;
+- lanes: the widest vector the flags offer (AVX-512 16 fp32 lanes, AVX2 8, NEON 4);
+- FMA units per core: in no flag, so from :data:`FMA_TABLE`, one row per
+  microarchitecture with its source; the calibration's achieved FMA rate decides
+  when the table and the measurement disagree (:func:`decide_peak`: a measured
+  rate above the table's peak means the table is wrong for this machine);
+- GHz: the highest of the clock the machine states (a value the user gives,
+  cpufreq's maximum, the model name's ``@ 2.90GHz``, the ``cpu MHz`` line, in
+  that order) and the clock measured under FMA load (``tileops.calibrate.clock``).
+  The stated clock is often the nominal one and turbo runs the cores faster, so
+  a peak on it alone is an estimate the physics check does not judge against.
 """
 
 from __future__ import annotations
@@ -18,9 +23,14 @@ import re
 from dataclasses import dataclass
 
 from tileops.device import CpuInfo
+from tileops.profiles import PeakBasis, Provenance
 
-#: FMA pipes per core (128-bit each) for the Arm parts whose FP pipes we know, by CPU part.
-_ARM_FMA_UNITS = {"0xd0c": 2, "0xd49": 2, "0xd40": 4, "0xd4f": 4, "0xd8e": 2, "0xd84": 4}
+#: The peak is never raised past this many FMA units per core by a measurement: a rate needing more is a
+#: broken measurement (or a clock measured far too low), not a wider core.
+MAX_FMA_UNITS = 4
+
+_INTEL_ORM = "Intel 64 and IA-32 Architectures Optimization Reference Manual (order no. 248966)"
+_UOPS = "uops.info: VFMADD231PS throughput"
 
 
 class PeakUnknown(ValueError):
@@ -28,52 +38,131 @@ class PeakUnknown(ValueError):
 
 
 @dataclass(frozen=True)
-class PeakEstimate:
-    cores: int
-    ghz: float
-    ghz_source: str
-    fma_units: int
-    lanes: int  # fp32 lanes per vector
-    isa: str
-    note: str
+class FmaRow:
+    """One microarchitecture's FMA units per core, at the ISA's full vector width, with the source."""
 
-    @property
-    def flops(self) -> float:
-        """cores × GHz × FMA units × lanes × 2, in FLOP/s."""
-        return self.cores * self.ghz * 1e9 * self.fma_units * self.lanes * 2
+    uarch: str
+    units: int
+    source: str
+    #: The counts parts matching this row have (some have fewer units than the row says); a calibration's
+    #: achieved rate only ever raises the count (a rate below the table's peak may be a slow kernel, and a
+    #: peak must stay a bound), so the lower ones are for the reader.
+    candidates: tuple[int, ...] = ()
 
-    def explain(self) -> str:
-        return (f"{self.cores} cores x {self.ghz:g} GHz ({self.ghz_source}) x {self.fma_units} FMA units x "
-                f"{self.lanes} fp32 lanes ({self.isa}) x 2 = {self.flops / 1e9:.1f} GFLOP/s; {self.note}")
+    def describe(self) -> str:
+        return f"{self.uarch}: {self.units} FMA unit{'s' if self.units > 1 else ''} per core ({self.source})"
 
 
-def simd_units(info: CpuInfo) -> tuple[str, int, int, str]:
-    """(ISA name, fp32 lanes, FMA units per core, note) from the CPU's flags."""
+# Intel family 6 model numbers (the "model" line of /proc/cpuinfo).
+_INTEL_XEON_AVX512 = {0x55: "Skylake-SP / Cascade Lake", 0x6A: "Ice Lake-SP", 0x6C: "Ice Lake-D",
+                      0x8F: "Sapphire Rapids", 0xCF: "Emerald Rapids", 0xAD: "Granite Rapids",
+                      0xAE: "Granite Rapids-D"}
+_INTEL_CLIENT_AVX512 = {0x7D: "Ice Lake", 0x7E: "Ice Lake", 0x8C: "Tiger Lake", 0x8D: "Tiger Lake",
+                        0xA7: "Rocket Lake"}
+
+#: FMA units per core, by microarchitecture. The rows :func:`fma_row` picks from, each citing its source.
+FMA_TABLE: dict[str, FmaRow] = {
+    "intel-xeon-avx512": FmaRow(
+        "Intel Xeon Scalable (AVX-512)", 2,
+        f"{_INTEL_ORM}, Skylake Server microarchitecture: two 512-bit FMA units (ports 0+1 fused, and port 5) on "
+        "Platinum and Gold 6xxx; Bronze, Silver and Gold 5xxx of the first two generations have one, which halves "
+        "the peak", candidates=(1, 2)),
+    "intel-client-avx512": FmaRow(
+        "Intel Ice Lake / Tiger Lake / Rocket Lake client (AVX-512)", 1,
+        f"{_INTEL_ORM}, Ice Lake client microarchitecture: one 512-bit FMA (ports 0+1 fused), no port-5 FMA",
+        candidates=(1, 2)),
+    "intel-avx2": FmaRow(
+        "Intel Haswell and later cores (AVX2)", 2,
+        f"{_INTEL_ORM}, Haswell microarchitecture: two 256-bit FMA units (ports 0 and 1); {_UOPS} 0.5 cycles "
+        "(ymm) from Haswell to Raptor Lake"),
+    "amd-zen1": FmaRow(
+        "AMD Zen / Zen+ (family 17h, models 00h-2Fh)", 1,
+        "Software Optimization Guide for AMD Family 17h Processors (pub. 55723): four 128-bit FP pipes, FMA on "
+        "FP0 and FP1, a 256-bit FMA split into two: one 256-bit FMA per cycle", candidates=(1, 2)),
+    "amd-zen2-3": FmaRow(
+        "AMD Zen 2 / Zen 3 (family 17h models 30h+, family 19h)", 2,
+        "Software Optimization Guide for AMD Family 17h Models 30h and Greater Processors, and for AMD EPYC 7003 "
+        f"Processors: 256-bit FP datapath, two FMA pipes (FP0, FP1); {_UOPS} 0.5 cycles (ymm)"),
+    "amd-zen4-avx512": FmaRow(
+        "AMD Zen 4 (family 19h, AVX-512)", 1,
+        "Software Optimization Guide for the AMD Zen4 Microarchitecture: 512-bit operations execute as two 256-bit "
+        f"halves on the two 256-bit FMA pipes, one 512-bit FMA per cycle; {_UOPS} 1 cycle (zmm)"),
+    "amd-zen5-avx512": FmaRow(
+        "AMD Zen 5 (family 1Ah, AVX-512)", 2,
+        "Software Optimization Guide for the AMD Zen5 Microarchitecture: two 512-bit FMA pipes on desktop and "
+        "server parts; mobile parts keep a 256-bit datapath, which halves the peak", candidates=(1, 2)),
+    "arm-neoverse-n1": FmaRow("Arm Neoverse N1", 2, "Arm Neoverse N1 Software Optimization Guide: two 128-bit "
+                                                    "FP/ASIMD pipes (V0, V1), both FMA-capable"),
+    "arm-neoverse-n2": FmaRow("Arm Neoverse N2", 2, "Arm Neoverse N2 Software Optimization Guide: two 128-bit "
+                                                    "FP/ASIMD/SVE2 pipes, both FMA-capable"),
+    "arm-neoverse-n3": FmaRow("Arm Neoverse N3", 2, "Arm Neoverse N3 Software Optimization Guide: two 128-bit "
+                                                    "FP/ASIMD/SVE2 pipes, both FMA-capable"),
+    "arm-neoverse-v1": FmaRow("Arm Neoverse V1", 4, "Arm Neoverse V1 Software Optimization Guide: four 128-bit "
+                                                    "FP/ASIMD pipes (two 256-bit SVE), all FMA-capable"),
+    "arm-neoverse-v2": FmaRow("Arm Neoverse V2", 4, "Arm Neoverse V2 Software Optimization Guide: four 128-bit "
+                                                    "FP/ASIMD/SVE2 pipes, all FMA-capable"),
+    "arm-neoverse-v3": FmaRow("Arm Neoverse V3", 4, "Arm Neoverse V3 Software Optimization Guide: four 128-bit "
+                                                    "FP/ASIMD/SVE2 pipes, all FMA-capable"),
+}
+_ARM_PART_ROWS = {"0xd0c": "arm-neoverse-n1", "0xd49": "arm-neoverse-n2", "0xd8e": "arm-neoverse-n3",
+                  "0xd40": "arm-neoverse-v1", "0xd4f": "arm-neoverse-v2", "0xd84": "arm-neoverse-v3"}
+
+
+def simd_isa(info: CpuInfo) -> tuple[str, int]:
+    """(ISA name, fp32 lanes) of the widest vector the CPU's flags offer."""
     f = info.flags
     if info.arch == "aarch64":
-        units = _ARM_FMA_UNITS.get(info.arm_part or "", 2)
-        isa = "SVE (128-bit assumed)" if "sve" in f else "NEON/ASIMD"
-        return isa, 4, units, (f"{units} 128-bit FMA pipes per core "
-                               f"({'known part' if info.arm_part in _ARM_FMA_UNITS else 'assumed'})")
-    amd = (info.vendor or "").startswith("AuthenticAMD")
+        return ("SVE (128-bit assumed)" if "sve" in f else "NEON/ASIMD"), 4
     if "avx512f" in f:
-        if amd and (info.family or 0) < 26:
-            return "AVX-512", 16, 1, "Zen 4 runs 512-bit FMAs on two 256-bit pipes: one 512-bit FMA per cycle"
-        return "AVX-512", 16, 2, ("two 512-bit FMA units assumed; Xeon Bronze/Silver and some Gold 5xxx parts "
-                                  "have one, which halves this peak")
+        return "AVX-512", 16
     if "avx2" in f and "fma" in f:
-        return "AVX2+FMA", 8, 2, "two 256-bit FMA units per core (Haswell and later, Zen)"
+        return "AVX2+FMA", 8
     if "avx" in f:
-        return "AVX (no FMA)", 8, 1, "no FMA: one add and one multiply pipe, counted as one FMA-equivalent"
+        return "AVX (no FMA)", 8
     if "sse2" in f:
-        return "SSE2", 4, 1, "no FMA: one add and one multiply pipe, counted as one FMA-equivalent"
-    return "scalar", 1, 1, "no SIMD flags found: scalar estimate"
+        return "SSE2", 4
+    return "scalar", 1
+
+
+def fma_row(info: CpuInfo, isa: str) -> FmaRow:
+    """The table row for this CPU at ``isa``; a generic assumption, said so, where no row names it."""
+    fam, model = info.family or 0, info.model_id
+    vendor = info.vendor or ""
+    if info.arch == "aarch64":
+        key = _ARM_PART_ROWS.get(info.arm_part or "")
+        if key:
+            return FMA_TABLE[key]
+        return FmaRow(f"Arm part {info.arm_part or '?'}", 2, "no table row for this part: two 128-bit FMA "
+                                                             "pipes assumed (most Arm server cores)", (2, 4))
+    if vendor.startswith("GenuineIntel") and fam == 6:
+        if isa == "AVX-512" and model in _INTEL_CLIENT_AVX512:
+            return FMA_TABLE["intel-client-avx512"]
+        if isa == "AVX-512":
+            return FMA_TABLE["intel-xeon-avx512"]
+        if isa == "AVX2+FMA":
+            return FMA_TABLE["intel-avx2"]
+    if vendor.startswith(("AuthenticAMD", "HygonGenuine")):
+        if isa == "AVX-512" and fam >= 0x1A:
+            return FMA_TABLE["amd-zen5-avx512"]
+        if isa == "AVX-512" and fam == 0x19:
+            return FMA_TABLE["amd-zen4-avx512"]
+        if isa == "AVX2+FMA" and fam == 0x17 and model is not None and model < 0x30:
+            return FMA_TABLE["amd-zen1"]
+        if isa == "AVX2+FMA" and fam in (0x17, 0x18, 0x19, 0x1A):
+            return FMA_TABLE["amd-zen2-3"]
+    if isa == "AVX-512":
+        return FmaRow("AVX-512 core not in the table", 2, "no table row: two 512-bit FMA units assumed", (1, 2))
+    if isa == "AVX2+FMA":
+        return FmaRow("AVX2 core not in the table", 2, "no table row: two 256-bit FMA units assumed (Haswell and "
+                                                       "later, Zen 2 and later)", (1, 2))
+    return FmaRow(f"{isa} core", 1, "no FMA instruction: one add and one multiply pipe, counted as one "
+                                    "FMA-equivalent")
 
 
 def cpu_clock_ghz(info: CpuInfo, *, ghz: float | None = None, max_mhz: float | None = None) -> tuple[float, str]:
-    """(GHz, where it came from). PeakUnknown when nothing gives a clock."""
+    """(GHz, where it came from) as the machine states it. PeakUnknown when nothing gives a clock."""
     if ghz:
-        return float(ghz), "given by the user"
+        return float(ghz), "given by the user (--cpu-ghz)"
     if max_mhz:
         return max_mhz / 1000.0, "cpufreq maximum"
     m = re.search(r"@\s*([\d.]+)\s*GHz", info.model, re.I)
@@ -86,13 +175,75 @@ def cpu_clock_ghz(info: CpuInfo, *, ghz: float | None = None, max_mhz: float | N
 
 
 def cpu_peak(info: CpuInfo, *, ghz: float | None = None, max_mhz: float | None = None,
-             usable: int | None = None) -> PeakEstimate:
-    """The fp32 peak estimate for ``info``; ``usable`` caps the cores at the CPUs this process may use."""
-    isa, lanes, units, note = simd_units(info)
+             usable: int | None = None) -> PeakBasis:
+    """The fp32 peak on the stated clock, before any measurement; ``usable`` caps the cores at the CPUs this
+    process may use. The clock measured under load raises it (:func:`decide_peak`)."""
+    isa, lanes = simd_isa(info)
+    row = fma_row(info, isa)
     clock, clock_src = cpu_clock_ghz(info, ghz=ghz, max_mhz=max_mhz)
     cores = info.physical_cores
     if usable is not None and usable < cores:
         cores = usable
-        note += f"; limited to the {usable} CPUs this process may use"
-    return PeakEstimate(cores=cores, ghz=clock, ghz_source=clock_src, fma_units=units, lanes=lanes, isa=isa,
-                        note=note)
+        clock_src += f"; cores limited to the {usable} CPUs this process may use"
+    return PeakBasis(cores=cores, lanes=lanes, isa=isa, fma_units=row.units, fma_table=row.describe(),
+                     fma_table_units=row.units, fma_candidates=list(row.candidates), ghz=clock,
+                     ghz_source="user" if ghz else "stated", stated_ghz=clock, stated_source=clock_src,
+                     stated_by_user=bool(ghz), not_measured="not measured yet (a calibration measures it)")
+
+
+def peak_provenance(peak: PeakBasis) -> Provenance:
+    """The provenance of a CPU peak: an estimate, with its arithmetic (each factor's source is in ``peak``)."""
+    return Provenance(source="estimate", ref="cores x GHz x FMA units x SIMD lanes x 2 (roofline primer)",
+                      note=peak.explain())
+
+
+def decide_peak(basis: PeakBasis, *, measured_ghz: float | None, measurement: str | None = None,
+                not_measured: str | None = None,
+                achieved_rate: float | None = None) -> tuple[PeakBasis, list[str]]:
+    """The peak after a calibration: the highest of the stated and the measured clock, and the FMA units the
+    calibration's achieved rate allows. Returns the basis and what the calibration should tell the user.
+
+    ``basis`` holds the stated clock and the table's units (an earlier decision is redone from those).
+    ``achieved_rate``: the best rate the calibration reached on these FMA units. When the clock is a bound
+    and that rate is above the peak at the table's units, the table is wrong for this machine: the units rise
+    to the smallest of the row's candidates (else a power of two, at most :data:`MAX_FMA_UNITS`) that holds
+    the rate. With the clock unmeasured nothing is raised: a rate above such a peak may be turbo as well as
+    units, and the peak stays an estimate the physics check does not judge against.
+    """
+    notes: list[str] = []
+    stated = basis.stated_ghz
+    ghz, source = stated, ("user" if basis.stated_by_user else "stated")
+    if measured_ghz is not None and (ghz is None or measured_ghz > ghz):
+        ghz, source = measured_ghz, "measured"
+    if ghz is None:
+        raise PeakUnknown("no clock stated and none measured: pass --cpu-ghz GHZ (the all-core clock)")
+    basis = basis.model_copy(update={
+        "ghz": ghz, "ghz_source": source, "measured_ghz": measured_ghz,
+        "measurement": measurement if measured_ghz is not None else None,
+        "not_measured": None if measured_ghz is not None else (not_measured or basis.not_measured),
+        "fma_units": basis.fma_table_units, "fma_units_source": "table"})
+    if measured_ghz is not None and stated and measured_ghz > stated:
+        notes.append(f"the cores ran at {measured_ghz:.3g} GHz under FMA load, {measured_ghz / stated - 1:.0%} above "
+                     f"the stated {stated:.4g} GHz ({basis.stated_source}): the peak uses the measured clock")
+    if achieved_rate is None:
+        return basis, notes
+    achieved_units = achieved_rate / (basis.cores * ghz * 1e9 * basis.lanes * 2)
+    table = basis.fma_table_units
+    if achieved_units <= table:
+        return basis, notes
+    if not basis.clock_bound:
+        notes.append(f"the calibration reached {achieved_units / table:.0%} of the peak on the unmeasured clock "
+                     f"{ghz:.4g} GHz: that clock (turbo runs faster) or the FMA units per core are too low; the "
+                     "peak stays an estimate the physics check does not judge against")
+        return basis, notes
+    pool = sorted({*basis.fma_candidates, *(2 ** k for k in range(MAX_FMA_UNITS.bit_length()))})
+    fits = [c for c in pool if table < c <= MAX_FMA_UNITS and c >= achieved_units]
+    if not fits:
+        notes.append(f"the calibration reached {achieved_units:.2f} FMA per cycle per core at {ghz:.3g} GHz, more "
+                     f"than {MAX_FMA_UNITS} units could issue: that measurement is not believed, the table's "
+                     f"{table} stands")
+        return basis, notes
+    why = (f"calibration: the FMA path sustained {achieved_units:.2f} FMA per cycle per core at {ghz:.3g} GHz "
+           f"({source} clock), above the table's {table}: the table is wrong for this machine, {fits[0]} units")
+    notes.append(why)
+    return basis.model_copy(update={"fma_units": fits[0], "fma_units_source": why}), notes

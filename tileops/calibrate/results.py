@@ -55,6 +55,18 @@ class RoofMeasurement(BaseModel):
     method: str
 
 
+class ClockMeasurement(BaseModel):
+    """The clock a CPU's cores reached under FMA load (``tileops.calibrate.clock``): a dependent add chain,
+    one add per cycle, timed on every thread the bench uses."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a measurement is a finite number
+    ghz: float = Field(gt=0, le=20, description="the highest per-thread rate: the clock the cores reached")
+    per_thread_ghz: list[float] = Field(min_length=1)
+    threads: int = Field(ge=1)
+    load: str = Field(description="the vector load run beside the chain")
+    method: str
+
+
 class DeviceCalibration(BaseModel):
     """One device's raw measurements: the per-device (uuid) result of a calibration run.
 
@@ -77,6 +89,9 @@ class DeviceCalibration(BaseModel):
     not_measured: dict[str, str] = Field(default_factory=dict, description="roof key -> why it was not measured")
     latency_floor_s: float | None = Field(None, gt=0)
     latency_method: str | None = None
+    #: A CPU's clock under FMA load (None on a GPU, and where it could not be measured: ``clock_not_measured``).
+    clock: ClockMeasurement | None = None
+    clock_not_measured: str | None = None
     warnings: list[str] = Field(default_factory=list)
 
     #: The device's calibration before this one, as :func:`with_previous` found it in the store's history;
@@ -333,16 +348,53 @@ def _median(values: list[float]) -> float:
     return float(statistics.median(values))
 
 
+def _decide_cpu_peak(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile, list[str]]:
+    """``base`` with its CPU peak decided by ``runs`` (``cpupeak.decide_peak``): the clock the highest of the
+    stated one and the one measured under FMA load, the FMA units overruled by a rate the table cannot hold.
+    The CPU's roofs share one peak; a profile without a peak's factors (a GPU, a user's figure) is unchanged."""
+    from tileops.calibrate.cpupeak import decide_peak, peak_provenance
+
+    keys = [k for k, r in base.compute.items() if r.peak is not None and r.theoretical_source.source == "estimate"]
+    if not keys:
+        return base, []
+    basis = base.compute[keys[0]].peak
+    assert basis is not None
+    measured = [r for r in runs if r.clock is not None]
+    best = max(measured, key=lambda r: r.clock.ghz) if measured else None  # type: ignore[union-attr]
+    rates = [_median([r.roofs[k].flops_per_s for r in runs if k in r.roofs]) for k in keys
+             if any(k in r.roofs for r in runs)]
+    why_not = next((r.clock_not_measured for r in runs if r.clock_not_measured), None) or (
+        "this calibration did not measure it (a result written before tileops measured the clock)")
+    decided, notes = decide_peak(
+        basis, measured_ghz=best.clock.ghz if best and best.clock else None,
+        measurement=(f"{best.clock.method}; calibration {best.run_id} on {best.device_key}, "
+                     f"{best.finished_at.date()}") if best and best.clock else None,
+        not_measured=why_not, achieved_rate=max(rates) if rates else None)
+    if not decided.clock_bound:
+        notes.append(f"the clock was not measured ({decided.not_measured}): the peak is an estimate on the stated "
+                     f"{decided.ghz:.4g} GHz ({decided.stated_source}), which turbo can exceed, so the physics check "
+                     "will not judge FLOPs against it (NOT JUDGED, estimate); give a C compiler with OpenMP (the "
+                     "clock kernel is C) and calibrate again, or state the all-core clock with --cpu-ghz")
+    label = ", ".join(keys)
+    compute = dict(base.compute)
+    for k in keys:
+        compute[k] = compute[k].model_copy(update={"theoretical": decided.peak_flops, "peak": decided,
+                                                   "theoretical_source": peak_provenance(decided)})
+    return base.model_copy(update={"compute": compute}), [f"{label} peak: {n}" for n in notes]
+
+
 def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile, list[str]]:
     """The calibrated profile: ``base``'s theoretical figures with fractions from ``runs``.
 
     Several runs (devices of one model) give the median of each measurement, so
-    one weak device neither sets nor drags the model's ceiling. Returns the
-    profile and the warnings about numbers that could not be stored.
+    one weak device neither sets nor drags the model's ceiling. A CPU's peak is
+    decided here, from the runs' measured clocks and rates (``_decide_cpu_peak``).
+    Returns the profile and the warnings about numbers that could not be stored
+    or ceilings in doubt.
     """
     if not runs:
         raise ValueError("build_profile needs at least one run")
-    warnings: list[str] = []
+    base, warnings = _decide_cpu_peak(base, runs)
     first = runs[0]
     date = first.finished_at.date()
     devices = ", ".join(r.device_key for r in runs)
@@ -377,6 +429,8 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
                              calibration_source=prov("envelope (max) over the STREAM-counted mixes "
                                                      + ", ".join(fractions)))
     data["memory"] = MemoryRoof(**memory_kw)
+    if data["memory"].suspect:
+        warnings.append(f"memory ceiling suspect: {data['memory'].suspect}")
     if theo is None:
         data["memory_note"] = ("nominal memory bandwidth unknown (" + (theo_src.note or "not given") + "): readings "
                                "are priced on the measured envelope and the physics check cannot judge bandwidth; "
@@ -397,7 +451,9 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
             compute[key] = roof.model_copy(update={"calibration": None, "calibration_source": None})
             continue
         compute[key] = Roof(theoretical=roof.theoretical, theoretical_source=roof.theoretical_source,
-                            calibration=frac, calibration_source=prov(got[0].method))
+                            calibration=frac, calibration_source=prov(got[0].method), peak=roof.peak)
+        if compute[key].suspect:
+            warnings.append(f"{key} ceiling suspect: {compute[key].suspect}")
     for key in sorted({k for r in runs for k in r.roofs} - set(base.compute)):
         warnings.append(f"{key}: measured, but profile {base.name} has no theoretical figure for it, "
                         "so no fraction can be stored (the raw rate is in the per-device result)")

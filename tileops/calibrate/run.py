@@ -21,8 +21,9 @@ import torch
 
 from tileops import __version__
 from tileops.calibrate import measure
+from tileops.calibrate.clock import highest, measure_clock
 from tileops.calibrate.theoretical import TheoryOptions, base_profile
-from tileops.calibrate.results import DeviceCalibration, build_profile, new_run_id
+from tileops.calibrate.results import ClockMeasurement, DeviceCalibration, build_profile, new_run_id
 from tileops.device import DeviceInfo, cpu_busy_fraction, describe_device, other_gpu_processes, read_clocks
 from tileops.profiles import Profile
 from tileops.records import Machine
@@ -44,10 +45,14 @@ class CalibrationOutcome:
     warnings: list[str] = field(default_factory=list)
 
 
+CLOCK_STEP = "clock under FMA load"
+
+
 def _steps(kind: str) -> list[str]:
     roofs = CPU_ROOFS if kind == "cpu" else GPU_ROOFS
-    return [f"bandwidth: {m}" for m in ("copy", "triad", "read", "write")] + [f"compute: {k}" for k in roofs] + [
-        "latency floor"]
+    clock = [CLOCK_STEP] if kind == "cpu" else []
+    return [f"bandwidth: {m}" for m in ("copy", "triad", "read", "write")] + clock + [
+        f"compute: {k}" for k in roofs] + ["latency floor"]
 
 
 def idle_warnings(info: DeviceInfo) -> list[str]:
@@ -93,11 +98,20 @@ def measure_device(device: str = "auto", *, quick: bool = False, progress: Progr
     warnings += mix_notes
     roofs: dict[str, measure.RoofMeasurement] = {}
     not_measured: dict[str, str] = {}
+    clock: ClockMeasurement | None = None
+    clock_why: str | None = None
     if info.kind == "cpu":
+        # The clock on the bench's threads, around the FMA path and the big matmul (same thermal state); the
+        # higher of the two. Why it could not be measured is said by build_profile's warning.
+        step(CLOCK_STEP)
+        threads = torch.get_num_threads()
+        before = measure_clock(threads)
         step("compute: cpu.fp32")
         roofs["cpu.fp32"] = measure.cpu_fma_path(sizes)
         step("compute: cpu.fp32_matmul")
         roofs["cpu.fp32_matmul"] = measure.cpu_big_matmul(sizes)
+        clock, clock_why = highest([before, measure_clock(threads)],
+                                   ["before the FMA path", "after the big matmul"])
         step("latency floor")
         floor, how = measure.cpu_latency_floor(sizes)
     else:  # pragma: no cover - needs a GPU
@@ -119,7 +133,8 @@ def measure_device(device: str = "auto", *, quick: bool = False, progress: Progr
     return DeviceCalibration(
         run_id=run_id or new_run_id(), started_at=started, finished_at=dt.datetime.now(dt.timezone.utc),
         quick=quick, machine=machine, clocks_before=clocks_before, clocks_after=read_clocks(info.device, uuid=info.uuid), mixes=mixes,
-        roofs=roofs, not_measured=not_measured, latency_floor_s=floor, latency_method=how, warnings=warnings)
+        roofs=roofs, not_measured=not_measured, latency_floor_s=floor, latency_method=how, clock=clock,
+        clock_not_measured=clock_why or None, warnings=warnings)
 
 
 def calibrate_device(device: str = "auto", *, quick: bool = False, progress: Progress | None = None,

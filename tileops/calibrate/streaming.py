@@ -8,37 +8,29 @@ non-temporal stores, so the STREAM-counted bytes are the bytes the hardware
 moves and the mixes reach what STREAM reaches (docs/profiles.md says why this
 and not another mechanism).
 
-The kernel is compiled at first use in a process (``$CC``, else ``cc``,
-``gcc``, ``clang`` on PATH; ``-O2 -march=native -fopenmp``, then without
-``-march=native``) into a temporary folder and loaded with ctypes; where that
-folder is mounted noexec (a container's tmpfs /tmp) it is loaded from an
-in-memory file instead. Where no compiler or OpenMP exists (a slim image),
-``load_kernels`` returns the reason and the calibration measures with torch's
-kernels, saying so.
+It is built and loaded by ``ckernels`` (the host's compiler, ctypes); where no
+compiler or OpenMP exists (a slim image), ``load_kernels`` returns the reason
+and the calibration measures with torch's kernels, saying so.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import os
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from tileops.calibrate.ckernels import (FLAG_SETS, KernelsUnavailable, compile_library, find_compiler,
+                                        load_from_memory)
+
+__all__ = ["FLAG_SETS", "KernelsUnavailable", "MIX_CODES", "SOURCE", "StreamingKernels", "build",
+           "find_compiler", "load_from_memory", "load_kernels"]
+
 SOURCE = Path(__file__).with_name("streaming.c")
 MIX_CODES = {"copy": 0, "triad": 1, "read": 2, "write": 3}
 TRIAD_SCALAR = 3.0
-#: Flag sets tried in order: the host's full vector width first, then the baseline ISA (still SSE2 on x86-64).
-FLAG_SETS = (("-O2", "-march=native", "-fopenmp"), ("-O2", "-fopenmp"))
-
-
-class KernelsUnavailable(RuntimeError):
-    """The streaming kernels cannot be built or loaded here; the message says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -83,69 +75,9 @@ def _check(t: torch.Tensor) -> None:
         raise ValueError("streaming kernels take contiguous float32 CPU tensors")
 
 
-def find_compiler(env: dict[str, str] | None = None) -> tuple[str | None, str]:
-    """(compiler path, why-not): ``$CC`` when set, else the first of cc, gcc, clang on PATH."""
-    env = dict(os.environ) if env is None else env
-    path = env.get("PATH", "")
-    given = env.get("CC", "").strip()
-    if given:
-        exe = shutil.which(given.split()[0], path=path)
-        return (exe, "") if exe else (None, f"CC={given!r} is not an executable on PATH")
-    for name in ("cc", "gcc", "clang"):
-        exe = shutil.which(name, path=path)
-        if exe:
-            return exe, ""
-    return None, "no C compiler (cc, gcc or clang) on PATH and CC is not set"
-
-
-def _load(so: Path) -> ctypes.CDLL:
-    """dlopen ``so``; from an in-memory copy when its folder is mounted noexec (a container's tmpfs /tmp)."""
-    try:
-        return ctypes.CDLL(str(so))
-    except OSError as first:
-        if not hasattr(os, "memfd_create"):
-            raise
-        try:
-            return load_from_memory(so)
-        except OSError:
-            raise first from None
-
-
-def load_from_memory(so: Path) -> ctypes.CDLL:
-    """dlopen a copy of ``so`` held in an anonymous memory file, to which no mount option applies."""
-    fd = os.memfd_create("tileops-streaming")
-    try:
-        os.write(fd, so.read_bytes())
-        return ctypes.CDLL(f"/proc/self/fd/{fd}")
-    except OSError:
-        os.close(fd)
-        raise
-    # The descriptor stays open: dlopen knows a library by its path, and a closed descriptor's number,
-    # reused by a later load, would hand back this library instead of the new one.
-
-
 def build(compiler: str) -> StreamingKernels:
     """Compile ``streaming.c`` with ``compiler`` and load it. KernelsUnavailable says why not."""
-    errors: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="tileops-streaming-") as tmp:
-        so = Path(tmp) / "streaming.so"
-        for flags in FLAG_SETS:
-            cmd = [compiler, *flags, "-shared", "-fPIC", str(SOURCE), "-o", str(so)]
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-            except (OSError, subprocess.SubprocessError) as exc:
-                errors.append(f"{' '.join(flags)}: {exc}")
-                continue
-            if proc.returncode == 0:
-                break
-            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-            errors.append(f"{' '.join(flags)}: {last[0]}")
-        else:
-            raise KernelsUnavailable(f"{compiler} could not build streaming.c with OpenMP ({'; '.join(errors)})")
-        try:
-            lib = _load(so)
-        except OSError as exc:
-            raise KernelsUnavailable(f"the built kernel could not be loaded ({exc})") from None
+    lib, flags = compile_library(compiler, SOURCE)
     lib.tileops_stores.restype = ctypes.c_char_p
     lib.tileops_touch.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_float, ctypes.c_int]
     lib.tileops_touch.restype = None

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tileops.calibrate.results import DeviceCalibration
-from tileops.profiles import MIXES, Profile, Provenance
+from tileops.profiles import MIXES, PeakBasis, Profile, Provenance
 
 
 def make_console(*, stderr: bool = False) -> Console:
@@ -92,6 +92,8 @@ def memory_table(profile: Profile, run: DeviceCalibration | None = None) -> Rend
     else:
         lines.append(Text(f"calibration {fmt_frac(mem.calibration)} (envelope) -> effective {fmt_rate(eff, 'B/s')}"
                           + ("" if mem.calibration is not None else ": uncalibrated, bandwidth prices blank")))
+    if mem.suspect:
+        lines.append(Text(f"memory SUSPECT: {mem.suspect}", style="yellow"))
     return Group(*lines)
 
 
@@ -107,8 +109,9 @@ def compute_table(profile: Profile, run: DeviceCalibration | None = None) -> Ren
         row = [key, fmt_rate(roof.theoretical, "FLOP/s"), fmt_frac(roof.calibration),
                fmt_rate(roof.effective, "FLOP/s") if roof.effective else "uncalibrated"]
         src = roof.theoretical_source
-        sources.setdefault(fmt_source(src) + (f" ({src.note or src.ref})" if src.note or src.ref else ""),
-                           []).append(key)
+        if roof.peak is None:  # an estimate's factors get their own lines (peak_lines)
+            sources.setdefault(fmt_source(src) + (f" ({src.note or src.ref})" if src.note or src.ref else ""),
+                               []).append(key)
         if run is not None:
             m = run.roofs.get(key)
             row.append(fmt_rate(m.flops_per_s, "FLOP/s") if m else "-")
@@ -127,7 +130,45 @@ def compute_table(profile: Profile, run: DeviceCalibration | None = None) -> Ren
     if profile.roof_aliases:
         parts.append(Text("priced through: " + ", ".join(f"{k} -> {v}" for k, v in profile.roof_aliases.items())))
     parts += [Text(n, style="dim") for n in dict.fromkeys(notes)]
+    parts += peak_lines(profile)
+    for key, roof in profile.compute.items():
+        if roof.suspect:
+            parts.append(Text(f"{key} SUSPECT: {roof.suspect}", style="yellow"))
     return Group(*parts)
+
+
+def peak_lines(profile: Profile) -> list[Text]:
+    """How each estimated peak was reached: its clock (measured or stated, and where from), its FMA units per
+    core (the table's row and source, or the calibration that overruled it), and whether the physics check
+    judges against it. One block per distinct peak (a CPU's roofs share one)."""
+    blocks: list[tuple[PeakBasis, list[str]]] = []
+    for key, roof in profile.compute.items():
+        if roof.peak is not None:
+            same = [keys for peak, keys in blocks if peak == roof.peak]
+            if same:
+                same[0].append(key)
+            else:
+                blocks.append((roof.peak, [key]))
+    out: list[Text] = []
+    for peak, keys in blocks:
+        stated = (f"stated {peak.stated_ghz:.4g} GHz ({peak.stated_source})" if peak.stated_ghz is not None
+                  else "no clock stated")
+        if peak.measured_ghz is not None:
+            clock = (f"clock {peak.ghz:.4g} GHz, {peak.ghz_source}: the highest of measured {peak.measured_ghz:.4g} GHz "
+                     f"and {stated}; measured by {peak.measurement}")
+        else:
+            clock = f"clock {peak.ghz:.4g} GHz, {stated}; not measured: {peak.not_measured or 'no reason recorded'}"
+        units = (f"FMA units per core: {peak.fma_units}, from the table: {peak.fma_table}"
+                 if peak.fma_units_source == "table" else
+                 f"FMA units per core: {peak.fma_units}, {peak.fma_units_source} (table: {peak.fma_table})")
+        roof = profile.compute[keys[0]]
+        why = roof.not_a_bound
+        judged = ("the physics check judges against it (its clock is a bound)" if why is None else
+                  f"the physics check does NOT JUDGE against it (estimate): {why}; it still prices rows")
+        out.append(Text(f"peak of {', '.join(keys)}: {peak.explain()}", style="bold"))
+        out += [Text(f"  {line}", style="yellow" if line is judged and why else "")
+                for line in (clock, units, judged)]
+    return out
 
 
 def profile_view(profile: Profile, run: DeviceCalibration | None = None) -> RenderableType:
@@ -161,18 +202,24 @@ def run_view(run: DeviceCalibration) -> RenderableType:
     for key, why in run.not_measured.items():
         t.add_row(key, "-", f"not measured: {why}")
     t.add_row("latency floor", fmt_seconds(run.latency_floor_s), run.latency_method or "-")
+    if run.kind == "cpu":
+        c = run.clock
+        t.add_row("clock under FMA load", f"{c.ghz:.4g} GHz" if c else "-",
+                  c.method if c else f"not measured: {run.clock_not_measured or 'no reason recorded'}")
     return t
 
 
 def devices_table(runs: list[DeviceCalibration]) -> RenderableType:
     """One row per device: the fleet's view of a single weak device among its model."""
     keys = sorted({k for r in runs for k in r.roofs})
+    clocks = any(r.kind == "cpu" for r in runs)  # a CPU's clock under FMA load: what its peak assumes
     t = Table(title="per-device results", title_justify="left")
-    for col in ["device", "model", "best mix", *keys, "latency floor"]:
+    for col in ["device", "model", "best mix", *keys, *(["clock"] if clocks else []), "latency floor"]:
         t.add_column(col)
     for r in runs:
         best = max(r.mixes.values(), key=lambda m: m.bytes_per_s) if r.mixes else None
+        clock = [f"{r.clock.ghz:.4g} GHz" if r.clock else "not measured"] if clocks else []
         t.add_row(r.device_key, r.name, fmt_rate(best.bytes_per_s if best else None, "B/s"),
                   *[fmt_rate(r.roofs[k].flops_per_s, "FLOP/s") if k in r.roofs else "-" for k in keys],
-                  fmt_seconds(r.latency_floor_s))
+                  *clock, fmt_seconds(r.latency_floor_s))
     return t

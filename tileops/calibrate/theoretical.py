@@ -1,7 +1,8 @@
 """The theoretical side of a calibration: which ceilings a measurement is a fraction of.
 
 A GPU's come from its datasheet profile (shipped, or the store's). A CPU's are
-built here: the fp32 peak by the primer's arithmetic (an estimate, said so),
+built here: the fp32 peak by the primer's arithmetic (an estimate, said so, on
+the stated clock until a calibration measures the clock under load),
 and the nominal DRAM bandwidth from the user, an earlier user-given profile,
 or DMI/SMBIOS, in that order; when none gives it the profile says it is
 unknown.
@@ -13,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from tileops.calibrate.cpupeak import cpu_peak
+from tileops.calibrate.cpupeak import cpu_peak, peak_provenance
 from tileops.calibrate.dram import DramNominal, bandwidth_from_env, read_dmi
 from tileops.device import CpuInfo, cpu_max_mhz, read_cpuinfo, usable_cpus
 from tileops.profiles import MemoryRoof, Profile, Provenance, Roof, load_profiles, select_profile
@@ -79,24 +80,25 @@ def _memory(existing: Profile | None, opts: TheoryOptions,
 def cpu_base_profile(info: CpuInfo, existing: Profile | None = None, opts: TheoryOptions = TheoryOptions(), *,
                      max_mhz: float | None = None, usable: int | None = None,
                      dmi: Callable[[], tuple[DramNominal | None, str]] = read_dmi) -> tuple[Profile, list[str]]:
-    """A CPU profile holding theoretical figures only. PeakUnknown when no clock is known."""
+    """A CPU profile holding theoretical figures only, its peak on the stated clock (a calibration raises it
+    to the clock measured under load: ``tileops.calibrate.results.build_profile``). PeakUnknown when no clock
+    is known."""
     notes: list[str] = []
     keep = existing.compute.get("cpu.fp32") if existing else None
     if keep is not None and keep.theoretical_source.source in _KEEP and not opts.cpu_ghz:
         theo, src = keep.theoretical, keep.theoretical_source
+        peak = None
     else:
         peak = cpu_peak(info, ghz=opts.cpu_ghz, max_mhz=max_mhz, usable=usable)
-        theo = peak.flops
-        src = Provenance(source="estimate", ref="cores x GHz x FMA units x SIMD lanes x 2 (roofline primer)",
-                         note=peak.explain())
+        theo, src = peak.peak_flops, peak_provenance(peak)
     memory, mem_notes = _memory(existing, opts, dmi)
     notes += mem_notes
     profile = Profile(
         name=existing.name if existing else cpu_profile_name(info.model), kind="cpu",
         match=existing.match if existing else [info.model],
         memory=memory,
-        compute={"cpu.fp32": Roof(theoretical=theo, theoretical_source=src),
-                 "cpu.fp32_matmul": Roof(theoretical=theo, theoretical_source=src)},
+        compute={"cpu.fp32": Roof(theoretical=theo, theoretical_source=src, peak=peak),
+                 "cpu.fp32_matmul": Roof(theoretical=theo, theoretical_source=src, peak=peak)},
         roof_aliases=dict(CPU_ROOF_ALIASES),
         notes=("CPU profile: cpu.fp32 is the FMA-saturated path (cache-resident GEMM micro-kernels), "
                "cpu.fp32_matmul a large matmul; both share the primer's peak estimate. GPU roof keys are "

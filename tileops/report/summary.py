@@ -270,6 +270,8 @@ def physics_lines(h: Health) -> list[str]:
         for reason, n in sorted(c.not_judged.items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"physics check NOT JUDGED on {name}: {n} row(s), {reason} "
                          f"({NOT_JUDGED_REASONS.get(reason, reason)})")
+        if c.suspect:
+            lines.append(f"physics check: ceiling {name} SUSPECT ({theo}): {c.suspect}")
     passed = [_ceiling_name(c, several) for c in h.ceilings if c.state == "held"]
     unjudged = [f"{_ceiling_name(c, several)} ({', '.join(sorted(c.not_judged))})" for c in h.unjudged()]
     state = h.state
