@@ -138,7 +138,7 @@ def test_a_fresh_gpu_with_a_shipped_profile_is_calibrated_quick_before_its_rows_
     gpu = DeviceInfo(kind="cuda", name="NVIDIA H200", index=0, uuid=UUID_A, hostname="node-a")
     asked: list[tuple[str, bool]] = []
 
-    def measured(device: str, *, quick: bool, progress=None, profiles=None):  # what a GPU would have measured
+    def measured(device: str, *, quick: bool, progress=None, options=None, profiles=None):  # what a GPU measures
         asked.append((device, quick))
         now = dt.datetime.now(dt.timezone.utc)
         run = _h200(UUID_A, 0.9).model_copy(update={"started_at": now, "finished_at": now, "quick": quick})

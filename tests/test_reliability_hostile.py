@@ -75,15 +75,23 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_1_a_fifo_records_file_is_refused_by_the_parallel_reader(tmp_path: Path, store: Path) -> None:
     """roofline, export and roofline --baseline read a large file in several processes; the span
-    planner opened a FIFO with a plain open() and waited for a writer forever (`--jobs 1` refused it)."""
+    planner opened a FIFO with a plain open() and waited for a writer forever (`--jobs 1` refused it).
+    `export --textfile` read a FIFO left where its previous file belongs, for the last-success time."""
     good, fifo = tmp_path / "good", tmp_path / "fifo"
     write_run(good, [record()])
     fifo.mkdir()
     os.mkfifo(fifo / "records.jsonl")
+    textfile = tmp_path / "textfile"
+    textfile.mkdir()
+    os.mkfifo(textfile / "tileops_cpu-node-a.prom")  # where the previous exposition is read from
     env = {"TILEOPS_PROFILE_DIR": str(store)}
-    results = _finish([_tileops("roofline", str(fifo), "--jobs", "2", env=env),
-                       _tileops("export", str(fifo), env=env),
-                       _tileops("roofline", str(good), "--baseline", str(fifo), "--jobs", "2", env=env)])
+    *results, (rc, _, err) = _finish([
+        _tileops("roofline", str(fifo), "--jobs", "2", env=env),
+        _tileops("export", str(fifo), env=env),
+        _tileops("roofline", str(good), "--baseline", str(fifo), "--jobs", "2", env=env),
+        _tileops("export", str(good), "--textfile", str(textfile), env=env)])
+    assert rc == 0, err  # the FIFO is not read for the last success; the new file replaces it
+    assert (textfile / "tileops_cpu-node-a.prom").is_file()
     for rc, out, err in results:
         assert rc == 2, err
         assert f"{fifo / 'records.jsonl'}: a FIFO, not a regular file" in err and "Traceback" not in err

@@ -9,13 +9,14 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 
 from tileops.bench.select import Planned
 from tileops.records import Record
+from tileops.report.rows import seconds
 
 
 def row_line(rec: Record) -> str:
     """One row's outcome in a line: its time and noise, why it was skipped, or its error."""
     if rec.status == "ok" and rec.timing:
         t = rec.timing
-        line = f"{t.median_s * 1e6:.1f} us (n={t.n}, noise {t.rel_noise:.1%})"
+        line = f"{seconds(t.median_s)} (n={t.n}, noise {t.rel_noise:.1%})"  # as the table writes a time
         return line + (f"; timed with {t.timer}: {t.fallback_reason}" if t.fallback_reason else "")
     if rec.status == "skipped":
         return f"skipped: {rec.skip_reason}"
