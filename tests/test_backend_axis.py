@@ -160,8 +160,8 @@ def test_the_table_md_csv_and_json_show_backends_side_by_side(tmp_path: Path) ->
     pts = f"{(eff['compile'] - eff['torch']) * 100:.1f} pts"
     table = render(priced, "table")
     header = next(line for line in table.splitlines() if " label " in line)
-    assert re.search(r"efficiency\s*[│┃]\s*compile time\s*[│┃]\s*vs best\s*[│┃]\s*verdict", header), header
-    assert f"best, +{pts}" in table and f"-{pts}" in table and "4.5 s" in table
+    assert re.search(r"efficiency\s*[│┃]\s*compile time \(s\)\s*[│┃]\s*vs best\s*[│┃]\s*verdict", header), header
+    assert f"best, +{pts}" in table and f"-{pts}" in table and " 4.50 " in table  # in the column's unit
     summary = " ".join(table.split())  # the summary's long lines wrap at the table's width
     assert "compile time, reported apart" in summary and "best backend (highest SOL) of 1 row(s)" in summary
     assert f"triton skipped on 1 row(s): {backends.INTERPRETER_NOT_TIMED}" in summary
@@ -169,7 +169,7 @@ def test_the_table_md_csv_and_json_show_backends_side_by_side(tmp_path: Path) ->
     assert "4 row(s): 3 below, 1 skipped\n" in table
     assert "skipped rows: 1" in summary and "failed rows" not in summary
     md = render(priced, "md")
-    assert "| efficiency | compile time | vs best | verdict |" in md and f"best, +{pts}" in md
+    assert "| efficiency | compile time (s) | vs best | verdict |" in md and f"best, +{pts}" in md
     rows = {(r["op"], r["backend"]): r for r in json.loads(render(priced, "json"))["rows"]}
     assert rows[("relu", "compile")]["compile_s"] == 4.5 and rows[("relu", "torch")]["compile_s"] is None
     assert rows[("relu", "torch")]["best_backend"] == "compile"

@@ -41,6 +41,7 @@ class Task:
     rule: StoppingRule
     env: Environment  # fixed for the run; each record adds the clocks around its row
     timer: str = "auto"  # auto | cupti | cuda-events | cpu-wall
+    row: Workload | None = None  # the row itself (an ad-hoc --shape row is in no manifest); None: by its label
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -166,7 +167,7 @@ def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[
 
     started = utcnow()
     entry = load_entries()[task.op]
-    row = find_row(task.op, task.label)
+    row = task.row if task.row is not None else find_row(task.op, task.label)
     bound = bind_row(entry, row, task.case)
     base = dict(run_id=task.env.run_id, op=task.op, family=entry.family, label=task.label,
                 dtype=task.case_name, backend=task.backend, params=dict(row.params),

@@ -70,7 +70,7 @@ class BenchRequest:
 
 #: The flags a run keeps in run.json, by the name the command passes them under, and how a person writes them.
 SELECTION_FLAGS = {"ops": "--op", "families": "--family", "labels": "--label", "tags": "--tag",
-                   "backends": "--backend", "dtypes": "--dtype", "all_rows": "--all-rows"}
+                   "backends": "--backend", "dtypes": "--dtype", "all_rows": "--all-rows", "shapes": "--shape"}
 OPTION_FLAGS = {"device": "--device", "quick": "--quick", "row_timeout_s": "--row-timeout", "timer": "--timer",
                 "profile": "--profile", "calibrate": "--calibrate", "plot": "--no-plot", "push_url": "--push",
                 "textfile_dir": "--textfile", "job": "--job", "instance": "--instance",

@@ -47,6 +47,10 @@ class RowProgress:
 
     def row_started(self, index: int, total: int, planned: Planned) -> None:
         self.progress.update(self.bar, description=escape(describe(planned)))  # "[compile]" is no markup tag
+        if not self.live and planned.backend != "torch" and not planned.skip_reason:
+            # a log shows a row when it ends; a first compile can take a minute, which must not read as a hang
+            self.console.print(f"[{index}/{total}] {describe(planned)}: compiling its first call (up to "
+                               "--compile-timeout); its time follows", highlight=False, markup=False)
 
     def row_finished(self, index: int, total: int, planned: Planned, record: Record) -> None:
         self.progress.advance(self.bar)
