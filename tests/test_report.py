@@ -176,6 +176,18 @@ def test_plot_is_written_as_png_and_svg(tmp_path: Path) -> None:
         assert needle in text, needle
 
 
+def test_plot_ticks_are_plain_numbers_and_a_skipped_row_is_not_drawn_as_an_error(tmp_path: Path) -> None:
+    """The intensity axis read "10m" for a hundredth; a skipped Triton row (a backend the CPU does not run, by
+    design) was marked in the error's red."""
+    import re
+
+    rows = [_rows()[0], _rows()[2], make_record(op="relu", label="n=1M", backend="triton", status="skipped")]
+    svg = write_plot(price_all(rows, ProfileChooser.only(PROFILE)), PROFILE, tmp_path)[1].read_text(encoding="utf-8")
+    ticks = re.findall(r'<g id="xtick_\d+">.*?<text[^>]*>([^<]*)</text>', svg, flags=re.S)
+    assert "0.1" in ticks and "1" in ticks and not any(t.endswith("m") for t in ticks), ticks
+    assert "#d9d9d9" in svg and "#d73027" not in svg  # grey for the skip, no error red anywhere
+
+
 def test_plot_with_nominal_bandwidth_unknown_and_no_rows_placed(tmp_path: Path) -> None:
     prof = make_profile(bw_theoretical=None, bw_calibration=None, measured={"triad": 1e10})
     priced = price_all([make_record(status="error")], ProfileChooser.only(prof))

@@ -1,5 +1,6 @@
-"""What a tritonbench or nvbench user expects of `tileops bench`: their own shape from the command line, the
-plan before the run, errors that name the filter, and progress a log can follow.
+"""What a tritonbench or nvbench user expects of the CLI: their own shape from the command line, the
+plan before the run, errors that name the filter, progress a log can follow, and output that reads (the
+profile and calibration views).
 
 Each case runs the real command (in process, or a subprocess where a row is measured); nothing here
 computes a FLOP or a byte: an ad-hoc row's counts are held equal to what the op's own generated formula
@@ -146,3 +147,37 @@ def test_a_compile_row_is_announced_when_it_starts_in_a_log() -> None:
     lines = buf.getvalue().splitlines()
     assert lines == [f"[2/2] relu {row.label} float32 [compile]: compiling its first call (up to "
                      "--compile-timeout); its time follows"]
+
+
+# --------------------------------------------------------------------------- readable output elsewhere
+
+
+def test_profile_show_takes_its_options_after_the_name_too(capsys) -> None:
+    """`tileops profile show NAME --format yaml` was refused (the options were the parent parser's only)."""
+    import yaml
+
+    assert main(["profile", "show", "H100-SXM", "--format", "yaml"]) == 0
+    after = yaml.safe_load(capsys.readouterr().out)
+    assert main(["profile", "--format", "yaml", "show", "H100-SXM"]) == 0
+    before = yaml.safe_load(capsys.readouterr().out)
+    assert after == before and after["name"] == "H100-SXM"
+    assert main(["profile", "list", "--format", "json"]) == 0
+    assert any(p["name"] == "H100-SXM" for p in json.loads(capsys.readouterr().out))
+
+
+def test_the_calibration_tables_columns_are_all_labelled() -> None:
+    from tileops.calibrate.summary import memory_table
+    from tileops.profiles import MemoryRoof, Profile, Provenance
+
+    src = Provenance(source="calibration")
+    prof = Profile(name="p", kind="cpu", match=["x"], memory=MemoryRoof(
+        theoretical=1e11, theoretical_source=Provenance(source="user"), calibration=0.8, calibration_source=src,
+        mixes={"copy": 0.7, "triad": 0.8}, measured={"copy": 7e10, "triad": 8e10}))
+    console = Console(record=True, width=160, file=io.StringIO())
+    console.print(memory_table(prof))
+    text = console.export_text()
+    header = next(line for line in text.splitlines() if "mix" in line and "measured" in line)
+    cells = [c.strip() for c in header.strip("┃│ ").split("┃")]
+    assert cells == ["mix", "measured", "fraction", "envelope"], cells
+    triad = next(line for line in text.splitlines() if "triad" in line)
+    assert "best: the calibration" in triad
