@@ -104,6 +104,8 @@ def test_bench_calibrates_a_device_it_has_no_calibration_of_first_then_reuses_it
     first_line = next(line for line in r.stderr.splitlines() if line.startswith("calibrating"))
     assert "cpu-bench-host" in first_line and "no stored calibration" in first_line
     assert r.stderr.index("calibrating") < r.stderr.index("[1/")  # calibrated before the first row
+    # docs/reliability.md, guarantee 5: the calibration's "wrote" line (its result, the CPU's profile) is stderr's
+    assert "wrote " in r.stderr and "cpu-bench-host.yaml" in r.stderr and "wrote " not in r.stdout
     result = read_device_result(store / "devices" / "cpu-bench-host.yaml")
     assert result.quick and result.machine.hostname == "bench-host"
     (rec,) = list(iter_records(tmp_path / "first"))
