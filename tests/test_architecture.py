@@ -26,8 +26,10 @@ PKG = Path(tileops.__file__).parent
 ROOT = PKG.parent
 DOC = ROOT / "docs" / "architecture.md"
 
-#: Foundation modules: small, standard-library only, importable by every layer.
-FOUNDATION = ("errors", "fsutil", "paths", "exitcodes", "interrupts", "revision", "dtypes", "records", "typed_json")
+#: Foundation modules: small, importable by every layer; standard-library only but for typed_json (msgspec)
+#: and yamlfile (PyYAML), which the bench never imports (the run-time probe below holds it).
+FOUNDATION = ("errors", "fsutil", "paths", "exitcodes", "interrupts", "revision", "dtypes", "records", "typed_json",
+              "yamlfile")
 
 #: layer -> the layers it may import (besides itself and the foundation). A layer is a
 #: top-level module or package of ``tileops``. Data flows one way: manifest -> ops -> bench ->

@@ -156,7 +156,7 @@ exempt:
 
 
 def test_yaml_syntax_errors_and_unknown_top_level_keys(tmp_path, entries, implemented):
-    with pytest.raises(ConfigError, match=r"broken\.yaml:\d+: YAML syntax error"):
+    with pytest.raises(ConfigError, match=r"broken\.yaml:\d+:\d+: YAML syntax error"):
         load_config(write(tmp_path, "exempt:\n  - op: [where\n", "broken.yaml"), entries, implemented)
     with pytest.raises(ConfigError, match=r"top\.yaml:1: unknown field 'exemptions'; allowed fields: exempt"):
         load_config(write(tmp_path, "exemptions: []\n", "top.yaml"), entries, implemented)

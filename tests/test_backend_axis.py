@@ -160,8 +160,8 @@ def test_the_table_md_csv_and_json_show_backends_side_by_side(tmp_path: Path) ->
     pts = f"{(eff['compile'] - eff['torch']) * 100:.1f} pts"
     table = render(priced, "table")
     header = next(line for line in table.splitlines() if " label " in line)
-    assert re.search(r"efficiency\s*[│┃]\s*compile time\s*[│┃]\s*vs best\s*[│┃]\s*verdict", header), header
-    assert f"best, +{pts}" in table and f"-{pts}" in table and "4.5 s" in table
+    assert re.search(r"efficiency\s*[│┃]\s*compile time \(s\)\s*[│┃]\s*vs best\s*[│┃]\s*verdict", header), header
+    assert f"best, +{pts}" in table and f"-{pts}" in table and " 4.50 " in table  # in the column's unit
     summary = " ".join(table.split())  # the summary's long lines wrap at the table's width
     assert "compile time, reported apart" in summary and "best backend (highest SOL) of 1 row(s)" in summary
     assert f"triton skipped on 1 row(s): {backends.INTERPRETER_NOT_TIMED}" in summary
@@ -169,7 +169,7 @@ def test_the_table_md_csv_and_json_show_backends_side_by_side(tmp_path: Path) ->
     assert "4 row(s): 3 below, 1 skipped\n" in table
     assert "skipped rows: 1" in summary and "failed rows" not in summary
     md = render(priced, "md")
-    assert "| efficiency | compile time | vs best | verdict |" in md and f"best, +{pts}" in md
+    assert "| efficiency | compile time (s) | vs best | verdict |" in md and f"best, +{pts}" in md
     rows = {(r["op"], r["backend"]): r for r in json.loads(render(priced, "json"))["rows"]}
     assert rows[("relu", "compile")]["compile_s"] == 4.5 and rows[("relu", "torch")]["compile_s"] is None
     assert rows[("relu", "torch")]["best_backend"] == "compile"
@@ -246,7 +246,8 @@ def test_bench_all_on_the_cpu_shows_eager_and_compile_side_by_side(tmp_path: Pat
         assert kernel.status == "skipped" and triton_reason() in kernel.skip_reason
     # the plan and progress lines go to stderr, the table and its summary to stdout
     assert re.search(r"backends: torch, compile, triton; compile cache \S+; compile time is reported apart", r.stderr)
-    assert re.search(r"\] relu cpu-512x1024 float32 \[compile\]: [\d.]+ us", r.stderr)  # progress names it
+    assert re.search(r"\] relu cpu-512x1024 float32 \[compile\]: [\d.]+ [mµn]?s \(n=", r.stderr)  # progress names it
+    assert re.search(r"\] relu cpu-512x1024 float32 \[compile\]: compiling its first call", r.stderr)  # and its start
     assert "compile time, reported apart" in r.stdout and "vs best" in r.stdout
     assert "triton skipped on" in r.stdout
     assert (out.parent / ".compile-cache" / "inductor").is_dir()  # beside the run, for the next one

@@ -198,12 +198,21 @@ def func_entry(func: str, status: str) -> dict:
     return e
 
 
-def test_an_implemented_func_that_does_not_resolve_fails_when_the_module_is_imported(tmp_path: Path) -> None:
-    """A bad func path fails when the op classes are created (the module's import), not at first pricing."""
-    from tileops.errors import ManifestError
-
-    with pytest.raises(ManifestError, match="defines no 'no_such_formula'"):
-        emit_module(tmp_path, {"op": func_entry("no_such_formula", "implemented")})
+def test_an_implemented_func_that_does_not_resolve_is_left_out_by_codegen(tmp_path: Path) -> None:
+    """A bad func path of an implemented entry would stop the generated module's import (its formula is bound
+    then, so it fails when the op classes are created, not at first pricing): codegen leaves the entry out
+    and says why, and the module it writes imports (issue 27)."""
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump({"op": func_entry("no_such_formula", "implemented")}),
+                                     encoding="utf-8")
+    target, text, report = generate(tmp_path)
+    assert [d.code for d in report.defects] == ["func-unresolved"] and "defines no 'no_such_formula'" in \
+        report.defects[0].message
+    assert "def op__roofline" not in text
+    target.write_text(text, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("gen_unresolved", target)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.ENTRIES == {}
 
 
 def test_a_spec_only_func_resolves_when_priced(tmp_path: Path) -> None:

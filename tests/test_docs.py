@@ -255,7 +255,9 @@ def check_md_report(block: Block, run: PageRun) -> None:
             assert [kind(b) for b in doc["bullets"][:2]] == [kind(b) for b in sec["bullets"][:2]]
             assert doc["bullets"][-1].startswith("health:") and sec["bullets"][-1].startswith("health:")
             continue
-        assert doc["header"] == sec["header"] and "op" not in sec["header"], (name, doc["header"], sec["header"])
+        kinds = lambda header: [column_kind(c) for c in header]  # noqa: E731 - units follow the run's rows
+        assert kinds(doc["header"]) == kinds(sec["header"]) and "op" not in sec["header"], \
+            (name, doc["header"], sec["header"])
         assert [r[:3] for r in doc["rows"]] == [r[:3] for r in sec["rows"]], name
 
 
@@ -269,11 +271,18 @@ def _bench_tables(run: PageRun) -> list[list[str]]:
     return out
 
 
+def column_kind(header: str) -> str:
+    """A table header without its unit: ``time (µs)`` is ``time``, ``GFLOP/s`` is ``FLOP/s``, ``GB/s`` is ``B/s``
+    (each number column's unit is chosen by the run's rows, docs/roofline.md)."""
+    header = re.sub(r" \((?:s|ms|µs|ns)\)$", "", header)
+    return re.sub(r"^[kMGTP]?(FLOP/s|B/s)$", r"\1", header)
+
+
 def check_table_columns(block: Block, run: PageRun) -> None:
-    documented = re.findall(r"^\| `([a-z ]+)` \|", block.body, flags=re.M)
+    documented = re.findall(r"^\| `([A-Za-z/ ]+)` \|", block.body, flags=re.M)
     # a column described "only when ..." appears only in runs that have it (compile time, vs best)
-    optional = set(re.findall(r"^\| `([a-z ]+)` \| only when", block.body, flags=re.M))
-    headers = _bench_tables(run)
+    optional = set(re.findall(r"^\| `([A-Za-z/ ]+)` \| only when", block.body, flags=re.M))
+    headers = [[column_kind(c) for c in h] for h in _bench_tables(run)]
     assert headers, "no SOL table was printed on this page"
     assert all(h == [c for c in documented if c in h or c not in optional] for h in headers), \
         f"{block.where}: documented {documented} (optional {sorted(optional)}), printed {headers}"
@@ -469,9 +478,103 @@ def test_docs_cite_only_what_the_repository_holds() -> None:
 
 
 def test_every_docs_page_is_linked_from_the_readme() -> None:
+    """A link a reader can follow (`[...](docs/x.md)`), not a path in backticks (issue 27: timing.md was one)."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    unlinked = [p.name for p in PAGES[1:] if f"docs/{p.name}" not in readme]
-    assert not unlinked, f"docs pages README.md does not point to: {unlinked}"
+    linked = set(re.findall(r"\]\(docs/([^)#\s]+)", readme))
+    unlinked = [p.name for p in PAGES[1:] if p.name not in linked]
+    assert not unlinked, f"docs pages README.md does not link to: {unlinked}"
+
+
+# --------------------------------------------------------------------------- statements a test can check (issue 27)
+
+
+def _alerts() -> list[str]:
+    rules = yaml.safe_load((REPO / "exporters" / "prometheus" / "rules" / "tileops-alerts.rules.yml").read_text())
+    return [r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r]
+
+
+def test_the_alert_routing_table_and_the_grafana_count_name_every_alert() -> None:
+    """docs/deploy.md's receivers table left two alerts out, and said "five expressions" of seven."""
+    deploy = read_page(REPO / "docs" / "deploy.md") and (REPO / "docs" / "deploy.md").read_text(encoding="utf-8")
+    routing = deploy.split("## Alerts reach a person", 1)[1].split("\n\n", 3)[2]
+    named = re.findall(r"`(TileOps\w+)`", routing)
+    assert sorted(set(named)) == sorted(_alerts()), routing
+    words = {"five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+    (count,) = re.findall(r"rebuild the (\w+) expressions", deploy)
+    assert words[count] == len(_alerts())
+
+
+def test_the_jobs_the_docs_name_are_the_charts() -> None:
+    """docs named a per-SKU calibration Job the chart no longer renders (calibration is an init container)."""
+    kinds = {re.sub(r"^job-|\.yaml$", "", t.name) for t in (REPO / "helm" / "tileops" / "templates").glob("job-*.yaml")}
+    named = set()
+    for page in PAGES:
+        text = " ".join(prose(page).split())
+        named |= {m.lower() for m in re.findall(r"\b(\w+) Jobs?\b", text)}
+    assert named - {"a", "the", "one", "per", "its", "own", "of", "each", "finished"} <= kinds, named
+
+
+def test_device_check_steps_are_the_ones_timing_md_lists() -> None:
+    """docs/timing.md's table of scripts/device-check's steps, against the script's own (the audit step ran
+    while the table still said it was skipped), and every command the profiles page says it runs."""
+    script = (REPO / "scripts" / "device-check").read_text(encoding="utf-8")
+    header = script.split("The budgets (seconds):", 1)[1].split("\n#\n", 1)[0]
+    steps = [m for m in re.findall(r"^#   (\S+)\s+\d+", header, flags=re.M) if m != "sum"]
+    timing = (REPO / "docs" / "timing.md").read_text(encoding="utf-8")
+    table = [m for m in re.findall(r"^\| ([a-z-]+) \|", timing, flags=re.M)]
+    assert [s for s in table if s in steps] == steps and "does not exist" not in timing
+    gpu = (REPO / "docs" / "profiles.md").read_text(encoding="utf-8").split("## On a GPU", 1)[1]
+    runs = gpu.split("It runs neither", 1)[0]
+    claimed = re.findall(r"`tileops (\w+)[^`]*`", runs)
+    assert claimed and all(re.search(rf"tileops(\.cli)? {verb}\b", script) for verb in claimed), claimed
+
+
+def test_the_bench_says_how_long_a_full_calibration_takes_as_the_docs_do() -> None:
+    """The bench said "about a minute" where a full CPU calibration takes 10 to 23 s; docs and message agree."""
+    import inspect
+
+    from tileops.pipeline import calibration
+
+    source = inspect.getsource(calibration.ensure_calibrated)
+    profiles = (REPO / "docs" / "profiles.md").read_text(encoding="utf-8")
+    assert "tens of seconds" in source and "full on a CPU (tens of seconds" in profiles
+    assert "about a minute" not in source + profiles
+
+
+def test_the_tf32_api_ops_md_names_is_the_one_the_code_uses() -> None:
+    from tileops import tf32
+
+    ops = " ".join((REPO / "docs" / "ops.md").read_text(encoding="utf-8").split())
+    assert "`torch.backends.cuda.matmul.fp32_precision`" in ops and "allow_tf32` only on an older torch" in ops
+    assert tf32.new_api() or "allow_tf32" in ops
+
+
+def test_no_example_reads_a_path_no_example_writes() -> None:
+    """roofline.md's streaming example read /tmp/rl, which the worked example (writing `rl`) never made."""
+    for page in PAGES:
+        written: set[str] = set()  # by this block (a redirect, --out) or an earlier one of the page
+        for b in read_page(page):
+            if b.info not in ("python", *SHELL):
+                continue
+            written |= set(re.findall(r"(?:>|--out[= ])\s*(/tmp/[\w.-]+)", b.body))
+            for path in re.findall(r"/tmp/[\w.-]+", b.body):
+                assert path in written, f"{b.where}: reads {path}, which no example before it writes"
+
+
+def test_the_json_report_keeps_a_row_per_line_for_grep_and_head() -> None:
+    """roofline.md: "`rows` (one object per line, so `grep` and `head` work on it)"; a closed pipe is a quiet
+    exit 141 (tests/test_reliability_hostile.py)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from export_support import record
+
+    from tileops.profiles import ProfileChooser
+    from tileops.report import render
+    from tileops.roofline import price_all
+
+    text = render(price_all([record(label=f"r{i}") for i in range(3)], ProfileChooser.only(None)), "json")
+    lines = text.splitlines()
+    rows = [line for line in lines if line.lstrip().startswith('{"run_id"')]
+    assert len(rows) == 3 and all(json.loads(line.strip().rstrip(",")) for line in rows)
 
 
 def _env_vars(text: str) -> set[str]:

@@ -97,19 +97,24 @@ def test_bench_calibrates_a_device_it_has_no_calibration_of_first_then_reuses_it
     r = _bench(store, tmp_path / "never", "--calibrate", "never")
     assert r.returncode == 0, r.stdout + r.stderr
     assert not (store / "devices").exists()  # never: nothing measured, rows blank with their reason
-    assert "blank: no-profile" in r.stdout
+    assert "blank: no-profile" in r.stdout and "quick calibration" not in r.stdout
 
     r = _bench(store, tmp_path / "first", "--calibrate", "quick")
     assert r.returncode == 0, r.stdout + r.stderr
     first_line = next(line for line in r.stderr.splitlines() if line.startswith("calibrating"))
     assert "cpu-bench-host" in first_line and "no stored calibration" in first_line
     assert r.stderr.index("calibrating") < r.stderr.index("[1/")  # calibrated before the first row
+    # docs/reliability.md, guarantee 5: the calibration's "wrote" line (its result, the CPU's profile) is stderr's
+    assert "wrote " in r.stderr and "cpu-bench-host.yaml" in r.stderr and "wrote " not in r.stdout
     result = read_device_result(store / "devices" / "cpu-bench-host.yaml")
     assert result.quick and result.machine.hostname == "bench-host"
     (rec,) = list(iter_records(tmp_path / "first"))
     assert rec.env.device_key == "cpu-bench-host"
     (row,) = json.loads((tmp_path / "first" / "roofline.json").read_text())["rows"]
     assert row["verdict"] != "blank" and row["efficiency"] > 0, row  # priced on what this host reached
+    # ... and the summary says the figures rest on a quick (rough) calibration, never silently
+    assert "note: priced on a quick calibration of cpu-bench-host" in r.stdout
+    assert "`tileops calibrate --device cpu` measures the full one" in r.stdout
     assert read_run_info(tmp_path / "first").status == "completed"
 
     r = _bench(store, tmp_path / "again", "--calibrate", "quick")  # fresh: reused, nothing measured
@@ -138,7 +143,7 @@ def test_a_fresh_gpu_with_a_shipped_profile_is_calibrated_quick_before_its_rows_
     gpu = DeviceInfo(kind="cuda", name="NVIDIA H200", index=0, uuid=UUID_A, hostname="node-a")
     asked: list[tuple[str, bool]] = []
 
-    def measured(device: str, *, quick: bool, progress=None, profiles=None):  # what a GPU would have measured
+    def measured(device: str, *, quick: bool, progress=None, options=None, profiles=None):  # what a GPU measures
         asked.append((device, quick))
         now = dt.datetime.now(dt.timezone.utc)
         run = _h200(UUID_A, 0.9).model_copy(update={"started_at": now, "finished_at": now, "quick": quick})
@@ -165,3 +170,46 @@ def test_a_fresh_gpu_with_a_shipped_profile_is_calibrated_quick_before_its_rows_
     unknown = DeviceInfo(kind="cuda", name="NVIDIA Made-Up GPU", index=1, uuid=UUID_B, hostname="node-a")
     ensure_calibrated(unknown, again, "auto", dt.timedelta(days=7), said.append)
     assert len(asked) == 1 and "no profile names 'NVIDIA Made-Up GPU'" in said[-1]
+
+
+def test_a_nominal_bandwidth_in_the_environment_reaches_a_bench_with_a_fresh_calibration(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """README: a CPU whose nominal bandwidth is unknown is NOT JUDGED until TILEOPS_DRAM_BANDWIDTH gives it. A
+    bench whose device already has a fresh calibration measured nothing and ignored the variable; now its CPU
+    profile is rebuilt from the stored result with the nominal (nothing measured), and the row is judged."""
+    import datetime as dt
+
+    from tileops.calibrate.results import build_profile, device_key, write_device_result
+    from tileops.calibrate.theoretical import base_profile
+    from tileops.device import describe_device
+    from tileops.pipeline.calibration import ensure_calibrated
+    from tileops.profiles import write_profile
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_calibrate_max_age import cpu_result
+
+    store = tmp_path / "store"
+    monkeypatch.setenv("TILEOPS_PROFILE_DIR", str(store))
+    for var in ("TILEOPS_HOSTNAME", "NODE_NAME", "TILEOPS_DRAM_BANDWIDTH"):
+        monkeypatch.delenv(var, raising=False)
+    cpu = describe_device("cpu")
+    stored = cpu_result(dt.datetime.now(dt.timezone.utc), quick=False)
+    write_device_result(stored, store)
+    base, _ = base_profile("cpu", cpu.name, profiles=[])
+    unknown = base.model_copy(update={"memory": None})  # a host whose DMI does not tell the nominal
+    profile, _ = build_profile(unknown, [stored])
+    write_profile(profile, store)
+    key = device_key(cpu.uuid, cpu.hostname)
+    said: list[str] = []
+    chooser = ProfileChooser.resolve(store_path=store, per_device=device_profile_reader(store))
+    ensure_calibrated(cpu, chooser, "auto", dt.timedelta(days=7), said.append)
+    assert chooser(cpu.name, key).memory is None or chooser(cpu.name, key).memory.theoretical is None
+    assert not any("rebuilt" in line for line in said)  # no nominal stated: nothing to rebuild
+
+    monkeypatch.setenv("TILEOPS_DRAM_BANDWIDTH", "76.8GB/s")
+    chooser = ProfileChooser.resolve(store_path=store, per_device=device_profile_reader(store))
+    got = ensure_calibrated(cpu, chooser, "auto", dt.timedelta(days=7), said.append)
+    assert got is not None and got.result.run_id == stored.run_id  # nothing measured
+    assert "TILEOPS_DRAM_BANDWIDTH=76.8GB/s states the nominal memory bandwidth" in said[-1]
+    priced_on = chooser(cpu.name, key)
+    assert priced_on.memory.theoretical == pytest.approx(76.8e9) and priced_on.memory.effective is not None

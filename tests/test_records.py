@@ -278,11 +278,11 @@ def test_msgspec_and_the_standard_reader_read_every_token_alike(tmp_path: Path, 
                   '"\\ud800"', "1E5", "-0"):
         lines.append(good.replace('"params":{"a":1.5}', f'"params":{{"a":{token}}}').encode())
         lines.append(good.replace('"flops":', f'"flops":{token},"x":').encode())  # unknown field after it
-        lines.append(good.replace('"bytes":', f'"bytes":{token},"bytes":').encode())  # a duplicate key, last wins
+        lines.append(good.replace('"bytes":', f'"bytes":{token},"bytes":').encode())  # a duplicate key: refused by both
     for when in ("2026-01-01", "2026-01-01 00:00:00", "2026-01-01T00:00:00.1234567+00:00", "20260101T000000Z",
                  "2026-01-01T23:59:60Z", "2026-13-01T00:00:00Z", "2026-01-01T00:00:00+25:00", "2026-01-01T00:00Z"):
         lines.append(re.sub(r'"started_at":"[^"]*"', f'"started_at":"{when}"', good).encode())
-        lines.append(good.replace('"finished_at":"', f'"finished_at":"{when}","finished_at":"').encode())  # last wins
+        lines.append(good.replace('"finished_at":"', f'"finished_at":"{when}","finished_at":"').encode())  # refused by both
     lines += [b"\xef\xbb\xbf" + good.encode(), b"  " + good.encode() + b"  ", good.encode()[:-1], b"[1,]",
               good.encode().replace(b'"label":"', b'"label":"\xff'), good.encode().replace(b'"op":"', b'"op":"\xc3\xa9'),
               good.encode().replace(b'"label":"', b'"label":"\\u00e9\\n'), b"null", b"{}", b"1"]

@@ -88,7 +88,7 @@ def test_a_profile_in_range_loads(tmp_path: Path) -> None:
 def test_profile_files_that_are_not_text_or_not_files(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(b"name: P\nkind: \xff\n")
-    with pytest.raises(ProfileError, match=r"bad.yaml: line 2: not UTF-8 .* save the file as UTF-8"):
+    with pytest.raises(ProfileError, match=r"bad.yaml:2: not UTF-8 .* save the file as UTF-8"):
         load_profile(bad)
     fifo = tmp_path / "fifo.yaml"
     os.mkfifo(fifo)

@@ -53,9 +53,26 @@ def test_render_summary_prints_the_grouped_table_and_summary() -> None:
 def test_memory_bound_row_shows_bytes_per_second_against_the_memory_roof() -> None:
     md = render(price_all(_rows()[:1], ProfileChooser.only(PROFILE)), "md")
     assert "| n=1M | float32 | torch |" in md
-    assert "18 GB/s | memory 20 GB/s | memory | 90.0 % | at-ceiling |" in md
+    assert "| time (µs) | GFLOP/s | GB/s | roof |" in md  # each number column's unit is in its header
+    assert "| 2.25 | 18.0 | memory 20 GB/s | memory | 90.0 % | at-ceiling |" in md  # both achieved rates
     assert "## relu" in md and "health: OK (physics check passed on every ceiling: memory, cpu.fp32)" in md
     assert "physics check passed on memory: 1 row(s) judged against the theoretical 40 GB/s" in md
+
+
+@pytest.mark.parametrize("fmt", ["table", "md"])
+def test_both_achieved_rates_side_by_side_each_column_in_one_unit(fmt: str) -> None:
+    """A memory-bound row and a compute-bound row each show FLOP/s and bytes/s; a column holds one unit,
+    named in its header, chosen by its typical row (a 2 µs row and a 10 ms row in one ms column)."""
+    priced = price_all(_rows()[:4], ProfileChooser.only(PROFILE))
+    text = render(priced, fmt)
+    header = next(line for line in text.splitlines() if "label" in line and "dtype" in line)
+    assert "time (ms)" in header and "GFLOP/s" in header and "GB/s" in header and "achieved" not in header
+    cells = {line.split("|" if fmt == "md" else "│")[2 if fmt == "table" else 1].strip(): line
+             for line in text.splitlines() if "|" in line or "│" in line}
+    assert " 0.00200 " in cells["tiny"] and " 10.0 " in cells["M=N=K=512"]  # both in ms
+    gemm = [c.strip() for c in cells["M=N=K=512"].split("|" if fmt == "md" else "│")]
+    assert "26.8" in gemm and "0.315" in gemm  # 268 MFLOP in 10 ms is 26.8 GFLOP/s; 3.1 MB in 10 ms 0.315 GB/s
+    assert not any(u in cells["n=16M"] for u in ("µs", " ms", "GFLOP/s"))  # units in headers, not in cells
 
 
 def test_passed_is_said_only_of_what_was_judged() -> None:
@@ -180,6 +197,18 @@ def test_plot_is_written_as_png_and_svg(tmp_path: Path) -> None:
     # every row is listed in the legend table, placed or not, with its verdict
     for needle in ("inflated", "identity", "not placed: 0 FLOPs", "FORMULA ERROR", "cpu.fp32_matmul"):
         assert needle in text, needle
+
+
+def test_plot_ticks_are_plain_numbers_and_a_skipped_row_is_not_drawn_as_an_error(tmp_path: Path) -> None:
+    """The intensity axis read "10m" for a hundredth; a skipped Triton row (a backend the CPU does not run, by
+    design) was marked in the error's red."""
+    import re
+
+    rows = [_rows()[0], _rows()[2], make_record(op="relu", label="n=1M", backend="triton", status="skipped")]
+    svg = write_plot(price_all(rows, ProfileChooser.only(PROFILE)), PROFILE, tmp_path)[1].read_text(encoding="utf-8")
+    ticks = re.findall(r'<g id="xtick_\d+">.*?<text[^>]*>([^<]*)</text>', svg, flags=re.S)
+    assert "0.1" in ticks and "1" in ticks and not any(t.endswith("m") for t in ticks), ticks
+    assert "#d9d9d9" in svg and "#d73027" not in svg  # grey for the skip, no error red anywhere
 
 
 def test_plot_with_nominal_bandwidth_unknown_and_no_rows_placed(tmp_path: Path) -> None:

@@ -68,13 +68,30 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return exitcodes.USAGE
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
+        return rc
+    except BrokenPipeError:  # `... | head`: the reader has what it wanted; stop as a Unix filter does
+        _drop_stdout()
+        return exitcodes.PIPE_CLOSED
     except TileOpsError as exc:
         print(f"tileops {args.command}: error: {exc}", file=sys.stderr)
         return exitcodes.USAGE
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM where the command handles it (tileops.interrupts)
         print(f"tileops {args.command}: interrupted ({signal_name(exc)})", file=sys.stderr)
         return exit_code(exc)
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of what is still buffered cannot fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file descriptor (a test's capture)
+        pass
 
 
 if __name__ == "__main__":

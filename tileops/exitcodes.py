@@ -11,3 +11,4 @@ PHYSICS = 3  # a physics-check breach: a roofline formula claims the impossible 
 PUSH = 4  # results written, but the Pushgateway push failed
 INTERRUPTED = 130  # Ctrl-C (SIGINT): what finished is kept (`tileops bench --resume DIR`)
 TERMINATED = 143  # SIGTERM (docker stop, Kubernetes): as INTERRUPTED; 128 + 15, as a shell reports it
+PIPE_CLOSED = 141  # stdout's reader went away (`tileops roofline ... | head`): stopped quietly; 128 + SIGPIPE (13)

@@ -25,7 +25,8 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
                       model_validator)
 
 from tileops.errors import TileOpsError
-from tileops.fsutil import FileRefused, read_regular, write_atomic
+from tileops.fsutil import read_regular, write_atomic
+from tileops.yamlfile import YamlError, parse_yaml, read_yaml, refuse_duplicates
 
 MIXES = ("copy", "triad", "read", "write")
 ROOF_KEYS = (
@@ -414,36 +415,20 @@ def parse_profile(data: Any, path: Path | str = "<profile>") -> Profile:
     return profile
 
 
-# libyaml's safe loader where PyYAML was built with it: the same documents and errors (with their line),
-# a tenth of the time; every command reads the whole profile store before it prices a row.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def load_profile(path: Path | str) -> Profile:
-    """Read one profile file. Raises ProfileError naming the file, the field and the fix."""
+    """Read one profile file. Raises ProfileError naming the file, the field and the fix.
+
+    Read by the package's one YAML reader (``tileops.yamlfile``): a regular file of bounded size, UTF-8,
+    aliases bounded, every key once.
+    """
     path = Path(path)
     try:
-        raw = read_regular(path, PROFILE_MAX_BYTES)
-    except FileRefused as exc:
-        raise ProfileError(str(exc), file=path, fix="replace it with a profile YAML file, or remove it") from None
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read the profile ({exc.strerror or exc}); check the path",
-                           file=path, fix="check the path") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise ProfileError(f"{path}: line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
-                           "save the file as UTF-8", file=path, field=f"line {line}", fix="save the file as UTF-8") from None
-    try:
-        data = yaml.load(text, Loader=_YAML_LOADER)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f"line {mark.line + 1}" if mark is not None else "(syntax)"
-        where = f"{path}: {line}, column {mark.column + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ProfileError(f"{where}: not valid YAML ({problem}); fix the syntax at that line",
-                           file=path, field=line, fix="fix the YAML syntax") from None
+        data = refuse_duplicates(read_yaml(path, PROFILE_MAX_BYTES), path)
+    except YamlError as exc:
+        field = f"line {exc.line}" if exc.line is not None else None
+        raise ProfileError(str(exc), file=path, field=field,
+                           fix="fix the file at that line" if field else "replace it with a profile YAML file, "
+                                                                         "or remove it") from None
     return parse_profile(data, path)
 
 
@@ -685,8 +670,8 @@ def _drop_empty(data: Any) -> Any:
 def leading_comments(path: Path) -> str | None:
     """The comment block a profile file starts with (its source notes), or None."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError:
+        lines = read_regular(path, PROFILE_MAX_BYTES).decode("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
         return None
     block = []
     for line in lines:
@@ -728,6 +713,6 @@ def write_profile(profile: Profile, directory: Path | None = None, *, path: Path
     """
     target = Path(path) if path is not None else (directory or store_dir()) / profile_filename(profile.name)
     text = dump_profile(profile, leading_comments(target) if keep_header and target.exists() else None)
-    parse_profile(yaml.safe_load(text), target)  # what we write must load
+    parse_profile(parse_yaml(text, target).data, target)  # what we write must load
     write_atomic(target, text)
     return target

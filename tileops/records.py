@@ -603,30 +603,76 @@ def to_json(obj: Any) -> str:
 # --------------------------------------------------------------------------- files
 
 
-_scan = json.scanner.make_scanner(json.JSONDecoder())  # the C scanner json.loads calls, without its wrappers
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's pairs as a dict, refusing a key given twice: JSON readers disagree on which value counts
+    (``json`` and msgspec keep the last, others the first), so the line is not one record but two."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        exc = _Invalid("declared twice in one object (JSON readers disagree on which value counts); keep one")
+        exc.path.append(key)
+        raise exc
+    return obj
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+_scan = json.scanner.make_scanner(_DECODER)  # the C scanner json.loads calls, without its wrappers
+
+
+def _not_text(data: Any) -> list[str] | None:
+    """The path to the first string (or key) holding a lone surrogate (``"\\ud800"``: valid JSON, not text,
+    so no output can encode it), or None."""
+    stack: list[tuple[Any, list[str]]] = [(data, [])]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    return path
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                stack.append((k, path))
+                stack.append((v, [*path, str(k)]))
+        elif isinstance(value, list):
+            stack.extend((v, [*path, str(i)]) for i, v in enumerate(value))
+    return None
+
+
+def _checked_text(data: Any, text: str) -> Any:
+    """``data`` when every string in it is text; _Invalid naming the field otherwise. Only a line with a
+    ``\\u`` escape can hold a lone surrogate, so the others are not walked."""
+    if "\\u" in text:
+        where = _not_text(data)
+        if where is not None:
+            exc = _Invalid("holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its pair), which is "
+                           "not text; write the character itself, or its escaped pair")
+            exc.path.extend(where)
+            raise exc
+    return data
 
 
 def _json_line(text: str) -> Any:
-    """One JSON value filling the line (json.loads's rules; its message on an error)."""
+    """One JSON value filling the line (json.loads's rules; its message on an error), each key once, every
+    string text."""
     try:
         data, end = _scan(text, 0)
         if end == len(text) or text[end:].isspace():
-            return data
+            return _checked_text(data, text)
     except (StopIteration, ValueError, RecursionError):
         pass
-    try:  # leading whitespace (valid), or not JSON: json.loads decides and words it
-        return json.loads(text)
+    try:  # leading whitespace (valid), or not JSON: the decoder decides and words it
+        return _checked_text(_DECODER.decode(text), text)
     except (ValueError, RecursionError) as exc:
         raise _Invalid(f"not JSON ({exc})") from None
 
 
 def _parse_line(cls: type[T], raw: bytes | str) -> T:
     """Parse and check one object; NaN/Infinity (and 1e400) parse to floats the field checks then refuse."""
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise _Invalid(f"not JSON ({exc})") from None
-    return _dataclass_decoder(cls)(data)
+    text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    return _dataclass_decoder(cls)(_json_line(text.strip()))
 
 
 def _located(path: Path, line: int | None, exc: _Invalid, what: str, fix: str) -> RecordFileError:
@@ -713,10 +759,17 @@ def _newlines_before(f: Any, offset: int) -> int:
 def jsonl_spans(path: Path | str, parts: int, *, min_bytes: int = 1 << 22) -> list[tuple[int, int]]:
     """Byte ranges splitting a JSON Lines file into up to ``parts`` pieces of at least ``min_bytes``,
     each starting at the start of a line (to read a large file in parallel with ``iter_jsonl(span=...)``)."""
-    size = os.path.getsize(path)
-    n = max(1, min(parts, size // max(1, min_bytes)))
-    cuts = [0]
-    with open(path, "rb") as f:
+    try:
+        f = open_regular(path)  # a FIFO would block this open forever: refused with its name instead
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # FileRefused (a FIFO, a device), permissions
+        raise RecordFileError(str(exc) if isinstance(exc, FileRefused) else
+                              f"{path}: cannot read ({exc.strerror or exc})") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        n = max(1, min(parts, size // max(1, min_bytes)))
+        cuts = [0]
         for k in range(1, n):
             f.seek(size * k // n)
             f.readline()  # on to the start of the next line

@@ -9,14 +9,17 @@ So each contract class gets a *mirror*: a msgspec Struct with the same fields,
 the same types, the same bounds (``field(metadata=...)`` becomes
 ``msgspec.Meta``), unknown fields refused; a decoded mirror is then copied into
 the contract class. A line the mirror refuses is not an error here: the caller
-reads it the standard way, which accepts it after all (msgspec refuses a lone
-surrogate that ``json`` reads) or words the error with file, line and field.
+reads it the standard way, which accepts it after all or words the error with
+file, line and field (a lone surrogate, which msgspec refuses and ``json``
+reads, is refused there too).
 So this reader only ever accepts what the field decoder accepts, and builds
 the same object (``tests/test_records.py`` holds both alike over every
 one-value mutation of a record).
 
 The mirror differs where msgspec's reading could differ from the contract's:
-times stay strings and go through the contract's own parser. An
+times stay strings and go through the contract's own parser; a key given twice
+(msgspec keeps the last) is caught by counting the line's members against the
+keys decoded (:func:`line_reader`). An
 object that repeats across a file's rows (a run's environment) is kept as its
 raw bytes and decoded once per distinct text, so the rows share one instance.
 
@@ -45,6 +48,11 @@ SHARED_LIMIT = 64
 
 _NONE = type(None)
 _READERS: dict[type, LineReader | None] = {}
+#: The lenient mirror's default for a field with one: tells a key left out (the contract's default then
+#: applies) from one given.
+_ABSENT = msgspec.UNSET
+#: The key-and-colon of a JSON object member as the writers put it (no space before the colon).
+_MEMBER = b'":'
 
 
 class _Unmirrored(TypeError):
@@ -53,21 +61,35 @@ class _Unmirrored(TypeError):
 
 def line_reader(cls: type) -> LineReader | None:
     """A function reading one JSON line into ``cls`` (None where it declines), or None for a class with a
-    field type the mirror cannot carry."""
+    field type the mirror cannot carry.
+
+    msgspec keeps the last of a key given twice, where the contract refuses the line (JSON readers disagree
+    on which value counts). So a line is taken only when its members (``":``, counted in C) are exactly the
+    keys the decoded object holds; a duplicate, a ``":`` inside a string or a space before a colon makes the
+    counts differ, and the standard reader decides that line. Every key is usually there (the bench writes
+    them all): a strict mirror reads such a line, and a line leaving some out (an older file) is read again by
+    a lenient one that counts what it left out.
+    """
     if cls not in _READERS:
         try:
-            struct, convert = _mirror(cls)
+            readers = [(msgspec.json.Decoder(struct).decode, build)
+                       for struct, build in (_mirror(cls, False), _mirror(cls, True))]
         except _Unmirrored:
             _READERS[cls] = None
         else:
-            decode = msgspec.json.Decoder(struct).decode
+            (strict, build_strict), (lenient, build_lenient) = readers
             error = msgspec.MsgspecError
+            missing = msgspec.ValidationError
 
             def read(raw: bytes) -> Any:
                 try:
-                    return convert(decode(raw))
+                    try:
+                        obj, keys = build_strict(strict(raw))
+                    except missing:  # a key left out (or a bad value: the lenient mirror refuses it too)
+                        obj, keys = build_lenient(lenient(raw))
                 except (error, ValueError):  # ValueError: a time the contract's parser refuses
                     return None
+                return obj if raw.count(_MEMBER) == keys else None
 
             _READERS[cls] = read
     return _READERS[cls]
@@ -81,9 +103,15 @@ def _bounded(kind: type, meta: dict[str, Any]) -> Any:
 
 
 _Convert = Callable[[Any], Any]
+#: A decoded mirror (or a repeating object's raw text) built into the contract's object, with the number of
+#: object keys it holds at every depth.
+_Build = Callable[[Any], "tuple[Any, int]"]
+#: How a field's decoded value becomes the contract's: unchanged, a leaf conversion (a time), a container
+#: whose keys count (a dict), or a contract object of its own (its builder).
+_Kind = tuple[str, Any]
 
 
-def _field(tp: Any, meta: dict[str, Any]) -> tuple[Any, _Convert | None]:
+def _field(tp: Any, meta: dict[str, Any], lenient: bool) -> tuple[Any, _Kind | None]:
     """The mirror's type for a contract field's annotation, and how its decoded value becomes the contract's."""
     origin = typing.get_origin(tp)
     if tp is Any or tp is str or tp is bool:
@@ -91,80 +119,110 @@ def _field(tp: Any, meta: dict[str, Any]) -> tuple[Any, _Convert | None]:
     if tp is int or tp is float:
         return _bounded(tp, meta), None
     if tp is datetime:
-        return str, records.parse_time
+        return str, ("leaf", records.parse_time)
     if origin is Literal and all(type(a) is str for a in typing.get_args(tp)):
         return tp, None
     if origin in (typing.Union, types.UnionType):
         inner_tp = [a for a in typing.get_args(tp) if a is not _NONE]
         if len(inner_tp) != 1:
             raise _Unmirrored(tp)
-        inner, conv = _field(inner_tp[0], meta)
-        if conv is None:
-            return inner | None, None
-        return inner | None, lambda v: None if v is None else conv(v)
+        inner, kind = _field(inner_tp[0], meta, lenient)
+        return inner | None, kind  # the builder passes None through
     if origin is list or origin is dict:
         args = typing.get_args(tp)
         if origin is dict and args[0] is not str:
             raise _Unmirrored(tp)
-        inner, conv = _field(args[-1], {})
-        if conv is not None:  # a container of times or contract objects: not in the contract today
+        inner, kind = _field(args[-1], {}, lenient)
+        if kind is not None:  # a container of times or contract objects: not in the contract today
             raise _Unmirrored(tp)
-        return (list[inner] if origin is list else dict[str, inner]), None  # type: ignore[valid-type]
+        # An Any inside holding an object has more members than are counted: the standard reader decides.
+        if origin is list:
+            return list[inner], None  # type: ignore[valid-type]
+        return dict[str, inner], ("keys", None)  # type: ignore[valid-type]
     if dataclasses.is_dataclass(tp):
-        return _mirror(tp)
+        struct, build = _mirror(tp, lenient)
+        return struct, ("object", build)
     raise _Unmirrored(tp)
 
 
 @functools.cache
-def _mirror(cls: type) -> tuple[type, _Convert]:
-    """``cls``'s mirror Struct and the function copying a decoded one into ``cls``."""
+def _mirror(cls: type, lenient: bool) -> tuple[type, _Build]:
+    """``cls``'s mirror Struct and its builder. Strict: every field required, so a decoded mirror holds every
+    key; lenient: a field with a default may be left out (``_ABSENT``, then the contract's default)."""
     hints = typing.get_type_hints(cls)
     fields: list[tuple] = []
-    converts: list[tuple[str, _Convert]] = []
+    leaves: list[tuple[str, _Convert]] = []
+    counted: list[str] = []
+    objects: list[tuple[str, _Build]] = []
+    defaults: list[tuple[str, Any, Callable[[], Any] | None]] = []
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
         if dataclasses.is_dataclass(tp) and getattr(tp, "repeats_across_rows", False):
-            struct_tp, conv = msgspec.Raw, _shared(*_mirror(tp))
+            struct_tp, kind = msgspec.Raw, ("object", _shared(*_mirror(tp, lenient)))
         else:
-            struct_tp, conv = _field(tp, dict(f.metadata))
-        if f.default is not dataclasses.MISSING:
-            fields.append((f.name, struct_tp, f.default))
-        elif f.default_factory is not dataclasses.MISSING:
-            fields.append((f.name, struct_tp, msgspec.field(default_factory=f.default_factory)))
+            struct_tp, kind = _field(tp, dict(f.metadata), lenient)
+        has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        if lenient and has_default:
+            fields.append((f.name, struct_tp | msgspec.UnsetType, _ABSENT))
+            factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+            defaults.append((f.name, f.default, factory))
         else:
             fields.append((f.name, struct_tp))
-        if conv is not None:
-            converts.append((f.name, conv))
-    struct = msgspec.defstruct(f"Mirror{cls.__name__}", fields, kw_only=True, gc=False,
-                               forbid_unknown_fields=not getattr(cls, "ignore_unknown", False))
+        if kind is not None:
+            what, how = kind
+            if what == "leaf":
+                leaves.append((f.name, how))
+            elif what == "keys":
+                counted.append(f.name)
+            else:
+                objects.append((f.name, how))
+    struct = msgspec.defstruct(f"Mirror{cls.__name__}{'Lenient' if lenient else ''}", fields, kw_only=True,
+                               gc=False, forbid_unknown_fields=not getattr(cls, "ignore_unknown", False))
     asdict = msgspec.structs.asdict  # the fields in order, not recursive
     # Building the instance without __init__ is the same object only for a plain dataclass.
     plain = not hasattr(cls, "__post_init__") and not hasattr(cls, "__slots__")
     new, set_dict = object.__new__, object.__setattr__
+    width = len(fields)
 
-    def convert(s: Any) -> Any:
+    def build(s: Any) -> tuple[Any, int]:
         values = asdict(s)
-        for name, conv in converts:
-            values[name] = conv(values[name])
+        keys = width
+        for name, default, factory in defaults:  # lenient only: a key left out takes the contract's default
+            if values[name] is _ABSENT:
+                values[name] = factory() if factory is not None else default
+                keys -= 1
+        for name in counted:
+            v = values[name]
+            if v is not None:
+                keys += len(v)
+        for name, conv in leaves:
+            v = values[name]
+            if v is not None:
+                values[name] = conv(v)
+        for name, sub in objects:
+            v = values[name]
+            if v is not None:
+                values[name], k = sub(v)
+                keys += k
         if not plain:
-            return cls(**values)
+            return cls(**values), keys
         obj = new(cls)
         set_dict(obj, "__dict__", values)  # what the frozen __init__ would set
-        return obj
+        return obj, keys
 
-    return struct, convert
+    return struct, build
 
 
-def _shared(struct: type, convert: _Convert) -> _Convert:
+def _shared(struct: type, build: _Build) -> _Build:
     """Decode a repeating object's raw bytes once per distinct text (rows then share one instance)."""
     decode = msgspec.json.Decoder(struct).decode
-    memo: dict[bytes, Any] = {}
+    memo: dict[bytes, tuple[Any, int]] = {}
 
-    def from_raw(raw: msgspec.Raw) -> Any:
+    def from_raw(raw: msgspec.Raw) -> tuple[Any, int]:
         key = bytes(raw)
         hit = memo.get(key)
         if hit is None:
-            hit = convert(decode(key))  # raises for an invalid object: nothing is remembered
+            hit = build(decode(key))  # raises for an invalid object: nothing is remembered
             if len(memo) < SHARED_LIMIT:
                 memo[key] = hit
         return hit

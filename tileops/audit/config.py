@@ -32,8 +32,11 @@ from tileops.audit.verdict import Exemption
 from tileops.errors import TileOpsError
 from tileops.ops.spec import OpEntry
 from tileops.paths import data_dir
+from tileops.yamlfile import YamlError, read_yaml, refuse_duplicates
 
 FIELDS = ("op", "when", "reason", "measurement")
+#: An EXEMPT file is a page of rules; anything this large is not one (and is not read into memory).
+MAX_FILE_BYTES = 2**20
 
 
 class ConfigError(TileOpsError):
@@ -103,19 +106,21 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
-def _line_map(node: yaml.Node, path: tuple[Any, ...] = (), out: dict[tuple[Any, ...], int] | None = None
-              ) -> dict[tuple[Any, ...], int]:
-    """The 1-based line of every mapping key and list item, by its path in the document."""
-    out = {} if out is None else out
-    out.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            key = path + (k.value,)
-            out[key] = k.start_mark.line + 1
-            _line_map(v, key, out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            _line_map(v, path + (i,), out)
+def _line_map(root: yaml.Node) -> dict[tuple[Any, ...], int]:
+    """The 1-based line of every mapping key and list item, by its path in the document (the node tree was
+    bounded when it was read, aliases included; walked without recursion)."""
+    out: dict[tuple[Any, ...], int] = {}
+    stack: list[tuple[yaml.Node, tuple[Any, ...]]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        out.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = path + (k.value,)
+                out[key] = k.start_mark.line + 1
+                stack.append((v, key))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((v, path + (i,)) for i, v in enumerate(node.value))
     return out
 
 
@@ -140,22 +145,15 @@ def _pydantic_problem(err: dict[str, Any]) -> str:
 
 def _read_file(f: Path, entries: dict[str, OpEntry], implemented: list[str], problems: list[str],
                rules: list[ExemptRule]) -> None:
-    try:
-        text = f.read_text(encoding="utf-8")
-    except OSError as exc:
-        problems.append(f"{f}: cannot read: {exc.strerror or exc}")
-        return
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{f}:{mark.line + 1}" if mark else str(f)
-        problems.append(f"{where}: YAML syntax error: {getattr(exc, 'problem', None) or exc}")
+    try:  # a regular file of bounded size, UTF-8, aliases bounded (a FIFO or an alias bomb cannot hang it)
+        doc = read_yaml(f, MAX_FILE_BYTES)
+        data = refuse_duplicates(doc, f)
+    except YamlError as exc:
+        problems.append(str(exc))
         return
     if data is None:  # empty, or comments only
         return
-    lines = _line_map(node) if node is not None else {}
+    lines = _line_map(doc.root) if doc.root is not None else {}
     try:
         model = FileModel.model_validate(data)
     except ValidationError as exc:

@@ -95,10 +95,12 @@ def find_ncu(explicit: str | None = None) -> str | None:
     return next((p for p in FALLBACK_PATHS if os.access(p, os.X_OK)), None)
 
 
-def ncu_version(ncu: str) -> str | None:
-    """``2025.2.1.0`` from ``ncu --version`` (its last ``Version ...`` line); None when it will not say."""
+def ncu_version(ncu: str, timeout_s: float = 60.0) -> str | None:
+    """``2025.2.1.0`` from ``ncu --version`` (its last ``Version ...`` line); None when it will not say
+    within ``timeout_s`` (the audit's ``--row-timeout``). Output that is not UTF-8 is read with replacements."""
     try:
-        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, errors="replace",
+                             timeout=timeout_s)
     except (OSError, subprocess.SubprocessError):
         return None
     found = re.findall(r"Version\s+(\S+)", out.stdout + out.stderr)

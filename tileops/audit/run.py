@@ -110,7 +110,7 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
     jsonl = start_file(out_dir)
     (out_dir / REPORTS_DIR).mkdir(exist_ok=True)
     ncu = find_ncu(opts.ncu)
-    version = ncu_version(ncu) if ncu else None
+    version = ncu_version(ncu, opts.row_timeout_s) if ncu else None
     domain = nvtx_domain_available()
     common = {"run_id": run_id, "hostname": host_name(), "ncu_version": version,
               "device_name": device.name if device else None, "device_uuid": device.uuid if device else None,
@@ -265,7 +265,7 @@ def _measure(report: Path, ncu: str, csv_path: Path, version: str | None = None)
                 raise
     cmd = import_command(ncu, report)
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        out = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300)
     except (OSError, subprocess.SubprocessError) as exc:
         raise ReportError("report", f"`{' '.join(cmd)}` failed: {exc}") from None
     csv_path.write_text(out.stdout, encoding="utf-8")

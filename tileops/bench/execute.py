@@ -44,6 +44,7 @@ class Task:
     env: Environment  # fixed for the run; each record adds the clocks around its row
     timer: str = "auto"  # auto | cupti | cuda-events | cpu-wall
     trace_dir: str | None = None  # keep each CUPTI row's last profiled batch here (``--keep-traces``)
+    row: Workload | None = None  # the row itself (an ad-hoc --shape row is in no manifest); None: by its label
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -185,7 +186,7 @@ def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[
 
     started = utcnow()
     entry = load_entries()[task.op]
-    row = find_row(task.op, task.label)
+    row = task.row if task.row is not None else find_row(task.op, task.label)
     bound = bind_row(entry, row, task.case)
     base = dict(run_id=task.env.run_id, op=task.op, family=entry.family, label=task.label,
                 dtype=task.case_name, backend=task.backend, params=dict(row.params),

@@ -19,9 +19,11 @@ compiler) is a ``skipped`` record with the reason the op class gives
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
+from tileops.bench.adhoc import adhoc_rows
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
 from tileops.ops.backends import BACKENDS
@@ -43,11 +45,12 @@ class Selection:
     backends: list[str] = field(default_factory=list)
     dtypes: list[str] = field(default_factory=list)
     all_rows: bool = False  # on a CPU, lift the default `cpu` tag filter
+    shapes: list[str] = field(default_factory=list)  # --shape: ad-hoc rows of the --op ops (tileops.bench.adhoc)
 
     @property
     def rows_named(self) -> bool:
-        """Whether the user named rows by label or tag (then the device's default tag does not apply)."""
-        return bool(self.labels or self.tags or self.all_rows)
+        """Whether the user named rows by label, tag or shape (then the device's default tag does not apply)."""
+        return bool(self.labels or self.tags or self.all_rows or self.shapes)
 
     def as_dict(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if v}
@@ -115,11 +118,19 @@ def wanted_backends(sel: Selection, device: DeviceInfo) -> tuple[str, ...]:
     return BACKENDS if ALL in sel.backends else tuple(sel.backends)
 
 
-def plan(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection, device: DeviceInfo) -> list[Planned]:
-    """Every (op, row, dtype case, backend) to run or skip, in manifest order, a row's backends side by side."""
+def plan(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection, device: DeviceInfo,
+         notes: list[str] | None = None) -> list[Planned]:
+    """Every (op, row, dtype case, backend) to run or skip, in manifest order, a row's backends side by side.
+
+    With ``--shape``, each selected op runs the ad-hoc rows it asks for (:mod:`tileops.bench.adhoc`; ``--label``
+    then names the row they take params from) instead of its manifest rows; what the shape set beyond the
+    names given is added to ``notes``."""
     # On a CPU, `--op relu` still means relu's CPU-sized rows: GPU shapes would take minutes per row.
     tags = set(sel.tags) if sel.tags else ({"cpu"} if device.kind == "cpu" and not sel.rows_named else set())
     wanted = wanted_backends(sel, device)
+    if sel.shapes and not sel.ops:
+        raise TileOpsError("--shape needs --op NAME: the op whose signature the sizes fill and whose formula "
+                           "prices the row (e.g. --op gemm --shape M=8192,N=8192,K=8192)")
     out: list[Planned] = []
     for name in sorted(entries):
         e = entries[name]
@@ -131,9 +142,14 @@ def plan(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection, 
         backends = [b for b in cls.backends if b in wanted]  # an op without a backend has no row for it
         if not backends:
             continue
-        for row in e.workloads:
-            if not _matches(row.label, sel.labels) or (tags and not tags & set(row.tags)):
-                continue
+        if sel.shapes:
+            rows, said = adhoc_rows(e, sel.shapes, sel.labels, sel.dtypes)
+            if notes is not None:
+                notes += said
+        else:
+            rows = [row for row in e.workloads
+                    if _matches(row.label, sel.labels) and not (tags and not tags & set(row.tags))]
+        for row in rows:
             for case in row.dtypes:
                 if sel.dtypes and not (_case_dtypes(case) & set(sel.dtypes) or dtype_case_name(case) in sel.dtypes):
                     continue
@@ -162,3 +178,69 @@ def _backend_skip(cls: type, backend: str, bound: BoundRow | None, device: Devic
         return None
     return cls.unsupported(backend, device.device, bound.dtypes, bound.shapes,  # type: ignore[attr-defined]
                            bound.row.params)
+
+
+# --------------------------------------------------------------------------- a selection that matches nothing
+
+#: Short dtype names people type, and the manifest's name for each.
+DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32",
+                 "fp64": "float64", "double": "float64", "fp8": "float8_e4m3fn", "e4m3": "float8_e4m3fn",
+                 "e5m2": "float8_e5m2", "int": "int64", "long": "int64"}
+
+
+def _offer(value: str, known: Iterable[str], flag: str, what: str) -> str:
+    known = sorted(set(known))
+    alias = DTYPE_ALIASES.get(value.lower()) if flag == "--dtype" else None
+    close = [alias] if alias in known else difflib.get_close_matches(value, known, n=3, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return f"{flag} {value}: matches no {what}{hint}; valid: {', '.join(known)}"
+
+
+def check_filters(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection) -> None:
+    """TileOpsError naming every filter value that names nothing at all (a typo, ``--dtype fp16``), with the
+    valid values: checked before planning, so a misspelt filter is never silently narrower than meant."""
+    implemented = {n: e for n, e in entries.items() if e.status == "implemented" and n in classes}
+    problems = [_offer(v, implemented, "--op", "implemented op") + " (`tileops ops` lists each with its rows)"
+                for v in sel.ops if v not in implemented]
+    families = {e.family for e in implemented.values()}
+    problems += [_offer(v, families, "--family", "family") for v in sel.families if v not in families]
+    scope = [e for n, e in implemented.items() if _matches(n, sel.ops) and _matches(e.family, sel.families)] \
+        or list(implemented.values())
+    rows = [r for e in scope for r in e.workloads]
+    labels = {r.label for r in rows}
+    problems += [_offer(v, labels, "--label", "row of the selected ops") for v in sel.labels if v not in labels]
+    tags = {t for r in rows for t in r.tags}
+    problems += [_offer(v, tags, "--tag", "workload tag") for v in sel.tags if v not in tags]
+    names = {d for r in rows for case in r.dtypes for d in (_case_dtypes(case) | {dtype_case_name(case)})}
+    if sel.shapes:  # an ad-hoc row may take any dtype of the op's free dtype union
+        names |= {d for e in scope for t in e.signature.tensors if t.is_free_dtype for d in t.dtypes}
+    problems += [_offer(v, {d for d in names if "=" not in d}, "--dtype", "dtype of the selected ops' rows")
+                 for v in sel.dtypes if v not in names]
+    if problems:
+        raise TileOpsError("; ".join(problems))
+
+
+def why_empty(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection, device: DeviceInfo) -> str:
+    """Why a selection whose every value names something still matches no row: which filters together."""
+    given = [f"{flag} {', '.join(vals)}" for flag, vals in (("--op", sel.ops), ("--family", sel.families),
+                                                           ("--label", sel.labels), ("--tag", sel.tags),
+                                                           ("--dtype", sel.dtypes), ("--backend", sel.backends))
+             if vals]
+    msg = "no workload row matches " + (" with ".join(given) if given else "the selection")
+    scope = {n: e for n, e in entries.items() if e.status == "implemented" and n in classes
+             and _matches(n, sel.ops) and _matches(e.family, sel.families)}
+    default_tag = device.kind == "cpu" and not sel.rows_named
+    if default_tag:
+        cpu_rows = [r for e in scope.values() for r in e.workloads if "cpu" in r.tags]
+        have = sorted({d for r in cpu_rows for c in r.dtypes for d in _case_dtypes(c)})
+        msg += (f": on a CPU only rows tagged `cpu` run unless --label, --tag or --all-rows names others (those rows"
+                f" have {', '.join(have) or 'none'}); add --all-rows for the GPU-sized rows")
+    elif sel.backends and set(sel.backends) - {ALL}:
+        msg += (f": --backend {', '.join(sel.backends)} has rows only for ops that offer it (the ops with a Triton "
+                "kernel are listed in docs/ops.md, Backends)")
+    if len(scope) == 1:
+        (name,) = scope
+        msg += f"; list {name}'s rows with `tileops ops {name}`"
+    else:
+        msg += "; list an op's rows with `tileops ops NAME`"
+    return msg

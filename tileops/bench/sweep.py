@@ -25,7 +25,7 @@ from tileops import exitcodes
 from tileops.bench.environment import new_run_id, run_environment
 from tileops.bench.execute import Task
 from tileops.bench.rundir import RunLock, lock_run_dir
-from tileops.bench.select import Planned, Selection, plan
+from tileops.bench.select import Planned, Selection, check_filters, plan, why_empty
 from tileops.bench.stopping import CPU_RULE, GPU_RULE, QUICK_RULE, StoppingRule
 from tileops.bench.timers import check_timer
 from tileops.bench.worker import Worker, default_threads
@@ -253,16 +253,12 @@ def prepare(opts: SweepOptions) -> PreparedSweep:
     except ValueError as exc:
         raise TileOpsError(str(exc)) from None
     check_timer(opts.timer, device.kind)  # --timer cupti without CUPTI: exit 2 before anything is written
-    planned = plan(load_entries(), load_all(), opts.selection, device)
-    if not planned:
-        named = opts.selection.backends
-        hint = (f"; --backend {', '.join(named)} has rows only for ops that offer it (the ops with a Triton kernel "
-                "are listed in docs/ops.md, Backends)" if named else "")
-        raise TileOpsError(f"no workload row matches the selection; list rows with `tileops ops NAME`{hint}")
     notices: list[str] = []
+    planned = plan_rows(opts.selection, device, notices, strict=opts.resume is None)
     if opts.resume is not None:
         run_dir = Path(opts.resume)
-        lock, info, done, notices = _open_resumed(run_dir)
+        lock, info, done, repaired = _open_resumed(run_dir)
+        notices += repaired
     else:
         run_id = new_run_id()
         run_dir = Path(opts.out) if opts.out else Path("results") / run_id
@@ -296,6 +292,21 @@ def prepare(opts: SweepOptions) -> PreparedSweep:
         timer=opts.timer, lock=lock, notices=notices,
         compile_timeout_s=opts.compile_timeout_s or DEFAULT_COMPILE_TIMEOUT_S, compile_env=compile_env,
         trace_dir=trace_dir)
+
+
+def plan_rows(sel: Selection, device: DeviceInfo, notes: list[str] | None = None, *,
+              strict: bool = True) -> list[Planned]:
+    """The rows ``sel`` picks on ``device``; TileOpsError naming the filter that matches nothing (and its valid
+    values), or the filters that match nothing together. Not ``strict`` (a resumed run's stored selection),
+    a value that names nothing here any more (an op of a manifest directory no longer on the path) is passed
+    over: the rows that remain are finished."""
+    entries, classes = load_entries(), load_all()
+    if strict:
+        check_filters(entries, classes, sel)
+    planned = plan(entries, classes, sel, device, notes)
+    if not planned:
+        raise TileOpsError(why_empty(entries, classes, sel, device))
+    return planned
 
 
 def compile_cache_env(given: Path | None, run_dir: Path) -> dict[str, str]:
@@ -339,7 +350,7 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
             else:
                 task = Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
                             device=prep.device.device, rule=prep.rule, env=prep.env, timer=prep.timer,
-                            trace_dir=prep.trace_dir)
+                            trace_dir=prep.trace_dir, row=p.row)
                 rec = worker.run(task, family, prep.row_timeout_s, prep.compile_timeout_s).record
             try:
                 with deferred():  # a signal now waits until the record is written

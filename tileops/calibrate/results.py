@@ -19,9 +19,10 @@ from typing import Any, Callable
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from tileops.fsutil import write_atomic
+from tileops.fsutil import read_regular, write_atomic
 from tileops.profiles import MIXES, MemoryRoof, Profile, ProfileError, Provenance, Roof, store_dir
 from tileops.records import Machine
+from tileops.yamlfile import YamlError, read_yaml, refuse_duplicates
 
 #: STREAM accounting: words each mix moves per element (reads + writes). STREAM
 #: does not count the write-allocate read of a store's line, and neither does
@@ -31,6 +32,8 @@ STREAM_WORDS = {"copy": 2, "triad": 3, "read": 1, "write": 1}
 
 #: A measured fraction above this is not a ceiling problem but a wrong theoretical figure.
 MAX_FRACTION = 1.5
+#: A stored result is a page of YAML; anything this large is not one (and is not read into memory).
+RESULT_MAX_BYTES = 2**20
 #: 2: the device is described by ``machine`` (tileops.records.Machine, as in every record's environment);
 #: 1 (read still): the same facts as flat fields.
 RESULTS_SCHEMA = 2
@@ -226,7 +229,7 @@ def write_device_result(run: DeviceCalibration, store: Path | None = None, *, pa
         except ProfileError:
             old = None  # an unreadable current file is replaced, not kept
         if old is not None and not (hist / f"{old.run_id}.yaml").exists():
-            write_atomic(hist / f"{old.run_id}.yaml", target.read_text(encoding="utf-8"))
+            write_atomic(hist / f"{old.run_id}.yaml", read_regular(target, RESULT_MAX_BYTES))
     write_atomic(hist / f"{run.run_id}.yaml", _dump(run))
     write_atomic(target, _dump(run))
     for stale in load_device_history(run.device_key, store)[HISTORY_KEEP:]:
@@ -235,11 +238,17 @@ def write_device_result(run: DeviceCalibration, store: Path | None = None, *, pa
 
 
 def read_device_result(path: Path) -> DeviceCalibration:
+    """One stored result, read by the package's YAML reader: a regular file of bounded size, aliases bounded
+    (its summary expands the tree), every key once. ProfileError naming the file otherwise."""
+    fix = "re-run `tileops calibrate` on that device, or remove the file"
     try:
-        return DeviceCalibration.model_validate(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
-    except (OSError, yaml.YAMLError, ValidationError) as exc:
-        raise ProfileError(f"{path}: not a device calibration result ({exc})", file=path,
-                           fix="re-run `tileops calibrate` on that device, or remove the file") from None
+        data = refuse_duplicates(read_yaml(path, RESULT_MAX_BYTES), path)
+    except YamlError as exc:
+        raise ProfileError(f"not a device calibration result: {exc}", file=path, fix=fix) from None
+    try:
+        return DeviceCalibration.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(f"{path}: not a device calibration result ({exc})", file=path, fix=fix) from None
 
 
 def load_device_results(store: Path | None = None) -> list[DeviceCalibration]:

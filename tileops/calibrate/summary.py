@@ -67,13 +67,13 @@ def memory_table(profile: Profile, run: DeviceCalibration | None = None) -> Rend
     t.add_column("mix")
     t.add_column("measured", justify="right")
     t.add_column("fraction", justify="right")
-    t.add_column("")
+    t.add_column("envelope")  # the best mix sets the memory roof's calibration (docs/profiles.md)
     best = max(mem.measured, key=mem.measured.__getitem__) if mem.measured else None
     for mix in MIXES:
         if mix not in mem.measured and mix not in mem.mixes:
             continue
         row = [mix, fmt_rate(mem.measured.get(mix), "B/s"), fmt_frac(mem.mixes.get(mix)),
-               "envelope" if mix == best else ""]
+               "best: the calibration" if mix == best else ""]
         t.add_row(*row)
     eff = mem.effective
     lines: list[RenderableType] = [t]

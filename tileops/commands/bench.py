@@ -23,7 +23,7 @@ Ctrl-C, 143 stopped by SIGTERM (docker stop): resume with --resume DIR.
 
 #: Flags kept in run.json (tileops.pipeline.bench.SELECTION_FLAGS / OPTION_FLAGS): they default to None
 #: here, so that a resumed run can tell a flag given again from one left out.
-RESTORED = ("ops", "families", "labels", "tags", "backends", "dtypes", "all_rows", "device", "quick",
+RESTORED = ("ops", "families", "labels", "tags", "backends", "dtypes", "all_rows", "shapes", "device", "quick",
             "row_timeout_s", "timer", "profile", "calibrate", "plot", "push_url", "textfile_dir", "job", "instance",
             "compile_cache", "compile_timeout_s", "keep_traces")
 
@@ -60,6 +60,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     sel.add_argument("--dtype", dest="dtypes", action="append", help="dtype (bfloat16, float32, ...)")
     sel.add_argument("--all-rows", action="store_true", default=None,
                      help="on a CPU, also run rows not tagged `cpu` (GPU-sized shapes: slow)")
+    sel.add_argument("--shape", dest="shapes", action="append", metavar="NAME=SIZE,...",
+                     help="time an ad-hoc row of each --op: sizes of its indices or derived dimensions "
+                          "(M=8192,N=8192,K=8192; B=4x16 for a batch), params from its first row (or the row "
+                          "--label names), priced by the op's own formula and labelled by the shape")
+    p.add_argument("--list", "--dry-run", dest="list_only", action="store_true",
+                   help="print the rows the selection picks (per backend, skips with their reason) and the time "
+                        "budget, then exit 0: nothing is measured, calibrated or written")
     p.add_argument("--device", default=None, help="auto (the default: a GPU when there is one), cpu, cuda or cuda:N")
     p.add_argument("--out", type=Path, default=None, help="run directory (default: results/<run-id>/)")
     p.add_argument("--resume", type=Path, default=None, metavar="DIR",
@@ -118,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
     console = Console()  # stdout: the run's header, the SOL table and health, the files written
     if not console.is_terminal:  # logs (docker, CI, files): wide enough for the SOL table
         console = Console(width=200)
+    if args.list_only:
+        from tileops.pipeline.listing import list_plan
+
+        return list_plan(req, console)
     err = Console(stderr=True)  # stderr: progress, notes, warnings and errors
     if not err.is_terminal:
         err = Console(stderr=True, width=200)

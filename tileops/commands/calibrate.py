@@ -162,6 +162,21 @@ def _is_stored(run: DeviceCalibration, store: Path) -> bool:
         return False
 
 
+def _check_host_name() -> None:
+    """A CPU's results are stored as ``devices/cpu-<host>.yaml``: a host name that cannot be part of a file
+    name (``$TILEOPS_HOSTNAME=../../x``) is refused before anything is measured or written."""
+    from tileops.calibrate.results import check_device_key
+    from tileops.device import HOSTNAME_ENV, host_name
+
+    name = host_name()
+    source = next((f"${v}" for v in HOSTNAME_ENV if os.environ.get(v, "").strip()), "the system host name")
+    try:
+        check_device_key(f"cpu-{name}", f"host name {name!r} (from {source})")
+    except TileOpsError as exc:
+        raise TileOpsError(f"{exc}; set $TILEOPS_HOSTNAME to a name of letters, digits, '.', '-' and '_' "
+                           "(nothing measured, nothing written)") from None
+
+
 def run(args: argparse.Namespace) -> int:
     options = _options(args)  # bad arguments are refused before torch loads
     max_age = _max_age(args)
@@ -172,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
     out = make_console()
     err = make_console(stderr=True)
     if not args.no_write and not args.results_out:  # before minutes of measuring, not after
+        _check_host_name()
         why = unwritable_dir(_target_dir(args)) or unwritable_dir(_store(args))
         if why:
             raise TileOpsError(f"cannot write profiles to {_target_dir(args)} ({why}); give a writable "

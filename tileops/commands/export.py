@@ -99,8 +99,14 @@ def _export(args: argparse.Namespace) -> int:
         chooser = ProfileChooser.resolve(args.profile, per_device=device_profile_reader())
         calibrations = device_calibrations()
         jobs = default_jobs()  # a large records file is read by one process per CPU
-        snaps = latest_per_device(s for path in args.results
-                                  for s in load_results(path, chooser, calibrations, jobs=jobs))
+        loaded = []
+        for path in args.results:
+            found = load_results(path, chooser, calibrations, jobs=jobs)
+            if not found:  # as `tileops roofline` says it: an empty run is a mistake to name, not a silent 0
+                raise TileOpsError(f"results {path}: no records (nothing to export; a run stopped before its "
+                                   "first row, or the wrong directory)")
+            loaded += found
+        snaps = latest_per_device(loaded)
     except TileOpsError as exc:
         print(f"tileops export: error: {exc}", file=sys.stderr)
         return exitcodes.USAGE

@@ -25,17 +25,27 @@ from tileops.profiles import PROFILE_DIR_ENV, Profile, ProfileError, find_profil
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="list and show device profiles (theoretical, calibration, effective)",
                        description="Device profiles: shipped ones plus the profile store, the store's overriding.")
-    p.add_argument("--profile-dir", type=argtypes.profile_store, default=None,
-                   help="profile store (default: $TILEOPS_PROFILE_DIR or the user data dir)")
-    p.add_argument("--format", choices=("table", "json", "yaml"), default="table")
+    _common_options(p, None, "table")
+    # The same options after the verb (`profile show NAME --format yaml`): given there, they win; left out,
+    # the value given before the verb (or the default) stands.
+    common = argparse.ArgumentParser(add_help=False)
+    _common_options(common, argparse.SUPPRESS, argparse.SUPPRESS)
     verbs = p.add_subparsers(dest="verb", metavar="VERB")
-    verbs.add_parser("list", help="every profile, one line each")
-    show = verbs.add_parser("show", help="one profile: theoretical, calibration and effective side by side")
+    verbs.add_parser("list", help="every profile, one line each", parents=[common])
+    show = verbs.add_parser("show", help="one profile: theoretical, calibration and effective side by side",
+                            parents=[common])
     show.add_argument("name", nargs="?", help="profile name, a device name it matches, or a YAML file "
                                               "(default: the profile matching this host's device)")
-    match = verbs.add_parser("match", help="which profile a device name selects")
+    match = verbs.add_parser("match", help="which profile a device name selects", parents=[common])
     match.add_argument("device_name", nargs="?", help="the device name (default: this host's device)")
     p.set_defaults(func=run, verb="list")
+
+
+def _common_options(p: argparse.ArgumentParser, store_default: object, format_default: object) -> None:
+    p.add_argument("--profile-dir", type=argtypes.profile_store, default=store_default,
+                   help="profile store (default: $TILEOPS_PROFILE_DIR or the user data dir)")
+    p.add_argument("--format", choices=("table", "json", "yaml"), default=format_default,
+                   help="table (default), json or yaml; before or after the verb")
 
 
 def _profiles(args: argparse.Namespace) -> list[Profile]:

@@ -8,15 +8,14 @@ adds the checks that need the package (func importability, the op registry).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from pathlib import Path
 
 from tileops.errors import ManifestError
 from tileops.manifest.analysis import Defect
+from tileops.manifest.funcs import func_defects
 from tileops.manifest.load import ManifestReport, read_manifest
-from tileops.ops.catalog import FORMULAS_MODULE, formula_problem
 
 #: Codes the validator adds to the analysis's (docs/manifest.md lists them all).
 VALIDATOR_CODES = {
@@ -33,29 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="*", type=Path, help="YAML files or directories")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
-
-
-def func_defects(report: ManifestReport) -> list[Defect]:
-    """Each implemented entry's func paths name a plain function defined in the formulas module."""
-    out: list[Defect] = []
-    try:
-        formulas = importlib.import_module(FORMULAS_MODULE)
-    except Exception as exc:  # an import error is a finding, not a crash
-        return [Defect("func-unresolved", FORMULAS_MODULE, f"cannot import {FORMULAS_MODULE}: {type(exc).__name__}: {exc}",
-                       "fix the module so it imports")]
-    for e in report.entries().values():
-        if e.status != "implemented" or e.roofline.mode != "func":
-            continue
-        for field in ("func", "read_func"):
-            path = getattr(e.roofline, field)
-            if not path:
-                continue
-            problem = formula_problem(formulas, path.rsplit(".", 1)[1])
-            if problem is not None:
-                out.append(Defect("func-unresolved", f"{e.file}:{e.name}.roofline.{field}", problem,
-                                  f"define a plain function `def {path.rsplit('.', 1)[1]}(call)` in "
-                                  "tileops/ops/formulas.py"))
-    return out
 
 
 def registry_defects(report: ManifestReport) -> list[Defect]:

@@ -97,8 +97,10 @@ def grouping_key(device: DeviceLabels, instance: str | None = None) -> dict[str,
 
 
 def _path_segment(name: str, value: str) -> str:
-    """One ``/name/value`` pair of a Pushgateway URL; base64 (``name@base64``) when the value has a slash or is empty."""
-    if value == "" or "/" in value:
+    """One ``/name/value`` pair of a Pushgateway URL; base64 (``name@base64``) when the value has a slash, is
+    empty, or is a dot segment (``.``, ``..``: a client or the gateway would resolve it, and the push would
+    land in another group or none)."""
+    if value in ("", ".", "..") or "/" in value:
         enc = base64.urlsafe_b64encode(value.encode("utf-8")).decode("ascii") or "="
         return f"/{name}@base64/{enc}"
     return f"/{name}/{quote(value, safe='')}"

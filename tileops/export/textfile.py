@@ -19,11 +19,14 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tileops.fsutil import write_atomic
+from tileops.fsutil import read_regular, write_atomic
 
 from .metrics import DEFAULT_DETAIL, render
 from .push import LAST_SUCCESS
 from .snapshot import AuditSnapshot, DeviceLabels, Snapshot
+
+#: The previous exposition is read for one timestamp; a 100,000-row run's full exposition is tens of MB.
+PREVIOUS_MAX_BYTES = 1 << 30
 
 
 def textfile_path(directory: Path, device: DeviceLabels, *, audit: bool = False) -> Path:
@@ -41,8 +44,8 @@ def previous_last_success(path: Path) -> float | None:
     of a 100,000-row run's took over a minute, on every export after the first.
     A malformed last-success line still reads as None.
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
+    try:  # a regular file only: a FIFO left where the exposition belongs would block the export forever
+        text = read_regular(path, PREVIOUS_MAX_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return None
     lines = []

@@ -16,6 +16,7 @@ import ast
 from pathlib import Path
 
 from tileops.manifest import expr
+from tileops.manifest.funcs import drop_unresolved
 from tileops.manifest.load import ManifestReport, read_manifest
 from tileops.ops.catalog import GENERATED_NAME, shipped_manifest_dir, source_digests
 from tileops.ops.spec import OpEntry, Signature
@@ -183,6 +184,7 @@ def generate(manifest_dir: Path | None = None) -> tuple[Path, str, ManifestRepor
     """
     mdir = manifest_dir or shipped_manifest_dir()
     report = read_manifest([mdir])
+    report.file_defects.extend(drop_unresolved(report))  # an unresolved func would stop the module's import
     target = SHIPPED_TARGET if manifest_dir is None else mdir / GENERATED_NAME
     source = "manifest/*.yaml" if manifest_dir is None else f"{mdir.name}/*.yaml"
     return target, render(report, source, source_digests(mdir), shipped=manifest_dir is None), report

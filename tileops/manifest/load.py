@@ -22,18 +22,16 @@ from typing import Any, Iterable
 
 import yaml
 
-from tileops.fsutil import FileRefused, read_regular
 from tileops.manifest.analysis import Analysis, Defect, analyze
 from tileops.ops.catalog import ENV_PATH, extra_manifest_dirs, manifest_dirs, manifest_files, shipped_manifest_dir
 from tileops.ops.spec import OpEntry
+from tileops.yamlfile import MAX_EXPANDED_NODES, MAX_NESTING, DuplicateKey, YamlError, read_yaml
 
 __all__ = ["ENV_PATH", "ManifestReport", "extra_manifest_dirs", "manifest_dirs", "read_manifest",
-           "shipped_manifest_dir", "load_yaml", "FILE_DEFECT_CODES"]
+           "shipped_manifest_dir", "load_yaml", "FILE_DEFECT_CODES", "MAX_EXPANDED_NODES", "MAX_NESTING"]
 
 #: Bounds on one manifest file (the shipped ones are a few kB and a few thousand nodes).
 MAX_FILE_BYTES = 4 * 2**20
-MAX_EXPANDED_NODES = 200_000
-MAX_NESTING = 64  # PyYAML's scanner is quadratic in flow nesting and its composer recursive
 
 #: Defect codes found while reading a file, before any entry is analysed.
 FILE_DEFECT_CODES: dict[str, str] = {
@@ -69,147 +67,28 @@ def yaml_files(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
-# --- a YAML reader with bounds and duplicate-key detection --------------------------------------
-
-_MERGE_TAG = "tag:yaml.org,2002:merge"
+# --- reading one file: the package's YAML reader (tileops.yamlfile) -------------------------------
 
 
 class Unreadable(Exception):
     """The file cannot be read as a manifest at all; the message is located (file or file:line)."""
 
 
-@dataclass(frozen=True)
-class DuplicateKey:
-    key: Any
-    first_line: int
-    line: int
-
-
-class _Loader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that records every key declared twice in one mapping.
-
-    Merge keys (``<<: *base``) are not duplicates: overriding a merged key is
-    what they are for.
-    """
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.duplicates: list[DuplicateKey] = []
-
-    def _too_deep(self) -> yaml.scanner.ScannerError:
-        return yaml.scanner.ScannerError(None, None, f"the document nests more than {MAX_NESTING} levels deep",
-                                         self.get_mark())
-
-    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 (PyYAML's name)
-        if self.flow_level >= MAX_NESTING:
-            raise self._too_deep()
-        super().fetch_flow_collection_start(TokenClass)
-
-    def add_indent(self, column: int) -> bool:
-        if len(self.indents) >= MAX_NESTING:
-            raise self._too_deep()
-        return super().add_indent(column)
-
-    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict:
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, int] = {}
-            for key_node, _ in node.value:
-                if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
-                    continue
-                key = self.construct_object(key_node)
-                try:
-                    first = seen.get(key)
-                except TypeError:
-                    continue
-                line = key_node.start_mark.line + 1
-                if first is None:
-                    seen[key] = line
-                else:
-                    self.duplicates.append(DuplicateKey(key, first, line))
-        return super().construct_mapping(node, deep=deep)
-
-
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [n for pair in node.value for n in pair]
-    return []
-
-
-def _check_expansion(root: yaml.Node, path: Path) -> None:
-    """Refuse a document whose aliases expand past MAX_EXPANDED_NODES, or refer to themselves.
-
-    Counts the tree the aliases stand for without building it: each distinct
-    node once, its expanded size memoised, no recursion.
-    """
-    size: dict[int, int] = {}
-    visiting: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, finished = stack.pop()
-        key = id(node)
-        if finished:
-            visiting.discard(key)
-            size[key] = min(1 + sum(size[id(c)] for c in _children(node)), MAX_EXPANDED_NODES + 1)
-            if size[key] > MAX_EXPANDED_NODES:
-                raise Unreadable(f"{path}:{root.start_mark.line + 1}: the document's aliases expand to more than "
-                                 f"{MAX_EXPANDED_NODES:,} nodes; write the entries out, or alias less")
-            continue
-        if key in size:
-            continue
-        if key in visiting:
-            raise Unreadable(f"{path}:{node.start_mark.line + 1}: an alias refers to a node that contains it "
-                             "(a recursive structure); a manifest is a tree")
-        visiting.add(key)
-        stack.append((node, True))
-        stack.extend((c, False) for c in _children(node) if id(c) not in size)
-
-
-def _where(path: Path, exc: BaseException) -> str:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    return f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-
-
 def load_yaml(path: Path) -> tuple[Any, list[DuplicateKey], yaml.Node | None]:
-    """The file's document, its duplicate keys and its root node. Raises Unreadable (located), nothing else."""
+    """The file's document, its duplicate keys and its root node. Raises Unreadable (located), nothing else.
+
+    The Python parser, not libyaml's: it stops a deeply nested document while scanning, at the same
+    ``MAX_NESTING`` (build-time tooling reads a few files, so its speed does not matter).
+    """
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise Unreadable(f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB; a manifest file is a few kB")
-        # Refused before it is opened, and again once open: a FIFO would block the read forever, a device
-        # (/dev/zero) would never end. The message names the file and the fix.
-        raw = read_regular(path, MAX_FILE_BYTES)
-    except FileRefused as exc:
+        doc = read_yaml(path, MAX_FILE_BYTES, fast=False)
+    except YamlError as exc:
         raise Unreadable(str(exc)) from None
     except OSError as exc:
         raise Unreadable(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise Unreadable(f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
-                         "save the file as UTF-8") from None
-    loader = None
-    try:
-        loader = _Loader(text)
-        root = loader.get_single_node()
-        if root is None:
-            return None, [], None
-        _check_expansion(root, path)
-        doc = loader.construct_document(root)
-        return doc, loader.duplicates, root
-    except Unreadable:
-        raise
-    except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise Unreadable(f"{_where(path, exc)}: YAML syntax error: {problem}") from None
-    except RecursionError:
-        raise Unreadable(f"{path}: the YAML nests too deeply to read") from None
-    except Exception as exc:  # a value YAML accepts but Python cannot build (a bad date, a 5,000-digit int)
-        raise Unreadable(f"{_where(path, exc)}: cannot read a value: {type(exc).__name__}: {exc}") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
+    return doc.data, doc.duplicates, doc.root
 
 
 def _entry_spans(root: yaml.Node | None) -> list[tuple[Any, int, int]]:

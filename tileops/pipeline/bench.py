@@ -70,7 +70,7 @@ class BenchRequest:
 
 #: The flags a run keeps in run.json, by the name the command passes them under, and how a person writes them.
 SELECTION_FLAGS = {"ops": "--op", "families": "--family", "labels": "--label", "tags": "--tag",
-                   "backends": "--backend", "dtypes": "--dtype", "all_rows": "--all-rows"}
+                   "backends": "--backend", "dtypes": "--dtype", "all_rows": "--all-rows", "shapes": "--shape"}
 OPTION_FLAGS = {"device": "--device", "quick": "--quick", "row_timeout_s": "--row-timeout", "timer": "--timer",
                 "profile": "--profile", "calibrate": "--calibrate", "plot": "--no-plot", "push_url": "--push",
                 "textfile_dir": "--textfile", "job": "--job", "instance": "--instance",
@@ -268,9 +268,10 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions,
         _say(err, f"[yellow]note[/]: {notice}")
     _say(err, _backends_line(prep))
     with CalibrationProgress(err) as progress:
-        ensure_calibrated(device, chooser, out.calibrate, out.calibration_max_age, lambda text: _say(err, text),
-                          progress)
+        calibrated = ensure_calibrated(device, chooser, out.calibrate, out.calibration_max_age,
+                                       lambda text: _say(err, text), progress)
     profile = chooser(device.name, device_key(device.uuid, device.hostname))
+    quick_note = calibrated.quick_note() if calibrated is not None and profile is not None else None
     if profile is None:
         _say(err, f"[yellow]warning: no profile matches {device.name!r}[/]: SOL will be left blank (never guessed). "
                   "Run `tileops calibrate` on this device, or pass --profile.")
@@ -290,6 +291,8 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions,
     priced = price_all(result.records, chooser)
     h = health(priced)
     _report(priced, h, device, profile, result.run_dir, out, console)
+    if quick_note is not None:  # the summary says what the SOL figures rest on: never a rough one unsaid
+        _say(console, f"[yellow]note[/]: {quick_note}")
     rc = exitcodes.OK if h.ok else exitcodes.PHYSICS
     if info.rows_error and rc == exitcodes.OK:
         rc = exitcodes.FAILED

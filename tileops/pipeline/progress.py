@@ -9,13 +9,14 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 
 from tileops.bench.select import Planned
 from tileops.records import Record
+from tileops.report.rows import seconds
 
 
 def row_line(rec: Record) -> str:
     """One row's outcome in a line: its time and noise, why it was skipped, or its error."""
     if rec.status == "ok" and rec.timing:
         t = rec.timing
-        line = f"{t.median_s * 1e6:.1f} us (n={t.n}, noise {t.rel_noise:.1%})"
+        line = f"{seconds(t.median_s)} (n={t.n}, noise {t.rel_noise:.1%})"  # as the table writes a time
         return line + (f"; timed with {t.timer}: {t.fallback_reason}" if t.fallback_reason else "")
     if rec.status == "skipped":
         return f"skipped: {rec.skip_reason}"
@@ -46,6 +47,10 @@ class RowProgress:
 
     def row_started(self, index: int, total: int, planned: Planned) -> None:
         self.progress.update(self.bar, description=escape(describe(planned)))  # "[compile]" is no markup tag
+        if not self.live and planned.backend != "torch" and not planned.skip_reason:
+            # a log shows a row when it ends; a first compile can take a minute, which must not read as a hang
+            self.console.print(f"[{index}/{total}] {describe(planned)}: compiling its first call (up to "
+                               "--compile-timeout); its time follows", highlight=False, markup=False)
 
     def row_finished(self, index: int, total: int, planned: Planned, record: Record) -> None:
         self.progress.advance(self.bar)

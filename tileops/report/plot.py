@@ -32,11 +32,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import EngFormatter  # noqa: E402
+from matplotlib.ticker import EngFormatter, FuncFormatter  # noqa: E402
 
 from tileops.profiles import Profile  # noqa: E402
 from tileops.report import rows  # noqa: E402
-from tileops.roofline import Priced  # noqa: E402
+from tileops.roofline import BLANK_SKIPPED, Priced  # noqa: E402
 
 VERDICT_COLOR = {
     "at-ceiling": "#1a9850",
@@ -45,6 +45,7 @@ VERDICT_COLOR = {
     "anomaly": "#c51b7d",
     "blank": "#9e9e9e",
     "error": "#d73027",
+    "skipped": "#d9d9d9",
 }
 #: One marker shape per backend, so a row's backends stand side by side at the same intensity.
 BACKEND_MARKER = {"torch": "o", "compile": "s", "triton": "^"}
@@ -83,6 +84,25 @@ class Layout:
     labelled: list[_Point]  # the placed rows that carry their id on the plot
     listed: list[tuple[str, Priced, str | None]]  # the table: labelled rows, then unplaced ones, in id order
     summary: list[str]  # what the table leaves out, counted
+
+
+_ENG, _ENG_UNIT = EngFormatter(sep=""), EngFormatter(sep=" ")
+
+
+def tick_text(value: float, unit: str = "") -> str:
+    """An axis tick: ``0.01``, ``0.1``, ``1``, ``10``, ``1000`` as written, SI prefixes only from 10 000 up
+    (``10k``, ``1.5TFLOP/s``); never ``10m`` for a hundredth, which reads as ten of something."""
+    if value <= 0:
+        return "0"
+    if value < 1e4:
+        return f"{value:.6g}" + (f" {unit}" if unit else "")
+    return _ENG_UNIT.format_eng(value) + unit if unit else _ENG.format_eng(value)
+
+
+def mark_colour(p: Priced) -> str:
+    """A row's colour: its verdict's, except a skipped row (a backend the op does not run here, by design),
+    which is grey, not the red of a failure."""
+    return VERDICT_COLOR["skipped"] if p.blank_reason == BLANK_SKIPPED else VERDICT_COLOR[p.verdict]
 
 
 def backend_marker(backend: str) -> str:
@@ -278,8 +298,8 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
     ax.set_yscale("log")
     ax.set_xlim(xmin, xmax)
     ax.set_ylim(ymin, ymax)
-    ax.xaxis.set_major_formatter(EngFormatter(unit="", sep=""))
-    ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: tick_text(v)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: tick_text(v, "FLOP/s")))
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("achieved FLOP/s")
     ax.grid(True, which="major", alpha=0.3)
@@ -413,7 +433,7 @@ def _legend_table(tax, legend_rows: list[tuple[str, Priced, str | None]], lines:
         for marker, ks in by_marker.items():
             tax.scatter([x_text / 2] * len(ks), [1.0 - (k + 1.5) * row_h for k in ks], marker=marker, s=30,
                         transform=tax.transAxes, clip_on=False,
-                        c=[VERDICT_COLOR.get(legend_rows[k][1].verdict, "#ffffff") for k in ks])
+                        c=[mark_colour(legend_rows[k][1]) for k in ks], edgecolors="#777777", linewidths=0.4)
     else:
         tax.text(x_text, 1.0 - 1.5 * row_h, "no rows", **text)
     if summary:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from tileops.roofline import BackendRace, Priced, si
 
-#: The human table's columns, in order (``op`` is the group heading).
-DISPLAY_COLUMNS = ("label", "dtype", "backend", "time", "achieved", "roof", "bound", "efficiency", "verdict")
+#: The human table's columns, in order (``op`` is the group heading). ``FLOP/s`` and ``B/s`` are both achieved
+#: rates, side by side whichever bounds the row (``roof`` names the bounding ceiling).
+DISPLAY_COLUMNS = ("label", "dtype", "backend", "time", "FLOP/s", "B/s", "roof", "bound", "efficiency", "verdict")
 #: Columns the human table adds before the verdict when the run has them (:func:`display_columns`):
 #: ``compile time``, a compile/triton row's first call, compilation included, and never part of ``time``;
 #: ``vs best``, where a row ran on several backends, each backend's SOL points behind the best.
@@ -32,7 +33,12 @@ RAW_COLUMNS = (
 )
 
 _TIME = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+_FLOPS = ((1e15, "PFLOP/s"), (1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s"), (1e3, "kFLOP/s"), (1.0, "FLOP/s"))
+_BYTES = ((1e15, "PB/s"), (1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1.0, "B/s"))
 DASH = "—"
+
+#: The human columns that hold a number: each is drawn in one unit, named in its header (:func:`column_unit`).
+NUMBER_COLUMNS = {"time": _TIME, "FLOP/s": _FLOPS, "B/s": _BYTES, "compile time": _TIME}
 
 
 def seconds(value: float | None) -> str:
@@ -43,6 +49,34 @@ def seconds(value: float | None) -> str:
         if value >= scale:
             return f"{value / scale:.3g} {unit}"
     return f"{value / 1e-9:.3g} ns"
+
+
+def column_unit(column: str, values: Iterable[float | None]) -> tuple[str, Callable[[float | None], str]]:
+    """One unit for a number column (:data:`NUMBER_COLUMNS`), chosen by the median of its values: the header
+    naming it (``time (µs)``, ``TFLOP/s``), and the cell of a value in it (three significant figures, no unit,
+    so a column reads down without a unit changing between rows)."""
+    units = NUMBER_COLUMNS[column]
+    finite = sorted(v for v in values if v is not None and math.isfinite(v) and v > 0)
+    scale, unit = units[-1]
+    if finite:
+        typical = finite[len(finite) // 2]
+        scale, unit = next(((k, u) for k, u in units if typical >= k), units[-1])
+    header = f"{column} ({unit})" if units is _TIME else unit
+
+    def cell(value: float | None) -> str:
+        if value is None or not math.isfinite(value):
+            return DASH
+        return plain_number(value / scale)
+
+    return header, cell
+
+
+def plain_number(x: float) -> str:
+    """Three significant figures without an exponent: ``181``, ``97.6``, ``0.0123``, ``12300``."""
+    if x == 0:
+        return "0"
+    digits = max(0, 2 - math.floor(math.log10(abs(x))))
+    return f"{x:.{digits}f}"
 
 
 def percent(ratio: float | None) -> str:
@@ -70,19 +104,6 @@ def verdict_text(p: Priced) -> str:
     if p.breaches:
         text += " · FORMULA ERROR"
     return text
-
-
-def achieved_and_roof(p: Priced) -> tuple[str, str]:
-    """The achieved rate and the ceiling of the term that bounds the row, in the same unit.
-
-    A memory-bound row shows bytes/s against the memory roof, a compute-bound row
-    FLOP/s against its compute roof; their ratio is the efficiency.
-    """
-    if p.bound == "memory":
-        return si(p.achieved_bytes_per_s, "B/s"), f"memory {si(p.effective_bandwidth, 'B/s')}"
-    if p.bound == "compute":
-        return si(p.achieved_flops_per_s, "FLOP/s"), f"{p.roof} {si(p.effective_peak, 'FLOP/s')}"
-    return DASH, DASH
 
 
 def points(ratio: float) -> str:
@@ -125,21 +146,49 @@ def display_columns(priced: Iterable[Priced], races: dict) -> tuple[str, ...]:
     return columns_for(any(compile_seconds(p) is not None for p in priced), bool(races))
 
 
-def display_cells(p: Priced) -> tuple[str, ...]:
-    """The human columns (:data:`DISPLAY_COLUMNS`) of a row, in order, then its ``compile time`` cell (the
-    ``vs best`` cell needs the run's other backends: :func:`versus_best_of` when the run is read)."""
-    achieved, roof = achieved_and_roof(p)
+#: Where the number columns sit in :func:`display_cells` (the compile time is last).
+TIME_AT, FLOPS_AT, BYTES_AT, COMPILE_AT = 3, 4, 5, 10
+
+
+def roof_text(p: Priced) -> str:
+    """The bounding ceiling: ``memory 20 GB/s``, ``cpu.fp32 100 GFLOP/s``."""
+    if p.bound == "memory":
+        return f"memory {si(p.effective_bandwidth, 'B/s')}"
+    if p.bound == "compute":
+        return f"{p.roof} {si(p.effective_peak, 'FLOP/s')}"
+    return DASH
+
+
+def achieved(p: Priced) -> tuple[float | None, float | None]:
+    """(FLOP/s, bytes/s) the row achieved: its recorded counts over its time, whatever bounds it, and also
+    where SOL is blank (no profile, an uncalibrated roof): a rate needs no ceiling."""
+    t = p.actual_time_s
+    if p.achieved_bytes_per_s is not None or not t:
+        return p.achieved_flops_per_s, p.achieved_bytes_per_s
+    r = p.record
+    return (None if r.flops is None else r.flops / t), (None if r.bytes is None else r.bytes / t)
+
+
+def display_cells(p: Priced) -> tuple[Any, ...]:
+    """The human columns (:data:`DISPLAY_COLUMNS`) of a row, in order, then its compile time (the ``vs best``
+    cell needs the run's other backends: :func:`versus_best_of` when the run is read). The number columns
+    (time, both achieved rates, compile time) are kept as numbers: a report draws each column in one unit
+    (:func:`column_unit`) once it has every row."""
     r = p.record
     timing = r.timing
-    compile_s = timing.compile_s if timing is not None else None
-    return (r.label, r.dtype, r.backend, seconds(p.actual_time_s), achieved, roof, p.bound or DASH,
-            efficiency_text(p), verdict_text(p), DASH if compile_s is None else seconds(compile_s))
+    flops_per_s, bytes_per_s = achieved(p)
+    return (r.label, r.dtype, r.backend, p.actual_time_s, flops_per_s, bytes_per_s,
+            roof_text(p), p.bound or DASH, efficiency_text(p), verdict_text(p),
+            timing.compile_s if timing is not None else None)
 
 
 def display(p: Priced, race: BackendRace | None = None) -> dict[str, str]:
-    """The human columns by name, with ``op``, ``compile time`` and ``vs best``."""
-    cells = display_cells(p)
-    return {"op": p.record.op, **dict(zip(DISPLAY_COLUMNS, cells)), "compile time": cells[-1],
+    """The human columns of one row by name, with ``op``, ``compile time`` and ``vs best``, each number in its
+    own unit (a row alone has no column to share one with)."""
+    cells = list(display_cells(p))
+    cells[TIME_AT], cells[COMPILE_AT] = seconds(cells[TIME_AT]), seconds(cells[COMPILE_AT])
+    cells[FLOPS_AT], cells[BYTES_AT] = si(cells[FLOPS_AT], "FLOP/s"), si(cells[BYTES_AT], "B/s")
+    return {"op": p.record.op, **dict(zip(DISPLAY_COLUMNS, cells)), "compile time": cells[COMPILE_AT],
             "vs best": versus_best(p, race)}
 
 

@@ -20,7 +20,7 @@ import csv
 import heapq
 import json
 import math
-from typing import Any, Iterable, Sequence, TextIO
+from typing import Any, Callable, Iterable, Sequence, TextIO
 
 try:  # the `fast` extra: rows encoded in C; without it the standard library writes the same documents
     import msgspec
@@ -379,8 +379,8 @@ class MarkdownReport(Report):
     """A section per op (ops in the order they first appear), then the summary and the baseline."""
 
     def __init__(self) -> None:
-        # op -> [(the row's cells up to its compile time, joined; compile time; verdict; data terms)]
-        self.groups: dict[str, list[tuple[str, str, str, str]]] = {}
+        # op -> [(the row's cells: text, and the number columns as numbers; data terms)]
+        self.groups: dict[str, list[tuple[tuple, str]]] = {}
         self.races: dict[str, _RaceCells] = {}  # op -> each row's place among the run's backends
 
     def add(self, p: Priced) -> None:
@@ -391,9 +391,9 @@ class MarkdownReport(Report):
         if group is None:
             group = self.groups[op] = []
             self.races[op] = _RaceCells()
-        if "|" in "".join(cells):  # rarely: a cell holds a pipe, escaped
-            cells = tuple(map(_md, cells))
-        group.append(("| " + " | ".join(cells[:8]), cells[9], cells[8], rows.data_terms_text(terms) if terms else ""))
+        if any("|" in c for c in cells if isinstance(c, str)):  # rarely: a cell holds a pipe, escaped
+            cells = tuple(_md(c) if isinstance(c, str) else c for c in cells)
+        group.append((cells, rows.data_terms_text(terms) if terms else ""))
         self.races[op].add(p)
 
     def merge(self, later: Report) -> None:
@@ -411,18 +411,17 @@ class MarkdownReport(Report):
         out.write(f"# Roofline — profile {facts.profile_names()}\n\n")
         compiled, races = facts.compiled, facts.races()
         columns = facts.columns()
+        units = _units(columns, (cells for group in self.groups.values() for cells, _ in group))
+        headers = tuple(units[c][0] if c in units else c for c in columns)
         for op, group in self.groups.items():
-            with_terms = any(terms for *_, terms in group)
-            cols = columns + (("data terms",) if with_terms else ())
+            with_terms = any(terms for _, terms in group)
+            cols = headers + (("data terms",) if with_terms else ())
             out.write(f"## {_md(op)}\n\n| " + " | ".join(cols) + " |\n|"
-                      + "|".join("---:" if c in _RIGHT else "---" for c in cols) + "|\n")
-            for (head, compile_s, verdict, terms), (key, backend) in zip(group, self.races[op].keys):
-                line = head
-                if compiled:
-                    line += " | " + compile_s
-                if races:
-                    line += " | " + _md(rows.versus_best_of(backend, races.get(key)))
-                line += " | " + verdict
+                      + "|".join("---:" if c in _RIGHT or c in units else "---" for c in columns + (("data terms",)
+                                 if with_terms else ())) + "|\n")
+            for (cells, terms), (key, backend) in zip(group, self.races[op].keys):
+                line = "| " + " | ".join(_drawn(cells, units, compiled,
+                                                 _md(rows.versus_best_of(backend, races.get(key))) if races else None))
                 out.write(f"{line} | {_md(terms)} |\n" if with_terms else line + " |\n")
             out.write("\n")
         out.write("## Summary\n\n")
@@ -445,24 +444,48 @@ def _style(p: Priced) -> str:
     return "bold red" if p.breaches else VERDICT_STYLE.get(p.verdict, "")
 
 
-#: The human columns shown right-aligned.
-_RIGHT = frozenset({"time", "achieved", "efficiency", "compile time"})
+#: The human columns shown right-aligned (and every number column, :data:`rows.NUMBER_COLUMNS`).
+_RIGHT = frozenset({"efficiency", *rows.NUMBER_COLUMNS})
+
+_Units = dict[str, tuple[str, Callable[[Any], str]]]
 
 
-def _row_cells(p: Priced) -> tuple[str, ...]:
+def _units(columns: tuple[str, ...], kept: Iterable[tuple]) -> _Units:
+    """Each number column of ``columns`` drawn in one unit over the rows ``kept`` (their display cells):
+    column -> (its header, the cell of a value)."""
+    at = {"time": rows.TIME_AT, "FLOP/s": rows.FLOPS_AT, "B/s": rows.BYTES_AT, "compile time": rows.COMPILE_AT}
+    wanted = [c for c in columns if c in at]
+    values: dict[str, list] = {c: [] for c in wanted}
+    for cells in kept:
+        for c in wanted:
+            values[c].append(cells[at[c]])
+    return {c: rows.column_unit(c, values[c]) for c in wanted}
+
+
+def _drawn(cells: tuple, units: _Units, compiled: bool, vs_best: str | None) -> tuple[str, ...]:
+    """A kept row's cells as drawn in the run's columns (:meth:`RunFacts.columns`): numbers in their column's
+    unit, then the compile time and ``vs best`` where the run has them, then the verdict."""
+    out = (cells[0], cells[1], cells[2], units["time"][1](cells[rows.TIME_AT]),
+           units["FLOP/s"][1](cells[rows.FLOPS_AT]), units["B/s"][1](cells[rows.BYTES_AT]), cells[6], cells[7],
+           cells[8])
+    if compiled:
+        out += (units["compile time"][1](cells[rows.COMPILE_AT]),)
+    if vs_best is not None:
+        out += (vs_best,)
+    return out + (cells[9],)
+
+
+def _row_cells(p: Priced) -> tuple:
     """What the table keeps of a row: its display cells (:func:`rows.display_cells`), then its device (the
     ``vs best`` cell is decided when the run has been read)."""
     return rows.display_cells(p) + (race_key(p.record)[0],)
 
 
-def _shown(op: str, cells: tuple[str, ...], compiled: bool, races: dict[RaceKey, BackendRace]) -> tuple[str, ...]:
+def _shown(op: str, cells: tuple, units: _Units, compiled: bool, races: dict[RaceKey, BackendRace]
+           ) -> tuple[str, ...]:
     """A kept row's cells in the run's columns (:meth:`RunFacts.columns`)."""
-    out = cells[:8]
-    if compiled:
-        out += (cells[9],)
-    if races:
-        out += (rows.versus_best_of(cells[2], races.get((cells[10], op, cells[0], cells[1]))),)
-    return out + (cells[8],)
+    vs_best = rows.versus_best_of(cells[2], races.get((cells[11], op, cells[0], cells[1]))) if races else None
+    return _drawn(cells, units, compiled, vs_best)
 
 
 class _OpDigest:
@@ -609,28 +632,28 @@ class TableReport(Report):
             say(f"{self.count:,} rows, more than {self.limit:,}: summarised above; {EVERYTHING_HINT}", "dim")
 
     @staticmethod
-    def _row_table(title: str | None, facts: RunFacts) -> TextTable:
-        return TextTable(("op",) + facts.columns(), right=_RIGHT, title=title)
-
-    @staticmethod
-    def _add_rows(t: TextTable, items: Iterable[tuple[str, tuple[str, ...], str]], facts: RunFacts) -> None:
-        """Rows grouped under their op (ops in first-seen order), the op named on its first row, a rule after
-        its last."""
-        groups: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+    def _row_table(title: str | None, facts: RunFacts, items: Iterable[tuple[str, tuple, str]]) -> TextTable:
+        """The rows ``items`` grouped under their op (ops in first-seen order), the op named on its first row,
+        a rule after its last; each number column in one unit over these rows, named in its header."""
+        items = list(items)
+        columns = facts.columns()
+        units = _units(columns, (cells for _, cells, _ in items))
+        t = TextTable(("op",) + tuple(units[c][0] if c in units else c for c in columns),
+                      right=_RIGHT | {h for h, _ in units.values()}, title=title)
+        groups: dict[str, list[tuple[tuple, str]]] = {}
         for op, cells, style in items:
             groups.setdefault(op, []).append((cells, style))
         compiled, races = facts.compiled, facts.races()
-        plain = [""] * (len(facts.columns()) - 1)
+        plain = [""] * (len(columns) - 1)
         for op, group in groups.items():
             last = len(group) - 1
             for i, (cells, style) in enumerate(group):
-                t.add(op if i == 0 else "", *_shown(op, cells, compiled, races), styles=["bold", *plain, style],
-                      end_section=i == last)
+                t.add(op if i == 0 else "", *_shown(op, cells, units, compiled, races),
+                      styles=["bold", *plain, style], end_section=i == last)
+        return t
 
     def _rows_table(self, facts: RunFacts, colour: bool) -> list[str]:
-        t = self._row_table(self._title(facts), facts)
-        self._add_rows(t, self.all or (), facts)
-        return t.lines(colour)
+        return self._row_table(self._title(facts), facts, self.all or ()).lines(colour)
 
     def _digest(self, facts: RunFacts, colour: bool) -> list[str]:
         per_op = TextTable(("op", "rows") + VERDICT_ORDER + ("median efficiency",),
@@ -643,16 +666,14 @@ class TableReport(Report):
         c = self.attention_counts
         if self.attention:
             t = self._row_table(f"Rows that need attention: {c['breach']:,} physics breach(es) (FORMULA ERROR), "
-                                f"{c['anomaly']:,} anomaly(ies), {c['error']:,} error record(s)", facts)
-            self._add_rows(t, self.attention, facts)
+                                f"{c['anomaly']:,} anomaly(ies), {c['error']:,} error record(s)", facts,
+                                self.attention)
             out += [""] + t.lines(colour)
             unlisted = self.attention_total - len(self.attention)
             if unlisted:
                 out.append(f"… {unlisted:,} more not listed here; {EVERYTHING_HINT}")
         worst = self._row_table(f"Lowest efficiency, up to {WORST_PER_OP} per op (at-ceiling and below rows)",
-                               facts)
-        self._add_rows(worst, ((op, cells, style) for op, d in self.ops.items() for cells, style in d.lowest()),
-                       facts)
+                                facts, ((op, cells, style) for op, d in self.ops.items() for cells, style in d.lowest()))
         if worst.rows:
             out += [""] + worst.lines(colour)
         return out + [""]

@@ -1,0 +1,183 @@
+"""What a tritonbench or nvbench user expects of the CLI: their own shape from the command line, the
+plan before the run, errors that name the filter, progress a log can follow, and output that reads (the
+profile and calibration views).
+
+Each case runs the real command (in process, or a subprocess where a row is measured); nothing here
+computes a FLOP or a byte: an ad-hoc row's counts are held equal to what the op's own generated formula
+gives for the same call.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from tileops.cli import main
+from tileops.device import describe_device
+from tileops.ops.catalog import load_entries
+from tileops.records import iter_records
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty profile store, and a working directory where a stray results/ would show."""
+    monkeypatch.setenv("TILEOPS_PROFILE_DIR", str(tmp_path / "store"))
+    monkeypatch.chdir(tmp_path)
+
+
+def _eval_on_meta(op_name: str, label: str, shapes: dict[str, list[int]], case: str) -> tuple[int, int]:
+    """The op's own (flops, bytes) for a call on meta tensors of ``shapes`` (its generated evaluator)."""
+    import torch
+
+    from tileops.ops.registry import op_class
+
+    op = op_class(op_name)(backend="torch")
+    op(**{name: torch.empty(shape, dtype=getattr(torch, case), device="meta") for name, shape in shapes.items()})
+    return op.eval_roofline()
+
+
+# --------------------------------------------------------------------------- --shape
+
+
+def test_a_shape_from_the_command_line_is_timed_priced_by_the_ops_formula_and_resumable(tmp_path: Path) -> None:
+    from tileops.bench.sweep import plan_rows
+    from tileops.pipeline.bench import resume_request
+
+    out = tmp_path / "run"
+    rc = main(["bench", "--op", "gemm", "--shape", "M=64,N=128,K=32", "--dtype", "float32", "--quick",
+               "--calibrate", "never", "--no-plot", "--out", str(out)])
+    assert rc == 0
+    (rec,) = list(iter_records(out))
+    assert (rec.op, rec.label, rec.dtype, rec.status, rec.tags) == ("gemm", "M=64,N=128,K=32", "float32", "ok",
+                                                                     ["shape"])
+    assert rec.shapes == {"a": [64, 32], "b": [32, 128]}  # M x K and K x N: gemm's K of b set with K
+    assert (rec.flops, rec.bytes) == _eval_on_meta("gemm", rec.label, rec.shapes, "float32")
+    # the run keeps its shapes: --resume plans the same ad-hoc row again
+    req = resume_request(out, {})
+    assert req.sweep.selection.shapes == ["M=64,N=128,K=32"]
+    (p,) = plan_rows(req.sweep.selection, describe_device("cpu"))
+    assert p.key == rec.key
+
+
+def test_a_shape_takes_params_from_the_row_label_names(capsys) -> None:
+    assert main(["bench", "--op", "gemm", "--shape", "M=64,N=96,K=32", "--label", "cpu-256x512x512-nt",
+                 "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "M=64,N=96,K=32" in out and "float32" in out and "1 to run" in out
+    from tileops.bench.adhoc import adhoc_row
+
+    row, _ = adhoc_row(load_entries()["gemm"], "M=64,N=96,K=32", ["cpu-256x512x512-nt"])
+    assert row.params == {"trans_b": True} and row.indices == {"A0": 64, "A1": 32, "B0": 96, "B1": 32}  # b is N x K
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--op", "gemm", "--shape", "M=64,Q=3"], "gemm has no dimension 'Q'; its dimensions: A0, A1, B0, B1, M, K, Kb, N"),
+    (["--op", "gemm", "--shape", "M=64;N=3"], "is not NAME=SIZE"),
+    (["--op", "gemm", "--shape", "M=0"], "M must be a size from 1 to 2^40"),
+    (["--shape", "M=64"], "--shape needs --op NAME"),
+    (["--op", "gemm", "--shape", "A1=64,B0=32", "--dtype", "float32"], "input 'b' has K = 32"),  # the op refuses
+    (["--op", "gemm", "--shape", "M=64", "--label", "nope"], "--label nope: matches no row of the selected ops"),
+])
+def test_a_shape_the_op_cannot_take_is_exit_2_naming_it(args: list[str], said: str, capsys) -> None:
+    assert main(["bench", *args, "--list"]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- --list / --dry-run
+
+
+@pytest.mark.parametrize("flag", ["--list", "--dry-run"])
+def test_the_plan_before_the_run(flag: str, tmp_path: Path, capsys) -> None:
+    """Rows per backend (a backend the CPU cannot run is a skip with its reason), the time budget, nothing
+    written: no results directory, no calibration in the store."""
+    assert main(["bench", "--op", "relu", "--op", "softmax", "--backend", "all", flag]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert any("relu" in line and "cpu-512x1024" in line and "torch" in line and "run" in line for line in lines)
+    assert any("triton" in line and "skip:" in line for line in lines)  # the reason the op class gives
+    summary = next(line for line in lines if line.endswith(")") and "to run" in line)
+    assert "torch" in summary and "compile" in summary and "triton 0 to run" in summary
+    assert any(line.startswith("timing: each row stops once its median is known to ±1.0%") for line in lines)
+    assert any(line.startswith("limit: a row is stopped after --row-timeout 60 s") and "--compile-timeout 600 s"
+               in line for line in lines)
+    assert not (tmp_path / "results").exists() and not (tmp_path / "store").exists()
+
+
+# --------------------------------------------------------------------------- errors that name the filter
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--dtype", "fp16"], "--dtype fp16: matches no dtype of the selected ops' rows (did you mean float16?); valid: "),
+    (["--op", "nosuch"], "--op nosuch: matches no implemented op; valid: abs, add,"),
+    (["--op", "relu", "--op", "rleu"], "--op rleu: matches no implemented op (did you mean relu?)"),
+    (["--family", "gemms"], "--family gemms: matches no family (did you mean gemm?)"),
+    (["--op", "relu", "--label", "square-8192"], "--label square-8192: matches no row of the selected ops"),
+    (["--op", "gemm", "--dtype", "float16"],
+     "no workload row matches --op gemm with --dtype float16: on a CPU only rows tagged `cpu` run"),
+])
+def test_a_selection_that_matches_nothing_names_the_filter(args: list[str], said: str, capsys) -> None:
+    assert main(["bench", *args, "--list"]) == 2
+    err = capsys.readouterr().err
+    assert said in err, err
+    if "fp16" in args:
+        assert "float16" in err.split("valid: ", 1)[1]  # the valid values are listed
+
+
+# --------------------------------------------------------------------------- progress a log can follow
+
+
+def test_a_compile_row_is_announced_when_it_starts_in_a_log() -> None:
+    """On a terminal the bar shows the row in flight; in a log (stderr not a terminal) a row printed only when
+    it finished left a first compile of 45 s silent. Compiled rows say so when they start."""
+    from tileops.bench.select import Planned
+    from tileops.pipeline.progress import RowProgress
+
+    row = load_entries()["relu"].workloads[0]
+    buf = io.StringIO()
+    err = Console(file=buf, width=200)
+    assert not err.is_terminal
+    with RowProgress(err, 2) as progress:
+        progress.row_started(1, 2, Planned("relu", row, "float32", "torch"))
+        progress.row_started(2, 2, Planned("relu", row, "float32", "compile"))
+    lines = buf.getvalue().splitlines()
+    assert lines == [f"[2/2] relu {row.label} float32 [compile]: compiling its first call (up to "
+                     "--compile-timeout); its time follows"]
+
+
+# --------------------------------------------------------------------------- readable output elsewhere
+
+
+def test_profile_show_takes_its_options_after_the_name_too(capsys) -> None:
+    """`tileops profile show NAME --format yaml` was refused (the options were the parent parser's only)."""
+    import yaml
+
+    assert main(["profile", "show", "H100-SXM", "--format", "yaml"]) == 0
+    after = yaml.safe_load(capsys.readouterr().out)
+    assert main(["profile", "--format", "yaml", "show", "H100-SXM"]) == 0
+    before = yaml.safe_load(capsys.readouterr().out)
+    assert after == before and after["name"] == "H100-SXM"
+    assert main(["profile", "list", "--format", "json"]) == 0
+    assert any(p["name"] == "H100-SXM" for p in json.loads(capsys.readouterr().out))
+
+
+def test_the_calibration_tables_columns_are_all_labelled() -> None:
+    from tileops.calibrate.summary import memory_table
+    from tileops.profiles import MemoryRoof, Profile, Provenance
+
+    src = Provenance(source="calibration")
+    prof = Profile(name="p", kind="cpu", match=["x"], memory=MemoryRoof(
+        theoretical=1e11, theoretical_source=Provenance(source="user"), calibration=0.8, calibration_source=src,
+        mixes={"copy": 0.7, "triad": 0.8}, measured={"copy": 7e10, "triad": 8e10}))
+    console = Console(record=True, width=160, file=io.StringIO())
+    console.print(memory_table(prof))
+    text = console.export_text()
+    header = next(line for line in text.splitlines() if "mix" in line and "measured" in line)
+    cells = [c.strip() for c in header.strip("┃│ ").split("┃")]
+    assert cells == ["mix", "measured", "fraction", "envelope"], cells
+    triad = next(line for line in text.splitlines() if "triad" in line)
+    assert "best: the calibration" in triad

@@ -1,0 +1,98 @@
+"""``tileops bench --list`` (``--dry-run``): the plan of a run before running it.
+
+What a selection picks, row by row and per backend (skips with their reason),
+and what the run will cost in time: the stopping rule bounds each row's timing,
+``--row-timeout`` bounds each row, ``--compile-timeout`` each compile. Nothing
+is measured, calibrated or written; a bad selection is the same exit 2 with the
+same sentence as the run would give.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from tileops import exitcodes
+from tileops.bench import sweep
+from tileops.device import describe_device
+from tileops.errors import TileOpsError
+from tileops.records import RECORDS_FILE, iter_records
+from tileops.report.texttable import TextTable, colour_wanted
+
+if TYPE_CHECKING:
+    from tileops.pipeline.bench import BenchRequest
+
+
+def _duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``3 h 20 min``: a budget, not a measurement."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = seconds / 60
+    if minutes < 90:
+        return f"{minutes:.0f} min"
+    return str(dt.timedelta(seconds=round(seconds))).rsplit(":", 1)[0].replace(":", " h ", 1) + " min"
+
+
+def list_plan(req: BenchRequest, console: Console) -> int:
+    """Print the rows ``req`` would run and its time budget on ``console`` (stdout); exit code 0."""
+    opts = req.sweep
+    try:
+        device = describe_device(opts.device)
+    except ValueError as exc:
+        raise TileOpsError(str(exc)) from None
+    notes: list[str] = []
+    planned = sweep.plan_rows(opts.selection, device, notes, strict=opts.resume is None)
+    done: set[tuple[str, str, str, str]] = set()
+    if opts.resume is not None and (opts.resume / RECORDS_FILE).exists():
+        done = {r.key for r in iter_records(opts.resume / RECORDS_FILE, fast_json=False) if r.status == "ok"}
+    rule = sweep.stopping_rule(device, opts.quick)
+    row_timeout = opts.row_timeout_s or sweep.DEFAULT_ROW_TIMEOUT_S[device.kind]
+    compile_timeout = opts.compile_timeout_s or sweep.DEFAULT_COMPILE_TIMEOUT_S
+
+    t = TextTable(("op", "label", "dtype", "backend", "plan"),
+                  title=f"tileops bench --list: {device.name} ({device.device})")
+    runs: Counter[str] = Counter()
+    skips: Counter[str] = Counter()
+    done_n = 0
+    last = None
+    for p in planned:
+        if p.key in done:
+            what, style = "done (recorded OK; --resume skips it)", "dim"
+            done_n += 1
+        elif p.skip_reason:
+            what, style = f"skip: {p.skip_reason}", "yellow"
+            skips[p.backend] += 1
+        else:
+            what, style = "run", ""
+            runs[p.backend] += 1
+        t.add(p.op if p.op != last else "", p.row.label, p.case_name, p.backend, what,
+              styles=["bold", "", "", "", style])
+        last = p.op
+    colour = colour_wanted(console.file)
+    console.file.write("\n".join(t.lines(colour)) + "\n")
+    for note in notes:
+        console.file.write(f"note: {note}\n")
+    n_run = sum(runs.values())
+    backends = sorted(set(runs) | set(skips))
+    per_backend = "; ".join(f"{b} {runs[b]} to run" + (f", {skips[b]} skipped" if skips[b] else "")
+                            for b in backends)
+    lines = [f"{len(planned)} row(s): {n_run} to run, {sum(skips.values())} skipped"
+             + (f", {done_n} already done" if done_n else "") + f" ({per_backend})"]
+    compiled = sum(n for b, n in runs.items() if b != "torch")
+    typical = n_run * (rule.warmup_s + rule.max_time_s)
+    lines.append(f"timing: each row stops once its median is known to ±{rule.target_precision:.1%} (after at "
+                 f"least {rule.min_time_s:g} s) or at {rule.max_time_s:g} s, after {rule.warmup_s:g} s of warm-up"
+                 + (" (--quick)" if opts.quick else "") + f": at most about {_duration(typical)} of timing, "
+                 "plus each row's set-up (its inputs, its first call)")
+    worst = n_run * row_timeout + compiled * compile_timeout
+    lines.append(f"limit: a row is stopped after --row-timeout {row_timeout:g} s"
+                 + (f", and a compile or triton row's first call (its compile) after --compile-timeout "
+                    f"{compile_timeout:g} s ({compiled} such row(s))" if compiled else "")
+                 + f": the run cannot take more than {_duration(worst)}")
+    lines.append("nothing was measured or written; run the same command without --list to measure")
+    console.file.write("\n".join(lines) + "\n")
+    console.file.flush()
+    return exitcodes.OK
