@@ -42,15 +42,17 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "formula_guard": (),
     "profiles": (),
     "bench": ("device", "ops"),
-    "calibrate": ("device", "profiles", "bench", "tf32"),
     "roofline": ("profiles",),
+    "ceilings": ("device", "profiles", "roofline"),  # roofline: its rate formatting (si)
+    "calibrate": ("device", "profiles", "bench", "tf32", "ceilings"),
     "report": ("profiles", "roofline"),
     "export": ("profiles", "roofline", "report", "calibrate"),  # report: its streaming reader (report.stream)
     "audit": ("device", "ops", "bench", "manifest", "profiles"),
     "fleet": ("device", "profiles", "calibrate"),
-    "pipeline": ("device", "ops", "bench", "calibrate", "profiles", "roofline", "report", "export", "audit"),
-    "commands": ("device", "ops", "bench", "calibrate", "profiles", "roofline", "report", "export", "audit",
-                 "fleet", "pipeline", "manifest", "formula_guard", "cli"),
+    "pipeline": ("device", "ops", "bench", "calibrate", "ceilings", "profiles", "roofline", "report", "export",
+                 "audit"),
+    "commands": ("device", "ops", "bench", "calibrate", "ceilings", "profiles", "roofline", "report", "export",
+                 "audit", "fleet", "pipeline", "manifest", "formula_guard", "cli"),
     "cli": ("commands",),
 }
 

@@ -76,6 +76,10 @@ def test_bench_exits_3_when_an_inflated_bytes_formula_breaches_the_nominal(tmp_p
     assert info is not None and info.exit_code == exitcodes.PHYSICS
     assert info.health["ok"] is False and info.health["state"] == "breached"
     assert [(c["ceiling"], c["state"]) for c in info.health["ceilings"]] == [("memory", "breached")]
+    # a CPU has no GPU facts to hold its profile against: the run says so, and prints nothing about it
+    facts = info.health["device_facts"]
+    assert facts["state"] == "not-checked" and "is a CPU" in facts["reason"] and facts["note"] is None
+    assert "device facts" not in r.stdout + r.stderr
     doc = json.loads((out / "roofline.json").read_text())
     assert doc["health"]["state"] == "breached" and doc["rows"][0]["breaches"]
     m = _metrics(metrics)

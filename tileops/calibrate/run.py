@@ -147,8 +147,20 @@ def calibrate_device(device: str = "auto", *, quick: bool = False, progress: Pro
     info = describe_device(device)
     base, notes = base_profile(info.kind, info.name, options, profiles)
     run = measure_device(device, quick=quick, progress=progress)
+    run.warnings += physics_warnings(info, base, run)  # kept in the device's result: --all-devices prints them too
     profile, warnings = build_profile(base, [run])
     return CalibrationOutcome(profile=profile, run=run, warnings=[*run.warnings, *notes, *warnings])
+
+
+def physics_warnings(info: DeviceInfo, base: Profile, run: DeviceCalibration) -> list[str]:
+    """Before this calibration prices anything: the device's own facts against its profile's theoretical figures,
+    and what it measured against what others published for the same SKU (``tileops.ceilings``)."""
+    from tileops.ceilings.peers import peer_warnings
+    from tileops.ceilings.runtime import check_device
+
+    facts = check_device(info, base)
+    return [*facts.warnings(), *peer_warnings(info.name, {m: x.bytes_per_s for m, x in run.mixes.items()},
+                                              {k: x.flops_per_s for k, x in run.roofs.items()})]
 
 
 def calibrate_cpu(quick: bool = False, progress: Progress | None = None,

@@ -1,9 +1,11 @@
-"""`tileops profile list|show|match`: the device profiles this host would price against.
+"""`tileops profile list|show|match|check`: the device profiles this host would price against.
 
 ``list`` shows every profile (shipped and store, the store's overriding), ``show``
-one profile's theoretical, calibration and effective figures side by side, and
+one profile's theoretical, calibration and effective figures side by side,
 ``match`` which profile a device name (default: this host's device) selects, or
-that none does, in which case SOL readings are blank (§1.2).
+that none does, in which case SOL readings are blank (§1.2), and ``check`` holds
+profiles' theoretical figures against the ceilings the device's own facts give
+and their calibrations against what others measured (``tileops.ceilings``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                               "(default: the profile matching this host's device)")
     match = verbs.add_parser("match", help="which profile a device name selects", parents=[common])
     match.add_argument("device_name", nargs="?", help="the device name (default: this host's device)")
+    check = verbs.add_parser("check", help="theoretical figures against the device's own facts; calibrations "
+                                           "against what others measured on the same SKU", parents=[common])
+    check.add_argument("name", nargs="?", help="profile name, a device name it matches, or a YAML file (default: the "
+                                               "profile matching this host's device)")
+    check.add_argument("--all", action="store_true", dest="all_profiles",
+                       help="every profile, shipped and store (exit 1 when any has a defect)")
     p.set_defaults(func=run, verb="list")
 
 
@@ -72,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
             return _show(args, profiles)
         if args.verb == "match":
             return _match(args, profiles)
+        if args.verb == "check":
+            return _check(args, profiles)
         return _list(args, profiles)
     except ProfileError as exc:
         raise TileOpsError(str(exc) + (f" (fix: {exc.fix})" if exc.fix and "fix:" not in str(exc) else "")) from None
@@ -125,3 +135,55 @@ def _match(args: argparse.Namespace, profiles: list[Profile]) -> int:
         return 1
     print(f"{name!r} -> {hit.name} ({hit.source_path})")
     return 0
+
+
+def _check(args: argparse.Namespace, profiles: list[Profile]) -> int:
+    from tileops import exitcodes
+    from tileops.ceilings.check import check_report
+    from tileops.ceilings.facts import host_facts
+
+    if args.all_profiles and args.name:
+        raise TileOpsError(f"`tileops profile check` takes a NAME or --all, not both (got {args.name!r} and --all)")
+    device = host_facts()
+    if args.all_profiles:
+        chosen = profiles
+    elif args.name:
+        chosen = [find_profile(args.name, profiles)]
+    else:
+        name = device.facts.name if device.facts is not None else _this_device_name()
+        hit = select_profile(name, profiles)
+        if hit is None:
+            raise ProfileError(f"no profile matches this device ({name!r}), so there is nothing to check",
+                               fix="name a profile (`tileops profile check H200`), or --all")
+        chosen = [hit]
+    report = check_report(chosen, device)
+    if args.format != "table":
+        data = report.as_dict()
+        print(json.dumps(data, indent=2) if args.format == "json" else yaml.safe_dump(data, sort_keys=False))
+        return exitcodes.FAILED if report.failed else exitcodes.OK
+    console = make_console()
+    t = Table(title=f"profile check: theoretical figures against the device facts that give them "
+                    f"({'this GPU' if device.facts else 'facts recorded per SKU'}; {device.why_not or 'NVML'})",
+              title_justify="left")
+    for col in ("profile", "ceiling", "profile states", "facts give", "off", "state"):
+        t.add_column(col, no_wrap=col in ("profile", "ceiling"), justify="right" if col == "off" else "left")
+    for p in report.profiles:
+        if p.not_checked:
+            t.add_row(p.profile, "-", "-", "-", "-", "not checked")
+        for c in p.ceilings:
+            off = "-" if c.ratio is None else f"{round((c.ratio - 1) * 100, 1) + 0.0:+.1f} %"
+            state = {"defect": "[red]DEFECT[/]", "agrees": "agrees"}.get(c.state, "not checked")
+            t.add_row(p.profile, c.ceiling, fmt_rate(c.stated, c.unit), fmt_rate(c.derived.value, c.unit), off, state)
+    console.print(t)
+    for heading, lines in (
+            ("facts", [f"{p.profile}: {p.facts.describe()}" for p in report.profiles if p.facts is not None]),
+            ("defects", [c.describe(p.profile) for p in report.profiles for c in p.defects]),
+            ("not checked", [line for p in report.profiles for line in p.unchecked()]),
+            ("calibration against what others measured on the same SKU",
+             [c.describe(name) for name, cs in report.peers.items() for c in cs])):
+        if lines:
+            console.print(f"{heading}:", highlight=False)
+            for line in lines:
+                console.print(f"  {line}", soft_wrap=True, highlight=False)
+    console.print(report.summary(), soft_wrap=True, highlight=False)
+    return exitcodes.FAILED if report.failed else exitcodes.OK

@@ -32,6 +32,7 @@ from tileops import exitcodes, interrupts
 from tileops.bench import sweep as bench
 from tileops.bench.select import Selection
 from tileops.calibrate.results import device_key, device_profile_reader
+from tileops.ceilings.runtime import check_device
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
 from tileops.pipeline.calibration import DEFAULT_MAX_AGE, ensure_calibrated
@@ -275,6 +276,9 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions,
     if profile is None:
         _say(err, f"[yellow]warning: no profile matches {device.name!r}[/]: SOL will be left blank (never guessed). "
                   "Run `tileops calibrate` on this device, or pass --profile.")
+    facts = check_device(device, profile)  # the GPU's own facts against its profile (a CPU: not checked)
+    for warning in facts.warnings():
+        _say(err, f"[yellow]warning[/]: {warning}")
     if prep.done:
         console.print(f"resuming: {prep.done} row(s) already recorded OK, {len(prep.todo)} to run")
 
@@ -293,10 +297,13 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions,
     _report(priced, h, device, profile, result.run_dir, out, console)
     if quick_note is not None:  # the summary says what the SOL figures rest on: never a rough one unsaid
         _say(console, f"[yellow]note[/]: {quick_note}")
+    if facts.note is not None:
+        _say(console, f"[yellow]note[/]: {facts.note}")
     rc = exitcodes.OK if h.ok else exitcodes.PHYSICS
     if info.rows_error and rc == exitcodes.OK:
         rc = exitcodes.FAILED
     info.health = h.as_dict()  # ok, state (held / partial / not-judged / breached) and each ceiling's check
+    info.health["device_facts"] = facts.as_dict()
     info.exit_code = rc
     prep.save(info)  # the run's final state, before any network work
 
