@@ -38,7 +38,7 @@ def test_the_alerts_exist_with_severity_and_annotations():
     alerts = _alerts()
     assert set(alerts) == {"TileOpsPhysicsBreach", "TileOpsPhysicsNotJudged", "TileOpsSOLRegression",
                            "TileOpsCalibrationDrift", "TileOpsCalibrationDrop", "TileOpsBenchStale",
-                           "TileOpsAuditFail"}
+                           "TileOpsAuditFail", "TileOpsStragglerSOL", "TileOpsStragglerBandwidth"}
     assert alerts["TileOpsPhysicsBreach"]["labels"]["severity"] == "critical"
     for name, rule in alerts.items():
         text = rule["annotations"]["summary"] + rule["annotations"]["description"]
@@ -80,7 +80,20 @@ def test_recording_rules_have_promtool_tests():
     tested = {t["expr"] for f in TESTS for case in yaml.safe_load(f.read_text())["tests"]
               for t in case.get("promql_expr_test", [])}
     assert {"tileops:sol_ratio:by_model_op", "tileops:sol_ratio:sku_median",
-            "tileops:devices:by_model_physics_state"} <= tested
+            "tileops:devices:by_model_physics_state", "tileops:sol_ratio:sku_median_ratio"} <= tested
+    assert any(e.startswith("tileops:calibration_copy:sku_median_ratio") for e in tested)
+
+
+def test_straggler_alerts_wait_for_three_runs_with_for() -> None:
+    """Issue 28: never on one point. Each straggler alert has a `for:`, counts new runs (or calibrations) in its
+    window, and looks at the whole window, not at the newest value; promtool holds what that does."""
+    import re
+
+    for name in ("TileOpsStragglerSOL", "TileOpsStragglerBandwidth"):
+        rule = _alerts()[name]
+        assert re.fullmatch(r"\d+[hm]", rule["for"]) and rule["for"] != "0m", name
+        assert re.search(r"max_over_time\(tileops:[a-z_:]+:sku_median_ratio\[\w+:\w+\]\) < 0.95", rule["expr"]), name
+        assert re.search(r"changes\(tileops:[a-z_]+_timestamp_seconds:device\[\w+:\w+\]\) >= 2", rule["expr"]), name
 
 
 def test_alerts_read_only_the_lean_metric_set():

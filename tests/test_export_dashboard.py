@@ -17,8 +17,9 @@ DASHBOARD = GRAFANA / "dashboards" / "tileops-sol.json"
 WANTED = {  # the views the issue asks for, by panel title
     "Fleet SOL by SKU and op", "Measured bandwidth per device and mix", "Physics breaches (formula errors)",
     "Anomalies, blanks and errors", "SOL ratio per workload", "Run health per device",
-    "Physics check per device and ceiling", "Calibration vs the device's previous run",
+    "Physics check per device and ceiling", "Calibration vs the device's previous run", "Devices of a SKU, ranked",
 }
+STRAGGLERS = GRAFANA.parent / "prometheus" / "tests" / "tileops-stragglers.test.yml"
 
 
 def _dash() -> dict:
@@ -85,3 +86,34 @@ def test_provisioning_points_at_the_dashboard_and_prometheus():
     ds_prov = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "tileops.yaml").read_text())
     (ds,) = ds_prov["datasources"]
     assert ds["type"] == "prometheus" and ds["url"].startswith("http://prometheus:")
+
+
+def test_the_straggler_panel_ranks_the_synthetic_fleet(tmp_path: Path):
+    """The panel's two queries on the promtool straggler tests' fleet: each device against its SKU's median, the
+    straggler and the noisy device below 1, the healthy ones at 1; SOL sorted worst first."""
+    exe = need_binary("promtool")
+    (panel,) = [p for p in _dash()["panels"] if p["title"] == "Devices of a SKU, ranked"]
+    sol, copy = (re.sub(r"\$modelName", ".*", t["expr"]) for t in panel["targets"])
+    assert sol.startswith("sort(") and 'mix="copy"' in copy
+    fleet = yaml.safe_load(STRAGGLERS.read_text())["tests"]
+    by_name = {case["name"]: case for case in fleet}
+    sol_case = by_name["the straggler fires after its third run below and until it recovers; the noisy device never"]
+    copy_case = by_name["the copy straggler fires after its third calibration below; the noisy device never"]
+
+    def samples(values: dict[str, float], l4: tuple[str, ...] = ()) -> list[dict]:
+        return [{"labels": f'{{Hostname="n{ord(u[-1]) - 96}",UUID="{u}",modelName="NVIDIA {"L4" if u in l4 else "H200"}"}}',
+                 "value": v} for u, v in values.items()]
+
+    doc = {"rule_files": [], "evaluation_interval": "1h", "tests": [
+        {"interval": "1h", "input_series": sol_case["input_series"], "promql_expr_test": [
+            {"expr": sol, "eval_time": "73h", "exp_samples": samples(
+                {"GPU-a": 1, "GPU-b": 1, "GPU-c": 1, "GPU-d": 0.94, "GPU-e": 0.93, "GPU-f": 2 / 3, "GPU-g": 4 / 3},
+                l4=("GPU-f", "GPU-g"))}]},
+        {"interval": "1h", "input_series": copy_case["input_series"], "promql_expr_test": [
+            {"expr": copy, "eval_time": "504h", "exp_samples": samples(
+                {"GPU-a": 1, "GPU-b": 1, "GPU-c": 1, "GPU-d": 0.94, "GPU-e": 0.94, "GPU-f": 0.94, "GPU-g": 1})}]},
+    ]}
+    path = tmp_path / "panel.test.yml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    res = subprocess.run([exe, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "SUCCESS" in res.stdout + res.stderr, res.stdout + res.stderr
