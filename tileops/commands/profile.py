@@ -162,8 +162,9 @@ def _check(args: argparse.Namespace, profiles: list[Profile]) -> int:
         print(json.dumps(data, indent=2) if args.format == "json" else yaml.safe_dump(data, sort_keys=False))
         return exitcodes.FAILED if report.failed else exitcodes.OK
     console = make_console()
-    t = Table(title=f"profile check: theoretical figures against the device facts that give them "
-                    f"({'this GPU' if device.facts else 'facts recorded per SKU'}; {device.why_not or 'NVML'})",
+    source = (f"this GPU's own ({device.facts.origin}) for the profile naming it, else those recorded per SKU"
+              if device.facts is not None else f"those recorded per SKU ({device.why_not})")
+    t = Table(title=f"profile check: theoretical figures against the ceilings the device's facts give; facts: {source}",
               title_justify="left")
     for col in ("profile", "ceiling", "profile states", "facts give", "off", "state"):
         t.add_column(col, no_wrap=col in ("profile", "ceiling"), justify="right" if col == "off" else "left")
