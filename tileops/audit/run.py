@@ -132,7 +132,7 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
                     on_row(i, len(planned), entry)
                 continue
             try:
-                entry = _audit_row(p, i, out_dir, ncu, domain, device, config, opts)
+                entry = _audit_row(p, i, out_dir, ncu, domain, device, config, opts, version)
             except Exception as exc:  # a driver bug must not lose the sweep: this row says so, the rest run
                 entry = _entry(p, judge(declared=None, measured=None, error=f"the audit itself failed on this "
                                         f"row: {type(exc).__name__}: {exc}"), error_kind="internal")
@@ -173,7 +173,8 @@ def _no_cuda_hint(device: DeviceInfo | None) -> str:
 
 
 def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str | None,
-               device: DeviceInfo | None, config: ExemptConfig, opts: AuditOptions) -> AuditEntry:
+               device: DeviceInfo | None, config: ExemptConfig, opts: AuditOptions,
+               version: str | None = None) -> AuditEntry:
     if p.skip_reason:
         return _entry(p, judge(declared=None, measured=None, skip_reason=p.skip_reason))
     if ncu is None:
