@@ -16,7 +16,7 @@ import statistics
 import time
 from typing import Callable, Sequence
 
-from tileops.bench.timers import FLUSH_RANGE, ITER_PREFIX, TraceEvent, attribute_iterations, classify, join_launches
+from tileops.bench.cupti import FLUSH_RANGE, ITER_PREFIX, TraceEvent, attribute_iterations, classify, join_launches
 
 
 def synthetic_launches(n_ranges: int, per_range: int) -> list[TraceEvent]:

@@ -37,8 +37,8 @@ import torch
 
 from tileops.bench.execute import measure
 from tileops.bench.stopping import CPU_RULE, GPU_RULE, QUICK_RULE, StoppingRule
-from tileops.bench.timers import (CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, attribute_iterations,
-                                  cupti_unavailable_reason, trace_events_from_chrome)
+from tileops.bench.cupti import attribute_iterations, trace_events_from_chrome
+from tileops.bench.timers import CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, cupti_unavailable_reason
 from tileops.ops.catalog import load_entries
 from tileops.ops.workload import bind_row, build_inputs, instantiate
 

@@ -26,9 +26,9 @@ PKG = Path(tileops.__file__).parent
 ROOT = PKG.parent
 DOC = ROOT / "docs" / "architecture.md"
 
-#: Foundation modules: small, importable by every layer; standard-library only but for typed_json (msgspec)
+#: Foundation modules: small, importable by every layer; standard-library only but for records.fast (msgspec)
 #: and yamlfile (PyYAML), which the bench never imports (the run-time probe below holds it).
-FOUNDATION = ("errors", "fsutil", "paths", "exitcodes", "interrupts", "revision", "dtypes", "records", "typed_json",
+FOUNDATION = ("errors", "fsutil", "paths", "exitcodes", "interrupts", "revision", "dtypes", "records",
               "yamlfile")
 
 #: layer -> the layers it may import (besides itself and the foundation). A layer is a

@@ -469,7 +469,7 @@ def test_the_exporter_reads_every_verdict_the_audit_writes(tmp_path: Path) -> No
                                                        verdict=v, reason="", expected_read_bytes=100,
                                                        measured_read_bytes=150))
     read = read_audit(tmp_path)
-    assert [a.verdict for a in read] == list(VERDICTS) and read[0].read_bytes_ratio == 1.5
+    assert [a.verdict for a in read] == list(VERDICTS) and read[0].read_ratio == 1.5
 
 
 def test_diagnosis_of_ncu_output() -> None:

@@ -21,8 +21,9 @@ from typing import Any, Callable
 import torch
 
 from tileops.bench.stopping import StoppingRule, quantile, rel_noise
-from tileops.bench.timers import (CUPTI_FIX, AttributionError, CacheFlusher, CpuWallTimer, CudaEventTimer,
-                                  CuptiTimer, Timer, cupti_unavailable_reason)
+from tileops.bench.cupti import AttributionError
+from tileops.bench.timers import (CUPTI_FIX, CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, Timer,
+                                  cupti_unavailable_reason)
 from tileops.errors import BackendUnavailableError, CompileError, TileOpsError
 from tileops.ops.catalog import load_entries
 from tileops.ops.spec import Workload
@@ -99,23 +100,26 @@ def warm_up(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> int:
 
 def measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timing:
     """Time ``fn`` until the rule stops. Any failure of a timer that can fall back (CUPTI: its attribution
-    refused, or the profiler itself failing) re-times the row with CUDA events, and the record says why
-    (``fallback_reason``): the roofline tool prices it blank. An error of the op itself fails again there
-    and becomes the row's error record."""
-    fallback = getattr(timer, "fallback", None)
-    if fallback is None:
-        return _measure(fn, timer, rule)
+    refused, or the profiler itself failing) re-times the row with the timer it falls back to (CUDA events),
+    and the record says why (``fallback_reason``): the roofline tool prices it blank. An error of the op
+    itself fails again there and becomes the row's error record; a timer with nothing to fall back to (the
+    CPU's) lets it through at once."""
     try:
         return _measure(fn, timer, rule)
     except AttributionError as exc:
-        return _measure(fn, fallback(
+        other = timer.fallback(
             f"CUPTI attribution failed ({exc}); re-timed with CUDA events. Fix: run the bench without another "
             "profiler attached (nsys and ncu hold CUPTI); if it persists, run scripts/device-check and report "
-            "its cupti trace"), rule)
+            "its cupti trace")
+        if other is None:
+            raise
     except Exception as exc:
-        return _measure(fn, fallback(
+        other = timer.fallback(
             f"the CUPTI timer failed ({type(exc).__name__}: {str(exc)[:300]}); re-timed with CUDA events. Fix: "
-            "run scripts/device-check on this machine and report its log and cupti trace"), rule)
+            "run scripts/device-check on this machine and report its log and cupti trace")
+        if other is None:
+            raise
+    return _measure(fn, other, rule)
 
 
 def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timing:
@@ -123,7 +127,7 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timi
     warm = warm_up(fn, timer, rule)
     t0 = time.perf_counter()
     samples: list[float] = []
-    first = batch = getattr(timer, "first_batch", 1)
+    first = batch = timer.first_batch
     while True:
         samples.extend(timer.sample(fn, batch))
         elapsed = time.perf_counter() - t0
@@ -135,12 +139,11 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timi
         left = max(1, math.ceil((rule.max_time_s - elapsed) / per_sample)) if per_sample > 0 else 64
         batch = max(1, min(max(first, len(samples) // 2), 64, left, rule.max_samples - len(samples)))
     s = sorted(samples)
-    spans = getattr(timer, "spans", None)
+    spans = timer.spans
     return Timing(
         timer=timer.kind, median_s=statistics.median(s), min_s=s[0], mean_s=statistics.fmean(s),
         p10_s=quantile(s, 0.10), p90_s=quantile(s, 0.90), n=len(s), rel_noise=rel_noise(s), warmup=warm,
-        total_s=time.perf_counter() - t_start, stop_reason=reason,
-        fallback_reason=getattr(timer, "fallback_reason", None),
+        total_s=time.perf_counter() - t_start, stop_reason=reason, fallback_reason=timer.fallback_reason,
         span_s=statistics.median(spans) if spans else None,
     )
 

@@ -329,7 +329,7 @@ def _audit(fam: Samples, dev: tuple[str, ...], s: Snapshot) -> None:
         lab = dev + a.key
         if a.verdict in AUDIT_VERDICTS:
             fam.add("tileops_audit_verdict", lab + (a.verdict,), 1)
-        fam.add("tileops_audit_read_bytes_ratio", lab, a.read_bytes_ratio)
+        fam.add("tileops_audit_read_bytes_ratio", lab, a.read_ratio)
 
 
 @lru_cache(maxsize=1)
