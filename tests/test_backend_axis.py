@@ -309,7 +309,7 @@ def test_a_compile_past_its_limit_is_a_timeout_that_names_the_flag(tmp_path: Pat
     try:
         def task(backend: str) -> Task:
             return Task(op="relu", label="cpu-512x1024", case="float32", case_name="float32", backend=backend,
-                        device="cpu", rule=QUICK_RULE, env=env_)
+                        device=CPU, rule=QUICK_RULE, env=env_)
 
         slow = worker.run(task("compile"), "elementwise", timeout_s=60, compile_timeout_s=0.2)
         assert slow.restarted and slow.record.status == "error" and slow.record.error.kind == "timeout"

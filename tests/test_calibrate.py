@@ -425,7 +425,7 @@ def test_calibrate_cpu_function_reports_progress_and_writes_nothing(tmp_path: Pa
 def test_gpu_calibration_quick() -> None:  # pragma: no cover - runs in scripts/device-check
     from tileops.calibrate import calibrate_device
 
-    outcome = calibrate_device("cuda:0", quick=True)
+    outcome = calibrate_device(describe_device("cuda:0"), quick=True)
     mem = outcome.profile.memory
     assert mem is not None and set(mem.measured) == set(MIXES) and all(v > 0 for v in mem.measured.values())
     assert outcome.run.uuid and outcome.run.latency_floor_s

@@ -596,8 +596,9 @@ def test_a_gpu_row_is_timed_by_cupti_through_the_bench_path() -> None:  # pragma
     from tileops.bench.environment import run_environment
     from tileops.device import describe_device
 
+    gpu = describe_device("cuda:0")
     task = Task(op="linear", label=row.label, case="bfloat16", case_name="bfloat16", backend="torch",
-                device="cuda:0", rule=QUICK_RULE, env=run_environment(describe_device("cuda:0"), "gpu-test", None))
+                device=gpu, rule=QUICK_RULE, env=run_environment(gpu, "gpu-test", None))
     t = measure(run, make_timer(task, torch.cuda.get_device_properties(0).L2_cache_size), QUICK_RULE)
     assert t.timer == "cupti", t.fallback_reason
     assert t.fallback_reason is None and t.median_s > 0

@@ -185,7 +185,7 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
     for f in (report, facts_path):
         f.unlink(missing_ok=True)
     child = ["--op", p.op, "--label", p.row.label, "--case", case_arg(p.case), "--backend", p.backend,
-             "--device", device.device if device else opts.device, "--warmup", str(opts.warmup),
+             "--device", device.torch_device if device else opts.device, "--warmup", str(opts.warmup),
              "--nvtx-domain", domain or "", "--nvtx-range", NVTX_RANGE, "--facts", str(facts_path)]
     cmd = profile_command(ncu, report, child, domain=domain, replay_mode=opts.replay_mode,
                           clock_control=opts.clock_control)

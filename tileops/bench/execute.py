@@ -24,6 +24,7 @@ from tileops.bench.stopping import StoppingRule, quantile, rel_noise
 from tileops.bench.cupti import AttributionError
 from tileops.bench.timers import (CUPTI_FIX, CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, Timer,
                                   cupti_unavailable_reason)
+from tileops.device import DeviceInfo
 from tileops.errors import BackendUnavailableError, CompileError, TileOpsError
 from tileops.ops.catalog import load_entries
 from tileops.ops.spec import Workload
@@ -40,7 +41,7 @@ class Task:
     case: Any  # the dtype case as written in the manifest (a name or a mapping)
     case_name: str
     backend: str
-    device: str
+    device: DeviceInfo  # described once by the runner, sent with every row
     rule: StoppingRule
     env: Environment  # fixed for the run; each record adds the clocks around its row
     timer: str = "auto"  # auto | cupti | cuda-events | cpu-wall
@@ -69,18 +70,19 @@ def _flusher(device: str, cache_bytes: int | None) -> CacheFlusher:
 def make_timer(task: Task, cache_bytes: int | None) -> Timer:
     """The row's timer. ``auto`` on a GPU is CUPTI when it works here, else CUDA events that say why;
     ``cupti`` without CUPTI raises (the runner's ``check_timer`` refused it before the first row)."""
-    flush = _flusher(task.device, cache_bytes)
-    if task.device == "cpu":
+    device = task.device.torch_device
+    flush = _flusher(device, cache_bytes)
+    if task.device.kind == "cpu":
         return CpuWallTimer(flush)
     if task.timer == "cuda-events":  # pragma: no cover - GPU
-        return CudaEventTimer(flush, task.device)
+        return CudaEventTimer(flush, device)
     why = cupti_unavailable_reason()  # pragma: no cover - GPU
     if why is None:  # pragma: no cover - GPU
         trace = os.path.join(task.trace_dir, task.trace_name) if task.trace_dir else None
-        return CuptiTimer(flush, task.device, trace_path=trace)
+        return CuptiTimer(flush, device, trace_path=trace)
     if task.timer == "cupti":  # pragma: no cover - GPU
         raise TileOpsError(f"--timer cupti: CUPTI is unavailable here: {why}. Fix: {CUPTI_FIX}")
-    return CudaEventTimer(flush, task.device,  # pragma: no cover - GPU
+    return CudaEventTimer(flush, device,  # pragma: no cover - GPU
                           fallback_reason=f"CUPTI is unavailable here ({why}); fix: {CUPTI_FIX}")
 
 
@@ -197,7 +199,7 @@ def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[
     clocks_before = read_clocks(task.device)
     try:
         op = instantiate(entry, row, task.backend)
-        inputs = build_inputs(op, bound, task.device)
+        inputs = build_inputs(op, bound, task.device.torch_device)
         timer = make_timer(task, cache_bytes)
         load_compiler(task.backend)
         prepared = op.prepare(**inputs)  # one checked call (last_call is what eval_roofline prices), compiled

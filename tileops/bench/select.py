@@ -176,7 +176,7 @@ def _backend_skip(cls: type, backend: str, bound: BoundRow | None, device: Devic
     Eager runs wherever the row does, so only the other backends are asked."""
     if backend == "torch" or bound is None:
         return None
-    return cls.unsupported(backend, device.device, bound.dtypes, bound.shapes,  # type: ignore[attr-defined]
+    return cls.unsupported(backend, device.torch_device, bound.dtypes, bound.shapes,  # type: ignore[attr-defined]
                            bound.row.params)
 
 

@@ -264,7 +264,7 @@ def prepare(opts: SweepOptions) -> PreparedSweep:
         run_dir = Path(opts.out) if opts.out else Path("results") / run_id
         lock = _open_new(run_dir)
         info = RunInfo(run_id=run_id, started_at=utcnow(), argv=opts.argv or sys.argv[1:],
-                       selection={**opts.selection.as_dict(), "device": device.device}, options=opts.run_options)
+                       selection={**opts.selection.as_dict(), "device": device.torch_device}, options=opts.run_options)
         done = set()
     lock.reserve()
     threads = default_threads() if device.kind == "cpu" else None
@@ -349,7 +349,7 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
                 rec = _skipped(p, family, prep.env)
             else:
                 task = Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
-                            device=prep.device.device, rule=prep.rule, env=prep.env, timer=prep.timer,
+                            device=prep.device, rule=prep.rule, env=prep.env, timer=prep.timer,
                             trace_dir=prep.trace_dir, row=p.row)
                 rec = worker.run(task, family, prep.row_timeout_s, prep.compile_timeout_s).record
             try:

@@ -168,11 +168,6 @@ class DeviceCalibration(BaseModel):
         return self._previous
 
 
-def device_key(uuid: str | None, hostname: str) -> str:
-    """A device's name in the store: its GPU (or MIG) uuid, or ``cpu-<hostname>`` for a host's CPU."""
-    return uuid or f"cpu-{hostname}"
-
-
 #: The real forms of a device key: an NVML GPU or MIG uuid, or ``cpu-`` and a host name (at most 64
 #: letters, digits, '-', '.' and '_'), so a key is always a plain file name inside the store.
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"

@@ -26,10 +26,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from tileops.calibrate.theoretical import TheoryOptions, base_profile
 from tileops.calibrate.cpupeak import PeakUnknown
 from tileops.calibrate.dram import bandwidth_from_env, parse_bandwidth, read_bandwidth_file
-from tileops.calibrate.results import (DeviceCalibration, Freshness, build_profile, device_key, devices_dir,
+from tileops.calibrate.results import (DeviceCalibration, Freshness, build_profile, devices_dir,
                                       parse_duration, read_device_result, stored_freshness, write_device_result)
 from tileops.calibrate.summary import devices_table, make_console, profile_view, run_view
 from tileops.commands import argtypes
+from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
 from tileops.fsutil import unwritable_dir
 from tileops.profiles import (PROFILE_DIR_ENV, Profile, load_profiles, select_profile, shipped_dir, store_dir,
@@ -192,13 +193,14 @@ def run(args: argparse.Namespace) -> int:
         if why:
             raise TileOpsError(f"cannot write profiles to {_target_dir(args)} ({why}); give a writable "
                                "--profile-dir (or TILEOPS_PROFILE_DIR), or pass --no-write")
-    fresh = _fresh(args, max_age, err) if max_age is not None and not args.all_devices else None
+    info = None if args.all_devices else _describe(args.device)  # described once: every step below reads it
+    fresh = _fresh(args, info, max_age, err) if info is not None and max_age is not None else None
     if args.results_out:  # a child of --all-devices: measure, write the raw result, nothing else
         if fresh is not None:  # hand the stored result back; the parent sees its run_id unchanged
             write_device_result(fresh.result, path=args.results_out)
             return 0
         with _Bar(err, args.device) as bar:
-            dev_run = measure_device(args.device, quick=args.quick, progress=bar)
+            dev_run = measure_device(info, quick=args.quick, progress=bar)
         write_device_result(dev_run, path=args.results_out)
         err.print(run_view(dev_run))
         return 0
@@ -208,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         return _kept(args, fresh, options, out, err)
     try:
         with _Bar(err, args.device) as bar:
-            outcome = calibrate_device(args.device, quick=args.quick, progress=bar, options=options)
+            outcome = calibrate_device(info, quick=args.quick, progress=bar, options=options)
     except (PeakUnknown, ValueError) as exc:
         raise TileOpsError(str(exc)) from None
     written = _write(args, outcome.profile, [outcome.run], err)
@@ -221,15 +223,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fresh(args: argparse.Namespace, max_age: dt.timedelta, err: Console) -> Freshness | None:
-    """The device's stored result when it is newer than --max-age (said on stderr), else None (said too)."""
+def _describe(device: str) -> "DeviceInfo":
     from tileops.device import describe_device
 
     try:
-        info = describe_device(args.device)
+        return describe_device(device)
     except ValueError as exc:
         raise TileOpsError(str(exc)) from None
-    f = stored_freshness(device_key(info.uuid, info.hostname), max_age, store=_store(args), quick=args.quick)
+
+
+def _fresh(args: argparse.Namespace, info: "DeviceInfo", max_age: dt.timedelta, err: Console) -> Freshness | None:
+    """The device's stored result when it is newer than --max-age (said on stderr), else None (said too)."""
+    f = stored_freshness(info.key, max_age, store=_store(args), quick=args.quick)
     if f.fresh:
         err.print(f"{f.key}: {f.reason}: skipped, nothing measured")
         return f

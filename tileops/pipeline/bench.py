@@ -31,7 +31,7 @@ from rich.console import Console
 from tileops import exitcodes, interrupts
 from tileops.bench import sweep as bench
 from tileops.bench.select import Selection
-from tileops.calibrate.results import device_key, device_profile_reader
+from tileops.calibrate.results import device_profile_reader
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
 from tileops.pipeline.calibration import DEFAULT_MAX_AGE, ensure_calibrated
@@ -262,7 +262,7 @@ def _failed(prep: bench.PreparedSweep, err: Console) -> int:
 def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions, console: Console,
          err: Console) -> int:
     device = prep.device
-    console.print(f"[bold]tileops bench[/] run {prep.info.run_id} on {device.name} ({device.device}"
+    console.print(f"[bold]tileops bench[/] run {prep.info.run_id} on {device.name} ({device.torch_device}"
                   + (f", {prep.threads} threads" if prep.threads else "") + f") -> {prep.run_dir}")
     for notice in prep.notices:
         _say(err, f"[yellow]note[/]: {notice}")
@@ -270,7 +270,7 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions,
     with CalibrationProgress(err) as progress:
         calibrated = ensure_calibrated(device, chooser, out.calibrate, out.calibration_max_age,
                                        lambda text: _say(err, text), progress)
-    profile = chooser(device.name, device_key(device.uuid, device.hostname))
+    profile = chooser(device.name, device.key)
     quick_note = calibrated.quick_note() if calibrated is not None and profile is not None else None
     if profile is None:
         _say(err, f"[yellow]warning: no profile matches {device.name!r}[/]: SOL will be left blank (never guessed). "

@@ -70,11 +70,10 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
     """
     if policy == "never" or chooser.fixed is not None:
         return None
-    from tileops.calibrate.results import build_profile, check_device_key, device_key, stored_freshness
+    from tileops.calibrate.results import build_profile, check_device_key, stored_freshness
     from tileops.calibrate.theoretical import TheoryOptions, base_profile
 
-    key = check_device_key(device_key(device.uuid, device.hostname),
-                           f"device {device.device} on host {device.hostname!r}")
+    key = check_device_key(device.key, f"device {device.torch_device} on host {device.hostname!r}")
     try:
         options = TheoryOptions.from_env()
     except ValueError as exc:
@@ -91,24 +90,24 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
             say(f"calibration of {key}: {fresh.reason}; {why}: rebuilt the CPU profile {path} from it")
         else:
             say(f"calibration of {key}: {fresh.reason}")
-        return Calibrated(key, device.device, fresh.result)
+        return Calibrated(key, device.torch_device, fresh.result)
     if model is None and device.kind == "cuda":
         say(f"[yellow]no profile names {device.name!r}[/]: a calibration measures fractions of the datasheet "
             "ceilings, and no profile states them for this GPU, so SOL stays blank; add a profile "
             "(docs/profiles.md) and run `tileops calibrate`")
-        return Calibrated(key, device.device)
+        return Calibrated(key, device.torch_device)
     quick = policy == "quick" or (policy == "auto" and device.kind == "cuda")
-    say(f"calibrating {device.device} ({key}) first: {fresh.reason}; a {'quick' if quick else 'full'} calibration"
+    say(f"calibrating {device.torch_device} ({key}) first: {fresh.reason}; a {'quick' if quick else 'full'} calibration"
         f" ({'seconds' if quick else 'tens of seconds'}) so its rows are priced on what it reaches; "
         "--calibrate never skips it")
     from tileops.calibrate.results import write_device_result
     from tileops.calibrate.run import calibrate_device
 
     try:
-        outcome = calibrate_device(device.device, quick=quick, progress=progress, options=options,
+        outcome = calibrate_device(device, quick=quick, progress=progress, options=options,
                                    profiles=chooser.profiles)
     except ValueError as exc:
-        raise TileOpsError(f"the calibration of {device.device} failed: {exc}") from None
+        raise TileOpsError(f"the calibration of {device.torch_device} failed: {exc}") from None
     written = [write_device_result(outcome.run)]
     if model is None or _rebuild_reason(device, model, options) is not None:
         # a CPU no profile matches, or whose profile lacks the stated nominal: its model profile is this calibration
@@ -118,7 +117,7 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
     for warning in outcome.warnings:
         say(f"[yellow]calibration warning[/]: {warning}")
     say("wrote " + ", ".join(str(p) for p in written))
-    return Calibrated(key, device.device, outcome.run)
+    return Calibrated(key, device.torch_device, outcome.run)
 
 
 def _rebuild_reason(device: DeviceInfo, model: Profile | None, options: TheoryOptions) -> str | None:

@@ -53,7 +53,7 @@ def list_plan(req: BenchRequest, console: Console) -> int:
     compile_timeout = opts.compile_timeout_s or sweep.DEFAULT_COMPILE_TIMEOUT_S
 
     t = TextTable(("op", "label", "dtype", "backend", "plan"),
-                  title=f"tileops bench --list: {device.name} ({device.device})")
+                  title=f"tileops bench --list: {device.name} ({device.torch_device})")
     runs: Counter[str] = Counter()
     skips: Counter[str] = Counter()
     done_n = 0
