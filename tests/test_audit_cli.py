@@ -232,10 +232,13 @@ def test_formats(monkeypatch, tmp_path: Path, capsys, fmt: str) -> None:
 
 
 def test_exit_code_is_1_for_any_fail_or_error_only() -> None:
-    from tileops.commands.audit import exit_code
+    from tileops.pipeline.audit import AuditResult
 
     def e(verdict: str) -> AuditEntry:
         return AuditEntry(op="x", label="l", dtype="float32", backend="torch", verdict=verdict, reason="")
+
+    def exit_code(entries: list[AuditEntry]) -> int:
+        return AuditResult(None, entries).exit_code  # type: ignore[arg-type]  # no run needed to judge
 
     assert exit_code([e(v) for v in ("PASS", "WARN", "EXEMPT", "SKIPPED", "NO-VERDICT")]) == 0
     assert exit_code([e("PASS"), e("FAIL")]) == 1

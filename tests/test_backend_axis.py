@@ -97,13 +97,13 @@ def test_resume_keeps_the_compile_cache_and_refuses_another(tmp_path: Path) -> N
     from tileops.records import RunInfo, utcnow, write_run_info
 
     req = new_request({"backends": ["all"], "compile_cache": "cc", "compile_timeout_s": 30.0})
-    opts = req.sweep.run_options
-    assert opts.compile_cache == str(Path("cc").absolute()) and req.sweep.compile_timeout_s == 30.0
+    opts = req.options
+    assert opts.compile_cache == str(Path("cc").absolute()) and opts.compile_timeout_s == 30.0
     run = tmp_path / "run"
     run.mkdir()
     write_run_info(run, RunInfo(run_id="r", started_at=utcnow(), selection={"backends": ["all"]}, options=opts))
     again = resume_request(run, {"compile_cache": "cc"})
-    assert again.sweep.compile_cache == Path("cc").absolute() and again.sweep.selection.backends == ["all"]
+    assert again.options.compile_cache == str(Path("cc").absolute()) and again.selection.backends == ["all"]
     with pytest.raises(TileOpsError, match="--compile-cache"):
         resume_request(run, {"compile_cache": str(tmp_path / "elsewhere")})
 

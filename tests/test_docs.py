@@ -533,7 +533,7 @@ def test_the_bench_says_how_long_a_full_calibration_takes_as_the_docs_do() -> No
     """The bench said "about a minute" where a full CPU calibration takes 10 to 23 s; docs and message agree."""
     import inspect
 
-    from tileops.pipeline import calibration
+    from tileops.pipeline import calibrate as calibration
 
     source = inspect.getsource(calibration.ensure_calibrated)
     profiles = (REPO / "docs" / "profiles.md").read_text(encoding="utf-8")

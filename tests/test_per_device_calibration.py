@@ -135,7 +135,7 @@ def test_a_fresh_gpu_with_a_shipped_profile_is_calibrated_quick_before_its_rows_
     result prices it; the next run reuses it; a GPU no profile names is not measured (nothing to scale)."""
     import tileops.calibrate.run as calibrate_run
     from tileops.device import DeviceInfo
-    from tileops.pipeline.calibration import ensure_calibrated
+    from tileops.pipeline.calibrate import ensure_calibrated
 
     store = tmp_path / "store"
     monkeypatch.setenv("TILEOPS_PROFILE_DIR", str(store))
@@ -181,7 +181,7 @@ def test_a_nominal_bandwidth_in_the_environment_reaches_a_bench_with_a_fresh_cal
     from tileops.calibrate.results import build_profile, write_device_result
     from tileops.calibrate.theoretical import base_profile
     from tileops.device import describe_device
-    from tileops.pipeline.calibration import ensure_calibrated
+    from tileops.pipeline.calibrate import ensure_calibrated
     from tileops.profiles import write_profile
 
     sys.path.insert(0, str(Path(__file__).parent))

@@ -382,12 +382,13 @@ def test_resume_restores_the_options_and_an_old_run_file_still_reads(tmp_path: P
     out = tmp_path / "run"
     out.mkdir()
     write_run_info(out, RunInfo(run_id="r", started_at=utcnow(), selection={"ops": ["relu"], "device": "cpu"},
-                                options=req.sweep.run_options))
+                                options=req.options))
     back = resume_request(out, {"quick": True})
-    assert back.sweep.selection.ops == ["relu"] and back.sweep.quick and back.sweep.row_timeout_s == 5.0
-    assert back.sweep.device == "cpu" and not back.output.plot and back.output.calibrate == "never"
-    assert back.output.profile == str(Path("p.yaml").absolute())  # a file is kept absolute
-    assert back.output.textfile_dir == Path("prom").absolute()
+    o = back.options
+    assert back.selection.ops == ["relu"] and o.quick and o.row_timeout_s == 5.0
+    assert o.device == "cpu" and not o.plot and o.calibrate == "never"
+    assert o.profile == str(Path("p.yaml").absolute())  # a file is kept absolute
+    assert back.sinks.textfile_dir == Path("prom").absolute()
     with pytest.raises(TileOpsError, match=r"--no-plot \(the run: --no-plot\)|--calibrate \(the run: never\)"):
         resume_request(out, {"calibrate": "auto"})
     with pytest.raises(TileOpsError, match="--out"):
@@ -398,7 +399,7 @@ def test_resume_restores_the_options_and_an_old_run_file_still_reads(tmp_path: P
     del data["options"], data["reason"]
     (out / "run.json").write_text(json.dumps(data))
     old = resume_request(out, {})
-    assert old.sweep.selection.ops == ["relu"] and not old.sweep.quick and old.output.plot
+    assert old.selection.ops == ["relu"] and not old.options.quick and old.options.plot
 
 
 def test_run_info_reads_its_new_fields_strictly(tmp_path: Path) -> None:

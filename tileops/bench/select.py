@@ -19,6 +19,7 @@ compiler) is a ``skipped`` record with the reason the op class gives
 
 from __future__ import annotations
 
+import copy
 import difflib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -29,6 +30,7 @@ from tileops.errors import TileOpsError
 from tileops.ops.backends import BACKENDS
 from tileops.ops.spec import OpEntry, Workload, dtype_case_name
 from tileops.ops.workload import BoundRow, bind_row, build_inputs, instantiate
+from tileops.records import SELECTION_FIELDS, RunOptions
 
 #: ``--backend all``: every backend the op offers.
 ALL = "all"
@@ -46,6 +48,11 @@ class Selection:
     dtypes: list[str] = field(default_factory=list)
     all_rows: bool = False  # on a CPU, lift the default `cpu` tag filter
     shapes: list[str] = field(default_factory=list)  # --shape: ad-hoc rows of the --op ops (tileops.bench.adhoc)
+
+    @classmethod
+    def of(cls, options: RunOptions) -> Selection:
+        """The selection a run's options make (their :data:`~tileops.records.SELECTION_FIELDS`)."""
+        return cls(**{k: copy.copy(getattr(options, k)) for k in SELECTION_FIELDS})
 
     @property
     def rows_named(self) -> bool:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from tileops.durations import format_age
 from tileops.fsutil import read_regular, write_atomic
 from tileops.profiles import MIXES, MemoryRoof, Profile, ProfileError, Provenance, Roof, store_dir
 from tileops.records import Machine
@@ -254,30 +255,8 @@ def load_device_results(store: Path | None = None) -> list[DeviceCalibration]:
 
 # --------------------------------------------------------------------------- staleness (--max-age)
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)([smhdw]))+")
-
 #: A stored result may finish this far in the future (clocks of a host drift) and still count.
 CLOCK_SLACK = dt.timedelta(minutes=5)
-
-
-def parse_duration(text: str) -> dt.timedelta:
-    """``90m``, ``12h``, ``7d``, ``2w`` or a sum such as ``1d12h``, as a positive timedelta."""
-    s = text.strip().lower()
-    if not _DURATION.fullmatch(s):
-        raise ValueError(f"{text!r} is not a duration: give a number and a unit (s, m, h, d, w), e.g. 12h, 7d, 1d12h")
-    seconds = sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([smhdw])", s))
-    if seconds <= 0:
-        raise ValueError(f"{text!r} is not a positive duration (to recalibrate every time, leave --max-age out)")
-    return dt.timedelta(seconds=seconds)
-
-
-def format_age(age: dt.timedelta) -> str:
-    """``3d 4h``, ``2h 5m``, ``40s``: the two largest units, for a person."""
-    s = max(int(age.total_seconds()), 0)
-    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
-    shown = [f"{n}{u}" for n, u in parts if n][:2]
-    return " ".join(shown) or "0s"
 
 
 @dataclass(frozen=True)

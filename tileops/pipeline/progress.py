@@ -1,11 +1,12 @@
-"""The sweep's progress on a terminal (a bar with the current row) or in a log (one line per row)."""
+"""Progress of long work on a terminal or in a log: the sweep's rows (a bar with the current row, or one line
+per row) and a calibration's steps."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
 
 from tileops.bench.select import Planned
 from tileops.records import Record
@@ -84,3 +85,26 @@ class CalibrationProgress:
             self.progress.start()
             self.task = self.progress.add_task(what, total=steps)
         self.progress.update(self.task, description=what, completed=step)
+
+
+class StepBar:
+    """A calibration's ``progress(what, step, steps)`` as a bar on ``console`` (stderr) that stays when done:
+    ``tileops calibrate`` shows what it measured, step by step."""
+
+    def __init__(self, console: Console, label: str) -> None:
+        self.progress = Progress(TextColumn(f"[bold]{label}[/] {{task.description}}"), BarColumn(),
+                                 TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                                 console=console, transient=False)
+        self.task: TaskID | None = None
+
+    def __call__(self, what: str, step: int, steps: int) -> None:
+        if self.task is None:
+            self.task = self.progress.add_task(what, total=steps)
+        self.progress.update(self.task, description=what, completed=step)
+
+    def __enter__(self) -> StepBar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()

@@ -9,7 +9,8 @@ aside). What the rest of the package uses is named here.
 """
 
 from tileops.records.contract import (AUDIT_FILE, AUDIT_PREMISE, AUDIT_VERDICTS, MAX_COUNT, MAX_TIME_S, MIN_TIME_S,
-                                      RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYTES, SCHEMA_VERSION, AuditEntry,
+                                      RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYTES, SCHEMA_VERSION, SELECTION_FIELDS,
+                                      AuditEntry,
                                       AuditVerdict, Environment, ErrorInfo, ErrorKind, Machine, Record, RunInfo,
                                       RunOptions, RunStatus, Status, TimerKind, Timing, device_key, utcnow)
 from tileops.records.decode import RecordFileError, from_data, parse_time, to_data, to_json
@@ -19,7 +20,7 @@ from tileops.records.files import (append_record, collecting_rarely, iter_jsonl,
 
 __all__ = [
     "AUDIT_FILE", "AUDIT_PREMISE", "AUDIT_VERDICTS", "MAX_COUNT", "MAX_TIME_S", "MIN_TIME_S", "RECORDS_FILE",
-    "RUN_FILE", "RUN_FILE_MAX_BYTES", "SCHEMA_VERSION", "AuditEntry", "AuditVerdict", "Environment", "ErrorInfo",
+    "RUN_FILE", "RUN_FILE_MAX_BYTES", "SCHEMA_VERSION", "SELECTION_FIELDS", "AuditEntry", "AuditVerdict", "Environment", "ErrorInfo",
     "ErrorKind", "Machine", "Record", "RecordFileError", "RunInfo", "RunOptions", "RunStatus", "Status", "TimerKind",
     "Timing", "append_record", "collecting_rarely", "device_key", "from_data", "iter_jsonl", "iter_records",
     "jsonl_spans", "load_records", "parse_record", "parse_time", "read_audit", "read_run_info",

@@ -183,29 +183,55 @@ class Record:
         return (self.op, self.label, self.dtype, self.backend)
 
 
+#: The fields of :class:`RunOptions` that select rows (``tileops.bench.select.Selection`` is their view).
+SELECTION_FIELDS = ("ops", "families", "labels", "tags", "backends", "dtypes", "all_rows", "shapes")
+
+
 @dataclass(kw_only=True)
 class RunOptions:
-    """The options a run was started with, beyond its selection: ``--resume`` restores them.
+    """Everything a user set when starting ``tileops bench``, kept in run.json: ``--resume`` restores it all.
 
-    Every field has the bench's default, so a run file written before these
-    were stored still reads (and resumes with the defaults). Paths are stored
-    absolute, so a run resumes from any working directory.
+    The one shape of a run's options: the sweep reads its view (the selection,
+    how rows are timed), the outputs theirs (pricing, the plot, the metrics
+    sinks). Each field is the destination of one bench flag (``--row-timeout``
+    is ``row_timeout_s``, ``--op`` is ``ops``), and a test holds every flag of
+    the parser to a field here. Every field has a default, so a run file written
+    before a field existed still reads (and resumes with the default); None means
+    "not given: the layer that uses it decides". Paths are stored absolute, so a
+    run resumes from any working directory.
     """
 
+    # what to measure: the selection (each filter repeatable; RunInfo.selection repeats it with the device)
+    ops: list[str] = field(default_factory=list)
+    families: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+    dtypes: list[str] = field(default_factory=list)
+    all_rows: bool = False
+    shapes: list[str] = field(default_factory=list)  # --shape: ad-hoc rows of the --op ops
+    # how to measure it
     device: str = "auto"  # as asked (--device); RunInfo.selection["device"] is what it resolved to
     quick: bool = False
     row_timeout_s: float | None = field(default=None, metadata=_positive())  # None: the device's default
     timer: str = "auto"
-    profile: str | None = None  # a profile name, or a profile file's absolute path
-    calibrate: str = "auto"
-    plot: bool = True
-    push_url: str | None = None
-    textfile_dir: str | None = None
-    job: str | None = None
-    instance: str | None = None
     compile_cache: str | None = None  # absolute; None: beside the run directory (or the environment's)
     compile_timeout_s: float | None = field(default=None, metadata=_positive())  # None: the bench's default
     keep_traces: bool = False  # each CUPTI row's last profiled batch kept as a Chrome trace in <run>/traces/
+    # how to price it and what to write
+    profile: str | None = None  # a profile name, or a profile file's absolute path
+    calibrate: str = "auto"
+    calibration_max_age_s: float | None = field(default=None, metadata=_positive())  # None: the bench's default
+    plot: bool = True
+    # where its metrics go (None: the exporter's default)
+    push_url: str | None = None
+    textfile_dir: str | None = None  # absolute
+    job: str | None = None
+    instance: str | None = None
+    push_attempts: int | None = field(default=None, metadata={"ge": 1, "le": 1000})
+    push_backoff_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
+    push_timeout_s: float | None = field(default=None, metadata=_positive(le=MAX_TIME_S))
+    metrics_detail: str | None = None
 
 
 @dataclass(kw_only=True)
