@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from export_support import T0, env, profile, record  # noqa: E402  (records built from the contracts)
 
-from tileops.export.metrics import render  # noqa: E402
+from tileops.export.metrics import exposition  # noqa: E402
 from tileops.export.server import DirectorySource  # noqa: E402
 from tileops.profiles import ProfileChooser  # noqa: E402
 from tileops.records import RunInfo, to_json, write_run_info  # noqa: E402
@@ -73,7 +73,7 @@ def main() -> None:
         for _ in range(max(3, args.scrapes // 5)):
             t0 = time.perf_counter()
             source.scan()
-            render(snaps)
+            exposition(snaps)
             uncached.append(time.perf_counter() - t0)
 
     med, raw = statistics.median(cached), statistics.median(uncached)

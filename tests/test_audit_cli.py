@@ -176,7 +176,7 @@ def test_default_rows_are_the_ops_that_declare_a_read_half(monkeypatch, tmp_path
     assert audit(monkeypatch, tmp_path, "--family", "moe", "--family", "embedding", "--ncu",
                  str(tmp_path / "none"), "--out", str(out)) == 1
     rows = _rows(out)
-    from tileops.audit.rows import declares_read_half, manifest_entries, op_classes
+    from tileops.audit.plan import declares_read_half, manifest_entries, op_classes
 
     classes, entries = op_classes(), manifest_entries()
     wanted = {n for n, c in classes.items() if declares_read_half(c) and entries[n].family in ("moe", "embedding")}
@@ -193,7 +193,7 @@ def test_the_device_check_command_line_lists_every_row(monkeypatch, tmp_path: Pa
                "--ncu", str(tmp_path / "none"))
     assert rc == 1
     rows = _rows(out)
-    from tileops.audit.rows import manifest_entries
+    from tileops.audit.plan import manifest_entries
 
     entries = manifest_entries()
     assert len(rows) == sum(len(w.dtypes) for op in ops for w in entries[op].workloads)

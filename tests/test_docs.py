@@ -568,10 +568,10 @@ def test_the_json_report_keeps_a_row_per_line_for_grep_and_head() -> None:
     from export_support import record
 
     from tileops.profiles import ProfileChooser
-    from tileops.report import render
+    from tileops.report import render_text
     from tileops.roofline import price_all
 
-    text = render(price_all([record(label=f"r{i}") for i in range(3)], ProfileChooser.only(None)), "json")
+    text = render_text(price_all([record(label=f"r{i}") for i in range(3)], ProfileChooser.only(None)), "json")
     lines = text.splitlines()
     rows = [line for line in lines if line.lstrip().startswith('{"run_id"')]
     assert len(rows) == 3 and all(json.loads(line.strip().rstrip(",")) for line in rows)

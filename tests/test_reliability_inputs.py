@@ -186,9 +186,9 @@ def test_counts_and_times_at_their_bounds_price_and_export_finite() -> None:
     hold: every priced number is finite, roofline.json is strict JSON, the exposition has no Inf/NaN."""
     import math
 
-    from tileops.export.metrics import render
+    from tileops.export.metrics import exposition
     from tileops.export.snapshot import build_snapshots
-    from tileops.report import render as render_report
+    from tileops.report import render_text
     from tileops.roofline import health, price_all
 
     recs = [record("relu", "huge", bytes_=MAX_COUNT, flops=MAX_COUNT, seconds=1.1e-12),
@@ -205,9 +205,9 @@ def test_counts_and_times_at_their_bounds_price_and_export_finite() -> None:
             for name in ("sol_time_s", "efficiency", "memory_time_s", "compute_time_s", "achieved_bytes_per_s"):
                 v = getattr(p, name)
                 assert v is None or math.isfinite(v), (name, v)
-        json.loads(render_report(priced, "json", health=health(priced)),
+        json.loads(render_text(priced, "json", health=health(priced)),
                    parse_constant=lambda c: pytest.fail(f"{c} in roofline.json"))
-        body = render(build_snapshots(Path("."), None, priced, chooser)).decode()
+        body = exposition(build_snapshots(Path("."), None, priced, chooser)).decode()
         assert "Inf" not in body and "NaN" not in body
 
 

@@ -162,7 +162,7 @@ def test_cpu_call_without_interpreter_fails_with_the_reason(monkeypatch: pytest.
 @pytest.mark.skipif(CUDA, reason="runs kernels on CPU tensors through the interpreter")
 def test_row_too_wide_is_refused() -> None:
     triton_installed()
-    from tileops.ops.triton_kernels.rows import MAX_ROW
+    from tileops.ops.triton_kernels.rowwise import MAX_ROW
 
     cls = CLASSES["rms_norm"]
     shapes = {"x": (2, MAX_ROW + 1), "weight": (MAX_ROW + 1,)}
@@ -231,7 +231,7 @@ def test_softmax_split_rows_hold_minus_infinity(gpu_tiles: bool, monkeypatch: py
     the sum, and a row of -inf only is NaN, as eager's."""
     triton_installed()
     from tileops.ops import triton_kernels
-    from tileops.ops.triton_kernels.rows import MAX_ROW
+    from tileops.ops.triton_kernels.rowwise import MAX_ROW
 
     monkeypatch.setattr(triton_kernels, "GPU_TILES", gpu_tiles)
     x = torch.randn(3, MAX_ROW + 3000)

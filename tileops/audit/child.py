@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         CallFacts.failed(args.op, "no-cuda", f"{NO_CUDA} ({type(exc).__name__}: {exc})").write(args.facts)
         return 3
     try:
-        from tileops.audit.rows import find_row, manifest_entries
+        from tileops.audit.plan import find_row, manifest_entries
         from tileops.ops.workload import bind_row, build_inputs, instantiate
 
         entry = manifest_entries()[args.op]

@@ -57,7 +57,8 @@ def render_markdown(entries: Sequence[AuditEntry]) -> str:
     return "\n".join(lines) + f"\n\n{len(entries)} row(s): {summary}. Premises: {premises(entries)}.\n"
 
 
-def render(entries: Sequence[AuditEntry], fmt: str) -> str:
+def audit_text(entries: Sequence[AuditEntry], fmt: str) -> str:
+    """The entries as text in ``fmt`` (json, csv, md; the table is a terminal's, ``tileops.pipeline.audit``)."""
     if fmt == "json":
         return render_json(entries)
     if fmt == "csv":

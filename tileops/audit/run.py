@@ -28,7 +28,7 @@ from tileops.audit.config import ExemptConfig, load_config
 from tileops.audit.entry import AuditEntry, append_entry, start_file
 from tileops.audit.facts import CallFacts
 from tileops.audit.reports import Measurement, ReportError, import_ncu_report, read_ncu_rep, read_raw_csv, summarize
-from tileops.audit.rows import audit_plan, case_arg, manifest_entries, op_classes
+from tileops.audit.plan import audit_plan, case_arg, manifest_entries, op_classes
 from tileops.audit.verdict import judge
 from tileops.bench.select import Planned, Selection
 from tileops.device import DeviceInfo, cuda_available, describe_device, host_name

@@ -7,7 +7,7 @@ hands them to :func:`export_snapshots` (textfile, Pushgateway).
 ``docs/metrics.md`` documents every metric, label and sink.
 """
 
-from .metrics import DEVICE_LABELS, METRICS, ROW_LABELS, families, render
+from .metrics import DEVICE_LABELS, METRICS, ROW_LABELS, collect_samples, exposition
 from .push import AUDIT_JOB_SUFFIX, DEFAULT_JOB, PushResult, RetryPolicy, grouping_key, push_snapshot
 from .sinks import Published, check_sinks, export_snapshots
 from .snapshot import (AuditSnapshot, DeviceLabels, ExportInputError, RunSnapshot, Snapshot, build_snapshots,
@@ -17,6 +17,6 @@ from .textfile import write_textfile
 __all__ = [
     "AUDIT_JOB_SUFFIX", "DEFAULT_JOB", "DEVICE_LABELS", "METRICS", "ROW_LABELS", "AuditSnapshot", "DeviceLabels",
     "ExportInputError", "Published", "PushResult", "RetryPolicy", "RunSnapshot", "Snapshot", "build_snapshots",
-    "check_sinks", "export_snapshots", "families", "grouping_key", "load_audit", "load_results", "load_run", "push_snapshot",
-    "render", "write_textfile",
+    "check_sinks", "collect_samples", "export_snapshots", "exposition", "grouping_key", "load_audit",
+    "load_results", "load_run", "push_snapshot", "write_textfile",
 ]

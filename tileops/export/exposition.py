@@ -43,7 +43,7 @@ def format_value(v: float) -> str:
     return "+Inf" if v > 0 else "-Inf"
 
 
-def render_text(items: Iterable[tuple[_Spec, Sequence[tuple[tuple[str, ...], float]]]]) -> bytes:
+def format_samples(items: Iterable[tuple[_Spec, Sequence[tuple[tuple[str, ...], float]]]]) -> bytes:
     """``# HELP`` / ``# TYPE gauge`` and one line per sample, for each (spec, samples) pair."""
     out: list[str] = []
     append = out.append

@@ -32,7 +32,7 @@ from typing import Callable
 from urllib.parse import quote, urlparse
 
 from .exposition import CONTENT_TYPE
-from .metrics import DEFAULT_DETAIL, render
+from .metrics import DEFAULT_DETAIL, exposition
 from .snapshot import AuditSnapshot, DeviceLabels, Snapshot
 
 DEFAULT_JOB = "tileops"
@@ -180,7 +180,7 @@ def push_snapshot(url: str, snapshot: Snapshot, *, job: str = DEFAULT_JOB, insta
         snap: Snapshot = snapshot
     else:
         snap = snapshot.with_last_success(previous_last_success(url, job, key, policy.timeout_s))
-    body = render([snap], detail=detail)
+    body = exposition([snap], detail=detail)
     base = gateway_base(url)
     target = group_url(base, job, key)
     error: str | None = None

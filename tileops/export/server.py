@@ -43,7 +43,7 @@ from tileops.records import AUDIT_FILE, RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYT
 
 from .calibration import device_calibrations
 from .exposition import CONTENT_TYPE
-from .metrics import DEFAULT_DETAIL, render
+from .metrics import DEFAULT_DETAIL, exposition
 from .snapshot import Snapshot, find_run_dirs, latest_per_device, load_results
 
 DEFAULT_PORT = 9469
@@ -257,18 +257,18 @@ class DirectorySource:
     def _render(self, snaps: list[Snapshot], detail: str) -> bytes:
         """The exposition; a snapshot that cannot be rendered is left out (and listed), not the whole page."""
         try:
-            return render(snaps, detail=detail)
+            return exposition(snaps, detail=detail)
         except Exception:  # noqa: BLE001 - find the one that fails, publish the rest
             good = []
             for s in snaps:
                 try:
-                    render([s], detail=detail)
+                    exposition([s], detail=detail)
                     good.append(s)
                 except Exception as exc:  # noqa: BLE001
                     self.log(f"tileops serve: cannot render {s.results_dir}:\n{traceback.format_exc()}")
                     stamp = self._cache.get(s.results_dir, ((),))[0]
                     self._fail(s.results_dir, stamp, f"cannot be rendered ({type(exc).__name__}); see the exporter's log")
-            return render(good, detail=detail)
+            return exposition(good, detail=detail)
 
     def metrics(self, gzipped: bool = False, detail: str = DEFAULT_DETAIL) -> bytes:
         """The exposition of the newest run per device at ``detail``, rendered only when an input changed."""

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tileops.fsutil import read_regular, write_atomic
 
-from .metrics import DEFAULT_DETAIL, render
+from .metrics import DEFAULT_DETAIL, exposition
 from .push import LAST_SUCCESS
 from .snapshot import AuditSnapshot, DeviceLabels, Snapshot
 
@@ -89,6 +89,6 @@ def write_textfile(directory: Path, snapshot: Snapshot, *, detail: str = DEFAULT
     audit = isinstance(snapshot, AuditSnapshot)
     path = textfile_path(directory, snapshot.device, audit=audit)
     snap = snapshot if audit else snapshot.with_last_success(previous_last_success(path))
-    write_atomic(path, render([snap], build_info=False, detail=detail))
-    write_atomic(directory / BUILD_FILE, render([]))
+    write_atomic(path, exposition([snap], build_info=False, detail=detail))
+    write_atomic(directory / BUILD_FILE, exposition([]))
     return path

@@ -16,7 +16,7 @@ def _rms(xf: torch.Tensor, eps: float) -> torch.Tensor:
 class RmsNorm(Op):
     name = "rms_norm"
     backends = ("torch", "compile", "triton")
-    triton_kernel = "rows:rms_norm"
+    triton_kernel = "rowwise:rms_norm"
 
     def compute(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         return (_rms(x.float(), self.params["eps"]) * weight.float()).to(x.dtype)
@@ -25,7 +25,7 @@ class RmsNorm(Op):
 class LayerNorm(Op):
     name = "layer_norm"
     backends = ("torch", "compile", "triton")
-    triton_kernel = "rows:layer_norm"
+    triton_kernel = "rowwise:layer_norm"
 
     def compute(self, x: torch.Tensor, weight: torch.Tensor | None,  # type: ignore[override]
                 bias: torch.Tensor | None) -> torch.Tensor:
@@ -40,7 +40,7 @@ class FusedAddRmsNorm(Op):
 
     name = "fused_add_rms_norm"
     backends = ("torch", "compile", "triton")
-    triton_kernel = "rows:fused_add_rms_norm"
+    triton_kernel = "rowwise:fused_add_rms_norm"
 
     def compute(self, x: torch.Tensor, residual: torch.Tensor,  # type: ignore[override]
                 weight: torch.Tensor) -> torch.Tensor:

@@ -26,7 +26,7 @@ class Sum(LastDim):
 class Softmax(LastDim):
     name = "softmax"
     backends = ("torch", "compile", "triton")
-    triton_kernel = "rows:softmax"
+    triton_kernel = "rowwise:softmax"
     fn = staticmethod(lambda x: torch.softmax(x, dim=-1, dtype=torch.float32))
 
 

@@ -80,7 +80,7 @@ def run_audit(req: AuditRequest, out: Console | None = None, err: Console | None
 
     from tileops.audit.entry import counts
     from tileops.audit.ncu import premise
-    from tileops.audit.render import render
+    from tileops.audit.render import audit_text
     from tileops.audit.run import AuditOptions
     from tileops.audit.run import run_audit as audit
     from tileops.bench.select import Selection
@@ -110,7 +110,7 @@ def run_audit(req: AuditRequest, out: Console | None = None, err: Console | None
         out.print(_table(entries, premise(req.replay_mode)))
         _why(entries, out)
     else:
-        sys.stdout.write(render(entries, req.format))
+        sys.stdout.write(audit_text(entries, req.format))
     summary = ", ".join(f"{n} {v}" for v, n in counts(entries).items())
     err.print(f"audit: {len(entries)} row(s): {summary}; ncu {run.ncu_version or run.ncu or 'not found'}; "
               f"wrote {run.out_dir / 'audit.jsonl'} and the reports in {run.out_dir / 'ncu'}")

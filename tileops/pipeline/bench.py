@@ -366,11 +366,11 @@ def _report(priced: list[Priced], h: Health, device: DeviceInfo, profile: Profil
             plot: bool, console: Console) -> None:
     """The SOL table, roofline.json and the plot, all from one pricing."""
     from tileops.fsutil import write_atomic
-    from tileops.report import render, render_summary
+    from tileops.report import render_summary, render_text
 
     render_summary(priced, console, health=h, title=f"SOL efficiency — {device.name}"
                    + (f" (profile {profile.name})" if profile else ""))
-    write_atomic(run_dir / "roofline.json", render(priced, "json", health=h))
+    write_atomic(run_dir / "roofline.json", render_text(priced, "json", health=h))
     if plot and profile is not None:
         from tileops.report.plot import write_plot  # matplotlib only when a plot is drawn
 

@@ -133,9 +133,9 @@ def run_export(opts: ExportOptions, stdout: IO[bytes]) -> ExportResult:
         opts.sinks.check()
         snaps = load(opts.results, chooser(opts.profile), jobs=opts.jobs)
         if not opts.sinks.wanted:
-            from tileops.export.metrics import render
+            from tileops.export.metrics import exposition
 
-            stdout.write(render(snaps, detail=opts.sinks.detail))
+            stdout.write(exposition(snaps, detail=opts.sinks.detail))
             stdout.flush()
             return ExportResult(len(snaps))
         return ExportResult(len(snaps), opts.sinks.publish(snaps))

@@ -10,7 +10,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 
 from tileops.bench.select import Planned
 from tileops.records import Record
-from tileops.report.rows import seconds
+from tileops.report.columns import seconds
 
 
 def row_line(rec: Record) -> str:

@@ -35,7 +35,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter  # noqa: E402
 
 from tileops.profiles import Profile  # noqa: E402
-from tileops.report import rows  # noqa: E402
+from tileops.report import columns  # noqa: E402
 from tileops.roofline import BLANK_SKIPPED, Priced  # noqa: E402
 
 VERDICT_COLOR = {
@@ -315,10 +315,10 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
 
     handles: list = []
     if bw_theo:
-        slope(bw_theo, peak_max, "--", f"memory theoretical {rows.si(bw_theo, 'B/s')}")
+        slope(bw_theo, peak_max, "--", f"memory theoretical {columns.si(bw_theo, 'B/s')}")
     if bw_eff:
         note = " (measured; nominal unknown)" if mem is not None and not mem.nominal_known else ""
-        slope(bw_eff, eff_max or peak_max, "-", f"memory effective {rows.si(bw_eff, 'B/s')}{note}")
+        slope(bw_eff, eff_max or peak_max, "-", f"memory effective {columns.si(bw_eff, 'B/s')}{note}")
     for idx, (key, theo, eff) in enumerate(sorted(roofs, key=lambda r: -r[1])):
         color = ROOF_COLORS[idx % len(ROOF_COLORS)]
         # With the nominal bandwidth unknown there is no theoretical ridge: the dashed roof spans the plot.
@@ -330,7 +330,7 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
             x0 = min(max(x0, xmin), xmax)
             ls = (idx * 3, (5, 4)) if style == "--" else "-"
             ax.plot([x0, xmax], [value, value], ls=ls, color=color, lw=1.6,
-                    label=f"{key} {kind} {rows.si(value, 'FLOP/s')}")
+                    label=f"{key} {kind} {columns.si(value, 'FLOP/s')}")
         if eff is None:
             ax.plot([], [], " ", label=f"{key}: uncalibrated (no effective line)")
     handles, _ = ax.get_legend_handles_labels()
@@ -406,8 +406,8 @@ def _table_lines(legend_rows: list[tuple[str, Priced, str | None]]) -> list[tupl
     cells = [TABLE_HEADER]
     for ident, p, why in legend_rows:
         r = p.record
-        verdict = rows.verdict_text(p) + (f" (not placed: {why})" if why else "")
-        cells.append((ident, r.op, _short(r.label, 30), r.dtype, r.backend, rows.efficiency_text(p),
+        verdict = columns.verdict_text(p) + (f" (not placed: {why})" if why else "")
+        cells.append((ident, r.op, _short(r.label, 30), r.dtype, r.backend, columns.efficiency_text(p),
                       _short(verdict, 44)))
     widths = [max(len(c[i]) for c in cells) for i in range(len(TABLE_HEADER))]
     return [("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(), k > 0 and bool(legend_rows[k - 1][1].breaches))

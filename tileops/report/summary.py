@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from tileops.report import rows
+from tileops.report import columns
 from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, HOST_BOUND_RATIO, NOT_JUDGED_REASONS, BackendRace,
                               CeilingHealth, Health, HealthTally, Priced, RaceKey, RaceTally, race_key, si)
 
@@ -88,8 +88,8 @@ class BackendTally:
             secs = sorted(secs)
             _, op, label, dtype = self.slowest[b]
             lines.append(f"compile time, reported apart (a {b} row's first call, compilation included; never in "
-                         f"its time): {len(secs)} row(s), median {rows.seconds(secs[len(secs) // 2])}, "
-                         f"{rows.seconds(sum(secs))} in all; slowest {op} [{label} {dtype}] {rows.seconds(secs[-1])}")
+                         f"its time): {len(secs)} row(s), median {columns.seconds(secs[len(secs) // 2])}, "
+                         f"{columns.seconds(sum(secs))} in all; slowest {op} [{label} {dtype}] {columns.seconds(secs[-1])}")
         wins: dict[str, int] = {}
         margins: list[float] = []
         for race in races.values():
@@ -99,7 +99,7 @@ class BackendTally:
                     margins.append(race.margin)
         if wins:
             margins.sort()
-            median = f"; median margin over the next {rows.points(margins[len(margins) // 2])}" if margins else ""
+            median = f"; median margin over the next {columns.points(margins[len(margins) // 2])}" if margins else ""
             lines.append(f"best backend (highest SOL) of {sum(wins.values())} row(s) run on several backends: "
                          + ", ".join(f"{b} {n}" for b, n in sorted(wins.items(), key=lambda kv: -kv[1])) + median)
         for b, reasons in self.skipped.items():
@@ -147,7 +147,7 @@ class RunFacts:
         if p.verdict == "error" and p.blank_reason == BLANK_SKIPPED:
             self.skipped += 1
         if p.breaches:
-            self.breach_lines += rows.breach_sentences(p)
+            self.breach_lines += columns.breach_sentences(p)
         hb = p.host_bound and p.efficiency is not None
         for note in p.notes:
             if not (hb and note.startswith(HOST_BOUND_NOTE)):  # counted below, one line for every such row
@@ -189,7 +189,7 @@ class RunFacts:
 
     def columns(self) -> tuple[str, ...]:
         """The human table's columns for this run."""
-        return rows.columns_for(self.compiled, bool(self.races()))
+        return columns.columns_for(self.compiled, bool(self.races()))
 
     def health(self) -> Health:
         return self.tally.health()

@@ -1,7 +1,7 @@
 """Triton kernels, one readable kernel per pattern, shared by a family.
 
 Each module holds a pattern (``elementwise``: flat and broadcast elementwise, gated
-activations, casts; ``rows``: row-wise norms and softmax; ``rope``; ``embedding``) and exposes
+activations, casts; ``rowwise``: norms and softmax over rows; ``rope``; ``embedding``) and exposes
 :class:`Kernel` objects that ops name as ``"module:name"`` in ``Op.triton_kernel``. A Kernel
 says which dtypes and shapes it supports; a call outside them raises
 BackendUnavailableError with the reason (the bench asks first, through ``Op.unsupported``).
