@@ -12,7 +12,6 @@ as a ratio in one run. The issue's bound: 100,000 launches over 1,000 ranges in 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from typing import Callable, Sequence
 

@@ -250,7 +250,7 @@ def main() -> int:
     rows = cpu_table(args.repeats, rule) if device == "cpu" else gpu_table(args.repeats, rule)
     print(f"{device}, {torch.get_num_threads()} threads, torch {torch.__version__}, {args.repeats} interleaved "
           f"repeats, rule {rule}")
-    us = lambda s: f"{s * 1e6:9.1f}"  # noqa: E731
+    us = lambda s: f"{s * 1e6:9.1f}"
     if device == "cpu":
         print(f"{'op':8} {'before':>9} {'bef/wr':>6} {'ours cold':>9} {'bare wr':>9} {'bare rd':>9} {'cold/wr':>7} "
               f"{'cold/rd':>7} {'ours warm':>9} "

@@ -25,7 +25,7 @@ DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[1]
 
 
-def cpuinfo(name: str):  # noqa: ANN201 - a CpuInfo
+def cpuinfo(name: str):  # a CpuInfo
     return parse_cpuinfo((DATA / "cpuinfo" / name).read_text())
 
 

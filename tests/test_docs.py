@@ -251,11 +251,11 @@ def check_md_report(block: Block, run: PageRun) -> None:
         assert not sec["other"] and not doc["other"], (name, sec["other"], doc["other"])
         if name == "Summary":
             assert sec["bullets"] and doc["bullets"] and not sec["rows"] and not doc["rows"]
-            kind = lambda b: re.sub(_NUM, "#", b).split(":")[0]  # noqa: E731
+            kind = lambda b: re.sub(_NUM, "#", b).split(":")[0]
             assert [kind(b) for b in doc["bullets"][:2]] == [kind(b) for b in sec["bullets"][:2]]
             assert doc["bullets"][-1].startswith("health:") and sec["bullets"][-1].startswith("health:")
             continue
-        kinds = lambda header: [column_kind(c) for c in header]  # noqa: E731 - units follow the run's rows
+        kinds = lambda header: [column_kind(c) for c in header]  # units follow the run's rows
         assert kinds(doc["header"]) == kinds(sec["header"]) and "op" not in sec["header"], \
             (name, doc["header"], sec["header"])
         assert [r[:3] for r in doc["rows"]] == [r[:3] for r in sec["rows"]], name

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from export_support import T0, env, profile, record, write_profile_file, write_run  # noqa: E402
-from tileops.export.metrics import exposition  # noqa: E402
-from tileops.export.snapshot import build_snapshots, latest_per_device, load_run  # noqa: E402
-from tileops.profiles import ProfileChooser  # noqa: E402
-from tileops.records import load_records, read_audit, read_run_info, to_json  # noqa: E402
-from tileops.report.stream import read_priced  # noqa: E402
-from tileops.roofline import price_all  # noqa: E402
+from export_support import T0, env, profile, record, write_profile_file, write_run
+from tileops.export.metrics import exposition
+from tileops.export.snapshot import build_snapshots, latest_per_device, load_run
+from tileops.profiles import ProfileChooser
+from tileops.records import load_records, read_audit, read_run_info, to_json
+from tileops.report.stream import read_priced
+from tileops.roofline import price_all
 
 GOLDEN = Path(__file__).parent / "data" / "export"
 

@@ -330,12 +330,12 @@ def test_unreadable_input_names_the_fix(tmp_path: Path):
         load_run(run, ProfileChooser.only(profile()))
 
 
-def _registry(samples) -> CollectorRegistry:  # noqa: ANN001 - tileops.export.metrics.Samples
+def _registry(samples) -> CollectorRegistry:  # tileops.export.metrics.Samples
     """prometheus_client's own families of the same samples, in a private registry: the reference the fast
     writer is held to (the package has one writer; prometheus_client's is the test's oracle)."""
 
     class Families:
-        def collect(self):  # noqa: ANN202
+        def collect(self):
             for spec, rows in samples.items():
                 fam = GaugeMetricFamily(spec.name, spec.help, labels=list(spec.labels))
                 for labels, value in rows:

@@ -109,7 +109,7 @@ class _Flaky(http.server.BaseHTTPRequestHandler):
     status_after = 200
     calls: list[tuple[str, str, bytes]] = []
 
-    def do_PUT(self) -> None:  # noqa: N802 - stdlib naming
+    def do_PUT(self) -> None:  # stdlib naming
         body = self.rfile.read(int(self.headers["Content-Length"]))
         type(self).calls.append(("PUT", self.path, body))
         code = 503 if len(type(self).calls) <= type(self).fail_first else type(self).status_after
@@ -117,7 +117,7 @@ class _Flaky(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(b"nope" if code >= 400 else b"")
 
-    def do_GET(self) -> None:  # noqa: N802 - the last-success read-back: an empty gateway
+    def do_GET(self) -> None:  # the last-success read-back: an empty gateway
         self.send_response(200)
         self.end_headers()
         self.wfile.write(b'{"status":"success","data":[]}')

@@ -254,7 +254,7 @@ def test_collecting_rarely_restores_the_collector() -> None:
 # --------------------------------------------------------------------------- odd tokens
 
 
-def _read_one(path: Path, line: bytes, read=iter_records) -> tuple:  # noqa: ANN001
+def _read_one(path: Path, line: bytes, read=iter_records) -> tuple:
     """What ``read`` makes of a file holding this one line: the object (with its value types), or the error."""
     path.write_bytes(line + b"\n")
     try:

@@ -21,13 +21,13 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from export_support import T0, profile, record, write_run  # noqa: E402
-from reliability_support import fill, tmpfs  # noqa: E402
+from export_support import T0, profile, record, write_run
+from reliability_support import fill, tmpfs
 
-from tileops.cli import main  # noqa: E402
-from tileops.errors import TileOpsError  # noqa: E402
-from tileops.profiles import Profile, ProfileChooser, ProfileError, load_profile  # noqa: E402
-from tileops.records import (MAX_COUNT, RecordFileError, RunInfo, append_record, iter_records,  # noqa: E402
+from tileops.cli import main
+from tileops.errors import TileOpsError
+from tileops.profiles import Profile, ProfileChooser, ProfileError, load_profile
+from tileops.records import (MAX_COUNT, RecordFileError, RunInfo, append_record, iter_records,
                              read_run_info, set_aside_torn_tail, to_json, utcnow, write_run_info)
 
 # --------------------------------------------------------------------------- profiles: finite and bounded
@@ -241,13 +241,13 @@ def test_a_push_url_that_cannot_be_one_is_exit_2_before_any_work(url: str, tmp_p
 class _Gateway(BaseHTTPRequestHandler):
     answer = b"{}"
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib
+    def do_GET(self) -> None:  # stdlib
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
         self.wfile.write(type(self).answer)
 
-    def do_PUT(self) -> None:  # noqa: N802 - stdlib
+    def do_PUT(self) -> None:  # stdlib
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.send_response(200)
         self.end_headers()

@@ -228,7 +228,7 @@ def test_a_row_has_every_machine_column_in_order() -> None:
         assert tuple(columns.raw(p)) == columns.RAW_COLUMNS
 
 
-def _on(profile):  # noqa: ANN001, ANN202 - every row on ``profile``, whatever its device
+def _on(profile):  # every row on ``profile``, whatever its device
     return ProfileChooser.only(profile)
 
 

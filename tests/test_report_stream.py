@@ -318,7 +318,7 @@ def test_a_digest_of_rows_on_several_backends_is_the_same_read_in_parallel(tmp_p
     from tileops.roofline import backend_races
 
     path = write_jsonl(tmp_path / "records.jsonl", _backends_run(40))
-    make = lambda: [S.RunFacts(), T.TableReport(limit=20), TimeIndex()]  # noqa: E731 - a digest above 20 rows
+    make = lambda: [S.RunFacts(), T.TableReport(limit=20), TimeIndex()]  # a digest above 20 rows
     one_pass = _text(read_priced([path], CHOOSER, make, jobs=1))
     assert _text(read_priced([path], CHOOSER, make, jobs=2, min_span=1)) == one_pass
     assert "rows, more than 20: summarised above" in one_pass

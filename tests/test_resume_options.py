@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from export_support import free_port, profile, write_profile_file  # noqa: E402
+from export_support import free_port, profile, write_profile_file
 
-from tileops.cli import build_parser, main  # noqa: E402
-from tileops.commands.bench import NOT_RESTORED, restored_flags  # noqa: E402
-from tileops.errors import TileOpsError  # noqa: E402
-from tileops.records import RunOptions, iter_records, read_run_info  # noqa: E402
+from tileops.cli import build_parser, main
+from tileops.commands.bench import NOT_RESTORED, restored_flags
+from tileops.errors import TileOpsError
+from tileops.records import RunOptions, iter_records, read_run_info
 
 OPTION_FIELDS = {f.name for f in dataclasses.fields(RunOptions)}
 
@@ -74,7 +74,7 @@ def test_a_resumed_run_restores_every_flag_it_was_started_with(tmp_path: Path, m
 
     finished = progress.RowProgress.row_finished
 
-    def ctrl_c_after_the_first_row(self, index, total, planned, record) -> None:  # noqa: ANN001
+    def ctrl_c_after_the_first_row(self, index, total, planned, record) -> None:
         finished(self, index, total, planned, record)
         if index == 1:
             os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, between two rows

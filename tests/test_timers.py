@@ -571,7 +571,7 @@ def test_cupti_attributes_a_real_profile_and_agrees_with_cuda_events() -> None: 
 
     x = torch.randn(32 * 2**20, dtype=torch.bfloat16, device="cuda")  # 64 MiB: tens of microseconds
     flush = CacheFlusher("cuda:0", torch.cuda.get_device_properties(0).L2_cache_size)
-    run = lambda: torch.relu(x)  # noqa: E731
+    run = lambda: torch.relu(x)
     run()
     busy = CuptiTimer(flush, "cuda:0").sample(run, 8)  # raises AttributionError if the rule fails on real events
     events = CudaEventTimer(flush, "cuda:0").sample(run, 8)

@@ -31,15 +31,15 @@ CUDA = torch.cuda.is_available()
 if not CUDA:
     os.environ["TRITON_INTERPRET"] = "1"  # read when a kernel module is imported (triton.jit)
 
-from backend_support import (  # noqa: E402
+from backend_support import (
     ENTRIES, EXACT_OPS, assert_close, assert_same_contract, cap_indices, largest_input, run_both,
 )
-from tileops.errors import BackendUnavailableError  # noqa: E402
-from tileops.ops.spec import Workload, dtype_case_name  # noqa: E402
-from tileops.ops import backends  # noqa: E402
-from tileops.ops.base import Op  # noqa: E402
-from tileops.ops.registry import load_all  # noqa: E402
-from tileops.ops.workload import bind_row  # noqa: E402
+from tileops.errors import BackendUnavailableError
+from tileops.ops.spec import Workload, dtype_case_name
+from tileops.ops import backends
+from tileops.ops.base import Op
+from tileops.ops.registry import load_all
+from tileops.ops.workload import bind_row
 
 # Masked lanes compute on fill values (0 / 0, rsqrt(0), -inf - -inf) that are never stored;
 # numpy warns about them in the interpreter.

@@ -18,7 +18,8 @@ import socket
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
+from collections.abc import Callable
 
 from tileops.records import device_key
 
@@ -156,7 +157,7 @@ def cpu_max_mhz() -> float | None:
 def nvml_status() -> tuple[Any | None, str]:
     """(the initialised ``pynvml`` module, "") or (None, why not: the package missing, or NVML not starting)."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
     except Exception:
         return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py; the image's `gpu` extra has it)"
     try:
@@ -455,8 +456,11 @@ def own_pids_in(listed: dict[int, int | None], own: set[int], holds_context: boo
     after = probe()
     if after is None:
         return None
-    grew = {pid for pid, used in after.items() if used is not None and (
-        pid not in listed or (listed[pid] is not None and used - listed[pid] >= PROBE_BYTES // 2))}
+    grew = set()
+    for pid, used in after.items():
+        before = listed.get(pid)
+        if used is not None and (pid not in listed or (before is not None and used - before >= PROBE_BYTES // 2)):
+            grew.add(pid)
     return grew if len(grew) == 1 else None
 
 

@@ -16,7 +16,7 @@ import sys
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 NO_CUDA = ("no CUDA device is visible to the audited process (torch.cuda.is_available() is False): the audit "
            "reads GPU DRAM counters and runs only on a GPU host (docker run --gpus all, a GPU node)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from tileops.audit.entry import PREMISE, AuditEntry, counts, entry_data
 

@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from tileops.audit.ncu import (CLOCK_CONTROLS, DEFAULT_REPLAY_MODE, FIX_MISSING, HOST_PROBLEMS, NVTX_RANGE, diagnose,
                                find_ncu, import_command, log_tail, ncu_version, nvtx_domain_available, nvtx_include,
@@ -29,7 +30,7 @@ from tileops.audit.entry import AuditEntry, append_entry, start_file
 from tileops.audit.facts import CallFacts
 from tileops.audit.reports import Measurement, ReportError, import_ncu_report, read_ncu_rep, read_raw_csv, summarize
 from tileops.audit.plan import audit_plan, case_arg, manifest_entries, op_classes
-from tileops.audit.verdict import judge
+from tileops.audit.verdict import Judgement, judge
 from tileops.bench.select import Planned, Selection
 from tileops.device import DeviceInfo, cuda_available, describe_device, host_name
 from tileops.errors import TileOpsError
@@ -160,7 +161,7 @@ def _finish(entry: AuditEntry, common: dict, started: str) -> None:
     entry.started_at, entry.finished_at = started, _now()
 
 
-def _entry(p: Planned, j, **extra) -> AuditEntry:
+def _entry(p: Planned, j: Judgement, **extra: Any) -> AuditEntry:
     lim = j.limits
     extra.setdefault("params", dict(p.row.params))
     return AuditEntry(op=p.op, label=p.row.label, dtype=p.case_name, backend=p.backend, verdict=j.verdict,
@@ -207,7 +208,8 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
 
     if rc is None:
         return error("timeout", f"the row ran past --row-timeout {opts.row_timeout_s:g} s under ncu and was "
-                                f"killed (ncu runs the call once per metric pass, and --replay-mode kernel replays each kernel: a call "
+                                "killed (ncu runs the call once per metric pass, and --replay-mode kernel replays each "
+                                "kernel: a call "
                                 f"with many kernels is slow); raise "
                                 f"--row-timeout or audit fewer rows; ncu's output: {REPORTS_DIR}/{log_path.name}")
     problem = diagnose(log, generic=False)  # the profiler's own refusals first: they explain the rest

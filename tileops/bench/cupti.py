@@ -34,7 +34,8 @@ import re
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, cast
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 ITER_PREFIX = "tileops::iter::"
 FLUSH_RANGE = "tileops::flush"
@@ -181,7 +182,8 @@ def _join(activities: Iterable[TraceEvent], launches: Mapping[int, TraceEvent]
     acts: list[TraceEvent] = []
     calls: list[TraceEvent] = []
     orphans = []
-    get = launches.get  # keyed by int ids: an activity without one (None) finds nothing
+    # keyed by int ids: an activity without one (None) finds nothing
+    get = cast("Callable[[int | None], TraceEvent | None]", launches.get)
     for a in activities:
         launch = get(a.correlation)
         if launch is None:
@@ -253,12 +255,12 @@ def union_ns(intervals: Sequence[tuple[int, int]]) -> int:
     for s, e in sorted(intervals):
         if cur_e is None or s > cur_e:
             if cur_e is not None:
-                total += cur_e - cur_s  # type: ignore[operator]
+                total += cur_e - cur_s  # type: ignore[operator]  # both set together
             cur_s, cur_e = s, e
         else:
             cur_e = max(cur_e, e)
     if cur_e is not None:
-        total += cur_e - cur_s  # type: ignore[operator]
+        total += cur_e - cur_s  # type: ignore[operator]  # both set together
     return total
 
 
@@ -296,7 +298,7 @@ def attribute_iterations(events: Iterable[TraceEvent], n_iters: int) -> list[Ite
 @contextmanager
 def _no_gc() -> Iterator[None]:
     """The cyclic collector paused: attribution builds no cycles, and a profile's ~200k events would be
-    traversed by each full collection its allocations set off (a third of the attribution's time)."""
+    traversed by each full collection its allocations set off (docs/architecture.md, "Figures behind the code")."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -328,12 +330,12 @@ def _attribute_iterations(events: Iterable[TraceEvent], n_iters: int) -> list[It
         if owner is None:
             raise AttributionError(f"device activity {activity.name[:80]!r} was launched outside every timed "
                                    "and flush range")
-        i = which(owner)
-        if i is None:
+        it = which(owner)
+        if it is None:
             continue  # the flush's
-        mine = busy[i]
-        if not mine or launch.start_ns < first_launch[i]:
-            first_launch[i] = launch.start_ns
+        mine = busy[it]
+        if not mine or launch.start_ns < first_launch[it]:
+            first_launch[it] = launch.start_ns
         mine.append(activity)
     check_kernel_launches(c)
     empty = [i for i, v in enumerate(busy) if not v]
@@ -354,12 +356,12 @@ def _busy_ns(activities: list[TraceEvent]) -> int:
     for a in sorted(activities, key=_START):
         if cur_e is None or a.start_ns > cur_e:
             if cur_e is not None:
-                total += cur_e - cur_s  # type: ignore[operator]
+                total += cur_e - cur_s  # type: ignore[operator]  # both set together
             cur_s, cur_e = a.start_ns, a.end_ns
         elif a.end_ns > cur_e:
             cur_e = a.end_ns
     if cur_e is not None:
-        total += cur_e - cur_s  # type: ignore[operator]
+        total += cur_e - cur_s  # type: ignore[operator]  # both set together
     return total
 
 

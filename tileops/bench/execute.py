@@ -16,7 +16,8 @@ import statistics
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import torch
 
@@ -29,7 +30,7 @@ from tileops.errors import BackendUnavailableError, CompileError, TileOpsError
 from tileops.ops.catalog import load_entries
 from tileops.ops.spec import Workload
 from tileops.ops.workload import bind_row, build_inputs, instantiate
-from tileops.records import Environment, ErrorInfo, Record, Timing, utcnow
+from tileops.records import Environment, ErrorInfo, ErrorKind, Record, Timing, utcnow
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timi
     )
 
 
-def _error_kind(exc: BaseException) -> str:
+def _error_kind(exc: BaseException) -> ErrorKind:
     if isinstance(exc, CompileError):  # the compile or triton backend failed on its first call
         return "compile"
     if isinstance(exc, BackendUnavailableError):
@@ -167,10 +168,10 @@ def _error_kind(exc: BaseException) -> str:
 
 def load_compiler(backend: str) -> None:
     """Import torch.compile's compiler (inductor) once per worker, before its first compile row: that
-    takes seconds (tens on a loaded host), a cost of the process like importing torch, not of the row
+    takes long, a cost of the process like importing torch, not of the row
     that happens to come first, whose compile time would otherwise not compare with the others'."""
     if backend == "compile":
-        import torch._inductor.compile_fx  # noqa: F401
+        import torch._inductor.compile_fx  # noqa: F401  # imported for its cost, here: nothing of it is used
 
 
 def find_row(op: str, label: str) -> Workload:
@@ -193,9 +194,9 @@ def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[
     entry = load_entries()[task.op]
     row = task.row if task.row is not None else find_row(task.op, task.label)
     bound = bind_row(entry, row, task.case)
-    base = dict(run_id=task.env.run_id, op=task.op, family=entry.family, label=task.label,
-                dtype=task.case_name, backend=task.backend, params=dict(row.params),
-                shapes={k: list(v) for k, v in bound.shapes.items()}, tags=list(row.tags))
+    base: dict[str, Any] = dict(run_id=task.env.run_id, op=task.op, family=entry.family, label=task.label,
+                                dtype=task.case_name, backend=task.backend, params=dict(row.params),
+                                shapes={k: list(v) for k, v in bound.shapes.items()}, tags=list(row.tags))
     clocks_before = read_clocks(task.device)
     try:
         op = instantiate(entry, row, task.backend)

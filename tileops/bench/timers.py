@@ -13,12 +13,14 @@ every repetition, outside the timed span:
 from __future__ import annotations
 
 import time
-from typing import Callable, Protocol
+from typing import Protocol
+from collections.abc import Callable
 
 import torch
 
 from tileops.bench.cupti import FLUSH_RANGE, ITER_PREFIX, attribute_iterations, trace_events_of_result
 from tileops.errors import TileOpsError
+from tileops.records import TimerKind
 
 CUPTI_FIX = ("use a CUDA build of torch whose profiler records CUDA activity (the PyPI CUDA wheels do: "
              "CUPTI comes with them as nvidia-cuda-cupti), or pass --timer cuda-events (those rows are "
@@ -29,7 +31,7 @@ class Timer(Protocol):
     """What ``tileops.bench.execute`` asks of a timer: everything it reads is declared here."""
 
     #: the record's ``timing.timer``: cpu-wall, cupti or cuda-events
-    kind: str
+    kind: TimerKind
     #: repetitions in the first ``sample`` call (a batch amortises a per-call cost such as a profiler session)
     first_batch: int
     #: why this timer stands in for the one asked for (the record says it; the roofline tool prices it blank)
@@ -81,7 +83,7 @@ class CacheFlusher:
 
 
 class CpuWallTimer:
-    kind = "cpu-wall"
+    kind: TimerKind = "cpu-wall"
     first_batch = 1
     fallback_reason: str | None = None
 
@@ -107,7 +109,7 @@ class CpuWallTimer:
 
 
 class CudaEventTimer:  # pragma: no cover - needs a GPU
-    kind = "cuda-events"
+    kind: TimerKind = "cuda-events"
     first_batch = 10  # one synchronisation per batch
 
     def __init__(self, flush: Callable[[], None], device: str, fallback_reason: str | None = None) -> None:
@@ -136,7 +138,7 @@ class CudaEventTimer:  # pragma: no cover - needs a GPU
 
 
 class CuptiTimer:  # pragma: no cover - needs a GPU; exercised by scripts/device-check
-    kind = "cupti"
+    kind: TimerKind = "cupti"
     fallback_reason: str | None = None
     first_batch = 10  # a profiler session per batch costs milliseconds: no batches of one
 

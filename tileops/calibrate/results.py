@@ -14,7 +14,8 @@ import secrets
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
@@ -100,7 +101,7 @@ class DeviceCalibration(BaseModel):
 
     #: The device's calibration before this one, as :func:`with_previous` found it in the store's history;
     #: not part of the file.
-    _previous: "DeviceCalibration | None" = PrivateAttr(None)
+    _previous: DeviceCalibration | None = PrivateAttr(None)
 
     @model_validator(mode="before")
     @classmethod
@@ -164,7 +165,7 @@ class DeviceCalibration(BaseModel):
         return self.machine.device_key
 
     @property
-    def previous(self) -> "DeviceCalibration | None":
+    def previous(self) -> DeviceCalibration | None:
         """This device's previous calibration of the same mode (quick or full), or None (no history read)."""
         return self._previous
 
@@ -343,7 +344,7 @@ def _decide_cpu_peak(base: Profile, runs: list[DeviceCalibration]) -> tuple[Prof
     basis = base.compute[keys[0]].peak
     assert basis is not None
     measured = [r for r in runs if r.clock is not None]
-    best = max(measured, key=lambda r: r.clock.ghz) if measured else None  # type: ignore[union-attr]
+    best = max(measured, key=lambda r: r.clock.ghz if r.clock else 0.0) if measured else None
     rates = [_median([r.roofs[k].flops_per_s for r in runs if k in r.roofs]) for k in keys
              if any(k in r.roofs for r in runs)]
     why_not = next((r.clock_not_measured for r in runs if r.clock_not_measured), None) or (
@@ -444,7 +445,7 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
 
     l2 = [r.l2_bytes for r in runs if r.l2_bytes]
     if l2:
-        data["l2_bytes"] = int(_median(l2))
+        data["l2_bytes"] = int(_median([float(x) for x in l2]))
     floors = [r.latency_floor_s for r in runs if r.latency_floor_s]
     if floors:
         data["latency_floor_s"] = _median(floors)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from tileops import __version__
 from tileops.profiles import MIXES
@@ -234,10 +234,10 @@ def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[RowSeries], full: b
 def _races(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
     """One series per row run on several backends with two priced: the best backend's lead."""
     for race in s.races:
-        if race.margin is not None:
+        best, runner_up, margin = race.best, race.runner_up, race.margin
+        if margin is not None and best is not None and runner_up is not None:  # a margin needs both
             _, op, label, dtype = race.key
-            fam.add("tileops_best_backend_margin_ratio", dev + (op, label, dtype, race.best, race.runner_up),
-                    race.margin)
+            fam.add("tileops_best_backend_margin_ratio", dev + (op, label, dtype, best, runner_up), margin)
 
 
 def _run(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:

@@ -9,8 +9,9 @@ and label values its series carry, at both detail levels (``lean`` and
 nothing: values are floats already (``float(x)``, as the exposition writes them).
 
 The rows of a large run are read by forked workers and sent back pickled; a
-named tuple pickles at about a third of a plain tuple's speed, so a
-device's rows travel as plain tuples (``to_plain`` / ``from_plain``).
+named tuple pickles several times slower than a plain tuple (docs/architecture.md,
+"Figures behind the code"), so a device's rows travel as plain tuples (``to_plain`` /
+``from_plain``).
 """
 
 from __future__ import annotations

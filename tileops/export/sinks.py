@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable, Sequence
 
 from tileops.errors import TileOpsError
 from tileops.fsutil import unwritable_dir
@@ -57,7 +57,7 @@ class Published:
         return self.textfile_error is None and not self.failed_pushes
 
 
-def export_snapshots(snapshots: list[Snapshot], push_url: str | None = None, textfile_dir: Path | None = None,
+def export_snapshots(snapshots: Sequence[Snapshot], push_url: str | None = None, textfile_dir: Path | None = None,
                      *, job: str = DEFAULT_JOB, instance: str | None = None, policy: RetryPolicy = RetryPolicy(),
                      log: Callable[[str], None] = _stderr, detail: str = DEFAULT_DETAIL) -> Published:
     """Send already-loaded snapshots to the sinks, their metrics at ``detail`` (``lean`` or ``full``).

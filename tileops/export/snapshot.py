@@ -26,7 +26,8 @@ import os
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
 
 from tileops.errors import TileOpsError
 from tileops.profiles import Profile, ProfileChooser
@@ -61,12 +62,12 @@ class DeviceLabels:
     kind: str
 
     @classmethod
-    def of(cls, record: Record) -> "DeviceLabels":
+    def of(cls, record: Record) -> DeviceLabels:
         env = record.env
         return cls(hostname=env.hostname, uuid=env.device_key, model=env.device_name, kind=env.device_kind)
 
     @classmethod
-    def of_audit(cls, entry: AuditEntry) -> "DeviceLabels":
+    def of_audit(cls, entry: AuditEntry) -> DeviceLabels:
         """The device an audit entry names. An audit on a host without a CUDA device names none: its
         entries keep their host, with UUID and modelName empty (no device was audited, and an
         empty label is no label in Prometheus), so they never join a run of that host's CPU."""
@@ -129,7 +130,7 @@ class RunSnapshot:
         """The folder the snapshot was read from (what a sink's message names)."""
         return self.run_dir
 
-    def with_last_success(self, previous_s: float | None) -> "RunSnapshot":
+    def with_last_success(self, previous_s: float | None) -> RunSnapshot:
         """This run's own success time, or the latest success a sink remembered, whichever is newer.
         A success is a run that finished without a breach, judged or not: the staleness alert asks whether
         the bench still runs; whether its formulas were judged is tileops_run_physics_check."""
@@ -157,13 +158,13 @@ class AuditSnapshot:
     def results_dir(self) -> Path:
         return self.audit_dir
 
-    def with_last_success(self, previous_s: float | None) -> "AuditSnapshot":
+    def with_last_success(self, previous_s: float | None) -> AuditSnapshot:
         """An audit is not a run: it has no success time to carry."""
         return self
 
 
 #: What the sinks publish: a device's run (with its audit, when joined), or its audit alone.
-Snapshot = Union[RunSnapshot, AuditSnapshot]
+Snapshot = RunSnapshot | AuditSnapshot
 
 
 def audit_finished_at(entries: Iterable[AuditEntry]) -> datetime | None:
@@ -231,7 +232,7 @@ class DeviceTally:
         if r.finished_at > self.finished:
             self.finished = r.finished_at
 
-    def merge(self, later: "DeviceTally") -> None:
+    def merge(self, later: DeviceTally) -> None:
         """Add the same device's rows from a later part of the run."""
         offset = len(self.rows)
         for start, race_device in later.race_devices:
@@ -293,7 +294,7 @@ class RunTally:
             hit = self._of[key] = (tally, race_key(p.record)[0])
         hit[0].add(p, hit[1])
 
-    def merge(self, later: "RunTally") -> None:
+    def merge(self, later: RunTally) -> None:
         """Add the rows of a later part of the run (the same as adding them here one by one)."""
         for device, theirs in later.devices.items():
             mine = self.devices.get(device)

@@ -41,7 +41,8 @@ def previous_last_success(path: Path) -> float | None:
 
     Only that family's lines are parsed (with prometheus_client's parser, as a
     scrape would read them): the file holds a few series per row, and parsing all
-    of a 100,000-row run's took over a minute, on every export after the first.
+    of a large run's would cost every export after the first more than the export itself
+    (docs/architecture.md, "Figures behind the code").
     A malformed last-success line still reads as None.
     """
     try:  # a regular file only: a FIFO left where the exposition belongs would block the export forever

@@ -18,7 +18,7 @@ class RmsNorm(Op):
     backends = ("torch", "compile", "triton")
     triton_kernel = "rowwise:rms_norm"
 
-    def compute(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return (_rms(x.float(), self.params["eps"]) * weight.float()).to(x.dtype)
 
 
@@ -27,7 +27,7 @@ class LayerNorm(Op):
     backends = ("torch", "compile", "triton")
     triton_kernel = "rowwise:layer_norm"
 
-    def compute(self, x: torch.Tensor, weight: torch.Tensor | None,  # type: ignore[override]
+    def compute(self, x: torch.Tensor, weight: torch.Tensor | None,
                 bias: torch.Tensor | None) -> torch.Tensor:
         n = x.shape[-1]
         y = F.layer_norm(x.float(), (n,), None if weight is None else weight.float(),
@@ -42,7 +42,7 @@ class FusedAddRmsNorm(Op):
     backends = ("torch", "compile", "triton")
     triton_kernel = "rowwise:fused_add_rms_norm"
 
-    def compute(self, x: torch.Tensor, residual: torch.Tensor,  # type: ignore[override]
+    def compute(self, x: torch.Tensor, residual: torch.Tensor,
                 weight: torch.Tensor) -> torch.Tensor:
         s = x.float() + residual.float()
         residual.copy_(s)

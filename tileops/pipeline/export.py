@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Callable, Sequence
+from typing import IO, TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 from tileops.errors import TileOpsError
 from tileops.pipeline.outcome import exit_code
@@ -62,7 +63,7 @@ class Sinks:
 
             check_sinks(self.push_url, self.textfile_dir)
 
-    def publish(self, snapshots: list[Snapshot], log: Callable[[str], None] | None = None) -> Published:
+    def publish(self, snapshots: Sequence[Snapshot], log: Callable[[str], None] | None = None) -> Published:
         """The snapshots to every sink asked for (textfile first, then the push); what each did."""
         from tileops.export.sinks import export_snapshots
 

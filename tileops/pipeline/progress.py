@@ -39,7 +39,7 @@ class RowProgress:
                                  console=console, transient=False, disable=not self.live)
         self.bar = self.progress.add_task("benchmarking", total=total)
 
-    def __enter__(self) -> "RowProgress":
+    def __enter__(self) -> RowProgress:
         self.progress.start()
         return self
 
@@ -71,9 +71,9 @@ class CalibrationProgress:
         self.progress = Progress(TextColumn("[bold]calibrating[/] {task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True,
                                  disable=not console.is_terminal)
-        self.task = None
+        self.task: TaskID | None = None
 
-    def __enter__(self) -> "CalibrationProgress":
+    def __enter__(self) -> CalibrationProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:

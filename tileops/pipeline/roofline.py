@@ -12,7 +12,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Callable, Sequence
 
 from tileops.errors import TileOpsError
 from tileops.pipeline.outcome import exit_code

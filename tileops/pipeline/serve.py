@@ -62,7 +62,7 @@ def serve(opts: ServeOptions) -> Served:
     except OSError as exc:
         raise TileOpsError(f"cannot listen on {opts.host}:{opts.port}: {exc.strerror or exc}") from None
     host, port = server.server_address[:2]
-    url = f"http://{host}:{port}/metrics"
+    url = f"http://{host!s}:{port}/metrics"  # an IPv4/IPv6 address as text (socketserver declares str | bytes)
     print(f"tileops serve: {url} (results in {opts.directory})", flush=True)
     try:
         with interrupts.handled():  # SIGTERM (docker stop, Kubernetes) stops it like Ctrl-C: exit 0

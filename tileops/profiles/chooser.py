@@ -9,7 +9,7 @@ and the fleet all choose through :class:`ProfileChooser`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from tileops.profiles.model import Profile, ProfileError
 from tileops.profiles.store import ErrorSink, ProfileReader, is_store_profile, load_profile, load_profiles
@@ -55,7 +55,6 @@ def find_profile(name_or_path: str | Path, profiles: Iterable[Profile] | None = 
 
 #: A device's own profile from its key and its model's profile, or None (the model's prices it).
 DeviceProfiles = Callable[[str, Profile], "Profile | None"]
-_UNSET = object()
 
 
 class ProfileChooser:
@@ -85,7 +84,7 @@ class ProfileChooser:
     @classmethod
     def resolve(cls, choice: str | Path | None = None, *, store_path: Path | None = None,
                 read: ProfileReader = load_profile, on_error: ErrorSink | None = None,
-                per_device: DeviceProfiles | None = None) -> "ProfileChooser":
+                per_device: DeviceProfiles | None = None) -> ProfileChooser:
         """``--profile NAME|FILE`` as a fixed choice; without it every known profile (and each device's own
         calibration, with ``per_device``). Reads (and so validates) the profiles now: a bad name or file is
         an error before any work starts. With ``on_error``, a bad file in the folders is reported there and
@@ -96,7 +95,7 @@ class ProfileChooser:
         return cls(pool, per_device=per_device)
 
     @classmethod
-    def only(cls, profile: Profile | None) -> "ProfileChooser":
+    def only(cls, profile: Profile | None) -> ProfileChooser:
         """``profile`` for every device (None: every row blank, no profile)."""
         return cls([profile] if profile is not None else [], fixed=profile, use_fixed=True)
 
@@ -110,10 +109,10 @@ class ProfileChooser:
         model = self._cache[device_name]
         if model is None or device_key is None or self._per_device is None:
             return model
-        hit = self._device_cache.get((device_name, device_key), _UNSET)
-        if hit is _UNSET:
-            hit = self._device_cache[(device_name, device_key)] = self._per_device(device_key, model) or model
-        return hit  # type: ignore[return-value]
+        key = (device_name, device_key)
+        if key not in self._device_cache:
+            self._device_cache[key] = self._per_device(device_key, model) or model
+        return self._device_cache[key]
 
     def add(self, profile: Profile) -> None:
         """A profile written meanwhile (a calibration) joins the pool, replacing one of its name."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Literal
+from typing import Annotated, Any, Literal
+from collections.abc import Iterable, Mapping
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
                       model_validator)
@@ -147,12 +148,13 @@ class Roof(BaseModel):
                                                      "on a GPU)")
 
     @model_validator(mode="after")
-    def _calibration_has_source(self) -> "Roof":
+    def _calibration_has_source(self) -> Roof:
         if self.calibration is not None and self.calibration_source is None:
             raise ValueError("a calibration needs calibration_source (run id, date, tool version)")
         if self.peak is not None and abs(self.peak.peak_flops - self.theoretical) > 1e-6 * self.theoretical:
             raise ValueError(f"theoretical {self.theoretical:.6g} is not the product of its peak's factors "
-                             f"({self.peak.explain()}); set theoretical to {self.peak.peak_flops:.6g} or fix the factors")
+                             f"({self.peak.explain()}); set theoretical to {self.peak.peak_flops:.6g} or fix the "
+                             "factors")
         return self
 
 
@@ -195,7 +197,7 @@ class MemoryRoof(BaseModel):
 
 
     @model_validator(mode="after")
-    def _consistent(self) -> "MemoryRoof":
+    def _consistent(self) -> MemoryRoof:
         if self.calibration is not None and self.calibration_source is None:
             raise ValueError("a calibration needs calibration_source (run id, date, tool version)")
         if self.theoretical is None and (self.calibration is not None or self.mixes):
@@ -252,7 +254,7 @@ class Profile(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _aliases_resolve(self) -> "Profile":
+    def _aliases_resolve(self) -> Profile:
         for key, target in self.roof_aliases.items():
             if key not in ROOF_KEYS:
                 raise ValueError(f"roof_aliases key {key!r} is not a roof key; keys are {', '.join(ROOF_KEYS)}")
@@ -336,7 +338,7 @@ def _loc_str(loc: Iterable[Any]) -> str:
     return ".".join(str(x) for x in loc) or "(top level)"
 
 
-def _fix_for(err: dict[str, Any]) -> str:
+def _fix_for(err: Mapping[str, Any]) -> str:
     loc = [str(x) for x in err.get("loc", ()) if not isinstance(x, int)]
     if err.get("type") == "value_error":
         return "see the message"

@@ -15,7 +15,8 @@ import os
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import yaml
 

@@ -20,9 +20,10 @@ from tileops.records.files import (append_record, collecting_rarely, iter_jsonl,
 
 __all__ = [
     "AUDIT_FILE", "AUDIT_PREMISE", "AUDIT_VERDICTS", "MAX_COUNT", "MAX_TIME_S", "MIN_TIME_S", "RECORDS_FILE",
-    "RUN_FILE", "RUN_FILE_MAX_BYTES", "SCHEMA_VERSION", "SELECTION_FIELDS", "AuditEntry", "AuditVerdict", "Environment", "ErrorInfo",
-    "ErrorKind", "Machine", "Record", "RecordFileError", "RunInfo", "RunOptions", "RunStatus", "Status", "TimerKind",
-    "Timing", "append_record", "collecting_rarely", "device_key", "from_data", "iter_jsonl", "iter_records",
-    "jsonl_spans", "load_records", "parse_record", "parse_time", "read_audit", "read_run_info",
-    "resolve_records_path", "set_aside_torn_tail", "to_data", "to_json", "torn_tail", "utcnow", "write_run_info",
+    "RUN_FILE", "RUN_FILE_MAX_BYTES", "SCHEMA_VERSION", "SELECTION_FIELDS", "AuditEntry", "AuditVerdict",
+    "Environment", "ErrorInfo", "ErrorKind", "Machine", "Record", "RecordFileError", "RunInfo", "RunOptions",
+    "RunStatus", "Status", "TimerKind", "Timing", "append_record", "collecting_rarely", "device_key", "from_data",
+    "iter_jsonl", "iter_records", "jsonl_spans", "load_records", "parse_record", "parse_time", "read_audit",
+    "read_run_info", "resolve_records_path", "set_aside_torn_tail", "to_data", "to_json", "torn_tail", "utcnow",
+    "write_run_info",
 ]

@@ -25,7 +25,8 @@ import types
 import typing
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Literal, TypeVar
+from collections.abc import Callable
 
 from tileops.errors import TileOpsError
 
@@ -205,7 +206,7 @@ def _decoder(tp: Any, meta: dict[str, Any]) -> _Decoder:
                     raise
             return out
         return mapping
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass_decoder(tp)
     raise TypeError(f"no decoder for {tp!r}")
 
@@ -232,9 +233,9 @@ def _shared(decode: _Decoder) -> _Decoder:
     """``decode``, answering an object it has decoded before with the same (frozen) instance.
 
     Every record of a run carries the same environment; decoding it once per run
-    instead of once per row saves a fifth of the reading time, and the rows then
-    share one copy in memory. The key holds each value's type as well as the
-    value, because ``1``, ``1.0`` and ``True`` are equal keys but not the same
+    instead of once per row is a good part of the reading time saved (docs/architecture.md,
+    "Figures behind the code"), and the rows then share one copy in memory. The key holds each
+    value's type as well as the value, because ``1``, ``1.0`` and ``True`` are equal keys but not the same
     input (a field check may take one and refuse another). An object holding a
     list or an object (GPU clocks) is unhashable and decoded every time.
     """
@@ -265,10 +266,10 @@ def _shared(decode: _Decoder) -> _Decoder:
 def _field_decoder(cls: type) -> _Decoder:
     """Field by field, in declaration order: the reference decoder, and the one that words every error."""
     hints = typing.get_type_hints(cls)
-    specs = []
+    specs: list[tuple[str, _Decoder, bool]] = []
     for f in dataclasses.fields(cls):
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        specs.append((f.name, _decoder(hints[f.name], dict(f.metadata)), required))
+        needed = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        specs.append((f.name, _decoder(hints[f.name], dict(f.metadata)), needed))
     names = frozenset(s[0] for s in specs)
     required_names = [s[0] for s in specs if s[2]]
     required = frozenset(required_names)
@@ -279,9 +280,9 @@ def _field_decoder(cls: type) -> _Decoder:
             raise Invalid(f"expected an object, got {_describe(v)}")
         if not ignore_unknown and not names.issuperset(v):
             unknown = sorted(set(v) - names)
-            exc = Invalid("unknown field (remove it, or fix its spelling)")
-            exc.path.insert(0, str(unknown[0]))
-            raise exc
+            refused = Invalid("unknown field (remove it, or fix its spelling)")
+            refused.path.insert(0, str(unknown[0]))
+            raise refused
         kwargs = {}
         for name, d, _ in specs:
             if name in v:
@@ -291,9 +292,9 @@ def _field_decoder(cls: type) -> _Decoder:
                     exc.path.insert(0, name)
                     raise
         if not required.issubset(kwargs):
-            exc = Invalid("missing (a required field)")
-            exc.path.insert(0, next(n for n in required_names if n not in kwargs))
-            raise exc
+            missing = Invalid("missing (a required field)")
+            missing.path.insert(0, next(n for n in required_names if n not in kwargs))
+            raise missing
         return cls(**kwargs)
 
     return dec
@@ -339,7 +340,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
-        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]  # add: None
         exc = Invalid("declared twice in one object (JSON readers disagree on which value counts); keep one")
         exc.path.append(key)
         raise exc
@@ -347,7 +348,9 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
-_scan = json.scanner.make_scanner(_DECODER)  # the C scanner json.loads calls, without its wrappers
+# the C scanner json.loads calls, without its wrappers (typeshed declares make_scanner a class taking a decoder's
+# context; it is that, called with the decoder)
+_scan = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]  # see above
 
 
 def _not_text(data: Any) -> list[str] | None:
@@ -429,7 +432,7 @@ def line_decoder(cls: type[T], *, fast: bool = True) -> Callable[[bytes], T | No
     def standard(raw: bytes) -> T | None:
         if raw.isspace():
             return None
-        return decode(_json_line(raw.decode("utf-8")))  # type: ignore[no-any-return]
+        return decode(_json_line(raw.decode("utf-8")))
 
     mirror = _fast_reader(cls, standard) if fast else None
     return standard if mirror is None else mirror

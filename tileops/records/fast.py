@@ -33,7 +33,8 @@ import functools
 import types
 import typing
 from datetime import datetime
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Literal
+from collections.abc import Callable
 
 import msgspec
 
@@ -95,9 +96,10 @@ def _decoders(cls: type) -> tuple[Callable[[bytes], Any], _Build, Callable[[byte
     for a class with a field type the mirror cannot carry."""
     if cls not in _READERS:
         try:
-            (strict, build_strict), (lenient, build_lenient) = [
+            made: list[tuple[Callable[[bytes], Any], _Build]] = [
                 (msgspec.json.Decoder(struct).decode, build) for struct, build in (_mirror(cls, False),
                                                                                    _mirror(cls, True))]
+            (strict, build_strict), (lenient, build_lenient) = made
         except _Unmirrored:
             _READERS[cls] = None
         else:
@@ -147,9 +149,9 @@ def _field(tp: Any, meta: dict[str, Any], lenient: bool) -> tuple[Any, _Kind | N
             raise _Unmirrored(tp)
         # An Any inside holding an object has more members than are counted: the standard reader decides.
         if origin is list:
-            return list[inner], None  # type: ignore[valid-type]
-        return dict[str, inner], ("keys", None)  # type: ignore[valid-type]
-    if dataclasses.is_dataclass(tp):
+            return list[inner], None  # type: ignore[valid-type]  # a type built at run time
+        return dict[str, inner], ("keys", None)  # type: ignore[valid-type]  # a type built at run time
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         struct, build = _mirror(tp, lenient)
         return struct, ("object", build)
     raise _Unmirrored(tp)
@@ -167,7 +169,8 @@ def _mirror(cls: type, lenient: bool) -> tuple[type, _Build]:
     defaults: list[tuple[str, Any, Callable[[], Any] | None]] = []
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
-        if dataclasses.is_dataclass(tp) and getattr(tp, "repeats_across_rows", False):
+        kind: _Kind | None
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp) and getattr(tp, "repeats_across_rows", False):
             struct_tp, kind = msgspec.Raw, ("object", _shared(*_mirror(tp, lenient)))
         else:
             struct_tp, kind = _field(tp, dict(f.metadata), lenient)
@@ -216,7 +219,7 @@ def _mirror(cls: type, lenient: bool) -> tuple[type, _Build]:
                 keys += k
         if not plain:
             return cls(**values), keys
-        obj = new(cls)
+        obj: Any = new(cls)
         set_dict(obj, "__dict__", values)  # what the frozen __init__ would set
         return obj, keys
 
@@ -225,7 +228,7 @@ def _mirror(cls: type, lenient: bool) -> tuple[type, _Build]:
 
 def _shared(struct: type, build: _Build) -> _Build:
     """Decode a repeating object's raw bytes once per distinct text (rows then share one instance)."""
-    decode = msgspec.json.Decoder(struct).decode
+    decode: Callable[[bytes], Any] = msgspec.json.Decoder(struct).decode
     memo: dict[bytes, tuple[Any, int]] = {}
 
     def from_raw(raw: msgspec.Raw) -> tuple[Any, int]:

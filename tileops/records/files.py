@@ -17,7 +17,8 @@ import json
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Iterable, Iterator
 
 from tileops.fsutil import FileRefused, open_regular, read_regular, write_atomic
 from tileops.records.contract import AUDIT_FILE, RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYTES, AuditEntry, Record, \
@@ -160,8 +161,8 @@ def collecting_rarely() -> Iterator[None]:
 
     Records are plain data without reference cycles, yet each full pass of the
     collector walks every live object: with a run of 100,000 records held (the
-    exporter holds one) the passes took a quarter to a third of reading and
-    pricing it. Inside this block the objects alive at its start (the imports)
+    exporter holds one) the passes were a large share of reading and pricing it
+    (docs/architecture.md, "Figures behind the code"). Inside this block the objects alive at its start (the imports)
     are out of the collector's way and the first generation is collected every
     100,000 allocations instead of 700; both are restored on the way out.
     """

@@ -22,7 +22,8 @@ nothing in this package imports op code or torch (a test checks).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 from tileops.report.baseline import Comparison, compare
 from tileops.report.summary import RunFacts, summary_lines
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # rich is imported only by callers that hand in a rich Consol
 FORMATS = ("table", "json", "md", "csv")
 
 
-def render_summary(priced: Sequence[Priced], console: "Console | None" = None, *,
+def render_summary(priced: Sequence[Priced], console: Console | None = None, *,
                    comparison: Comparison | None = None, title: str | None = None,
                    health: Health | None = None, full_table: bool = False) -> None:
     """Print the table grouped by op (a digest above ``SUMMARISE_ABOVE`` rows) and the summary.

@@ -8,7 +8,7 @@ these lines: the table under its rows, markdown in its "Summary", JSON under ``s
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from tileops.report import columns
 from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, HOST_BOUND_RATIO, NOT_JUDGED_REASONS, BackendRace,
@@ -65,7 +65,7 @@ class BackendTally:
             reason = r.skip_reason or "no reason given"
             why[reason] = why.get(reason, 0) + 1
 
-    def merge(self, later: "BackendTally") -> None:
+    def merge(self, later: BackendTally) -> None:
         for b, n in later.rows_of.items():
             self.rows_of[b] = self.rows_of.get(b, 0) + n
         for b, secs in later.compiled.items():
@@ -89,7 +89,8 @@ class BackendTally:
             _, op, label, dtype = self.slowest[b]
             lines.append(f"compile time, reported apart (a {b} row's first call, compilation included; never in "
                          f"its time): {len(secs)} row(s), median {columns.seconds(secs[len(secs) // 2])}, "
-                         f"{columns.seconds(sum(secs))} in all; slowest {op} [{label} {dtype}] {columns.seconds(secs[-1])}")
+                         f"{columns.seconds(sum(secs))} in all; slowest {op} [{label} {dtype}] "
+                         f"{columns.seconds(secs[-1])}")
         wins: dict[str, int] = {}
         margins: list[float] = []
         for race in races.values():
@@ -134,7 +135,7 @@ class RunFacts:
         self._races: dict[RaceKey, BackendRace] | None = None
 
     @classmethod
-    def of(cls, priced: Iterable[Priced]) -> "RunFacts":
+    def of(cls, priced: Iterable[Priced]) -> RunFacts:
         facts = cls()
         for p in priced:
             facts.add(p)
@@ -161,7 +162,7 @@ class RunFacts:
         self.host_bound[0] += n
         self.host_bound[1] = (self.host_bound[1] + shown)[:HOST_BOUND_SHOWN]
 
-    def merge(self, later: "RunFacts") -> None:
+    def merge(self, later: RunFacts) -> None:
         self._races = None
         self.tally.merge(later.tally)
         self.backends.merge(later.backends)
@@ -212,10 +213,10 @@ class RunFacts:
             lines.append(f"failed rows: {h.errors} error(s)")
         if self.skipped:
             lines.append(f"skipped rows: {self.skipped} (not failures: each record says why)")
-        shown = self.breach_lines if breach_limit is None else self.breach_lines[:breach_limit]
-        lines += shown
-        if len(shown) < len(self.breach_lines):
-            lines.append(f"FORMULA ERROR: {len(self.breach_lines) - len(shown):,} more breach(es) not listed here "
+        listed = self.breach_lines if breach_limit is None else self.breach_lines[:breach_limit]
+        lines += listed
+        if len(listed) < len(self.breach_lines):
+            lines.append(f"FORMULA ERROR: {len(self.breach_lines) - len(listed):,} more breach(es) not listed here "
                          f"({EVERYTHING_HINT})")
         lines += [f"note: {note}" for note in self.notes]
         n, shown_rows = self.host_bound

@@ -19,7 +19,8 @@ from __future__ import annotations
 import csv
 import heapq
 import json
-from typing import Any, Callable, Iterable, Sequence, TextIO
+from typing import Any, TextIO
+from collections.abc import Callable, Iterable, Sequence
 
 from tileops.report import columns
 from tileops.report.encode import Lines, csv_line, json_row
@@ -79,7 +80,7 @@ class Report:
     def add(self, p: Priced) -> None:
         raise NotImplementedError
 
-    def merge(self, later: "Report") -> None:
+    def merge(self, later: Report) -> None:
         """Append the rows of a report of the next part of the same run."""
         raise NotImplementedError
 
@@ -105,7 +106,7 @@ class _RaceCells:
         self.keys.append(((names.setdefault(device, device), names.setdefault(op, op), label, dtype),
                           p.record.backend))
 
-    def merge(self, later: "_RaceCells") -> None:
+    def merge(self, later: _RaceCells) -> None:
         self.keys += later.keys
 
     def __getstate__(self) -> list:
@@ -197,10 +198,10 @@ class CsvReport(Report):
         at = {c: i for i, c in enumerate(columns.RAW_COLUMNS)}
         for rc in comparison.rows:
             if rc.change == "gone":
-                cells = list(empty)
+                gone: list[object] = list(empty)
                 for col, value in zip(("op", "label", "dtype", "backend"), rc.key):
-                    cells[at[col]] = value
-                w.writerow(cells + [rc.old_time_s, None, "gone"])
+                    gone[at[col]] = value
+                w.writerow([*gone, rc.old_time_s, None, "gone"])
                 out.write(tail.items.pop())
 
 
@@ -313,8 +314,8 @@ class MarkdownReport(Report):
                       + "|".join("---:" if c in _RIGHT or c in units else "---" for c in shown + (("data terms",)
                                  if with_terms else ())) + "|\n")
             for (cells, terms), (key, backend) in zip(group, self.races[op].keys):
-                line = "| " + " | ".join(_drawn(cells, units, compiled,
-                                                 _md(columns.versus_best_of(backend, races.get(key))) if races else None))
+                versus = _md(columns.versus_best_of(backend, races.get(key))) if races else None
+                line = "| " + " | ".join(_drawn(cells, units, compiled, versus))
                 out.write(f"{line} | {_md(terms)} |\n" if with_terms else line + " |\n")
             out.write("\n")
         out.write("## Summary\n\n")
@@ -346,7 +347,8 @@ _Units = dict[str, tuple[str, Callable[[Any], str]]]
 def _units(shown: tuple[str, ...], kept: Iterable[tuple]) -> _Units:
     """Each number column of ``shown`` drawn in one unit over the rows ``kept`` (their display cells):
     column -> (its header, the cell of a value)."""
-    at = {"time": columns.TIME_AT, "FLOP/s": columns.FLOPS_AT, "B/s": columns.BYTES_AT, "compile time": columns.COMPILE_AT}
+    at = {"time": columns.TIME_AT, "FLOP/s": columns.FLOPS_AT, "B/s": columns.BYTES_AT,
+          "compile time": columns.COMPILE_AT}
     wanted = [c for c in shown if c in at]
     values: dict[str, list] = {c: [] for c in wanted}
     for cells in kept:
@@ -358,9 +360,9 @@ def _units(shown: tuple[str, ...], kept: Iterable[tuple]) -> _Units:
 def _drawn(cells: tuple, units: _Units, compiled: bool, vs_best: str | None) -> tuple[str, ...]:
     """A kept row's cells as drawn in the run's columns (:meth:`RunFacts.columns`): numbers in their column's
     unit, then the compile time and ``vs best`` where the run has them, then the verdict."""
-    out = (cells[0], cells[1], cells[2], units["time"][1](cells[columns.TIME_AT]),
-           units["FLOP/s"][1](cells[columns.FLOPS_AT]), units["B/s"][1](cells[columns.BYTES_AT]), cells[6], cells[7],
-           cells[8])
+    out: tuple[str, ...] = (cells[0], cells[1], cells[2], units["time"][1](cells[columns.TIME_AT]),
+                            units["FLOP/s"][1](cells[columns.FLOPS_AT]), units["B/s"][1](cells[columns.BYTES_AT]),
+                            cells[6], cells[7], cells[8])
     if compiled:
         out += (units["compile time"][1](cells[columns.COMPILE_AT]),)
     if vs_best is not None:
@@ -407,7 +409,7 @@ class _OpDigest:
             cells, style = p if isinstance(p, tuple) else (_row_cells(p), _style(p))
             (heapq.heappush if len(heap) < WORST_PER_OP else heapq.heapreplace)(heap, (key, nseq, cells, style))
 
-    def merge(self, later: "_OpDigest", offset: int) -> None:
+    def merge(self, later: _OpDigest, offset: int) -> None:
         for v, n in later.counts.items():
             self.counts[v] = self.counts.get(v, 0) + n
         self.efficiencies += later.efficiencies
@@ -565,8 +567,9 @@ class TableReport(Report):
             unlisted = self.attention_total - len(self.attention)
             if unlisted:
                 out.append(f"… {unlisted:,} more not listed here; {EVERYTHING_HINT}")
+        lowest = ((op, cells, style) for op, d in self.ops.items() for cells, style in d.lowest())
         worst = self._row_table(f"Lowest efficiency, up to {WORST_PER_OP} per op (at-ceiling and below rows)",
-                                facts, ((op, cells, style) for op, d in self.ops.items() for cells, style in d.lowest()))
+                                facts, lowest)
         if worst.rows:
             out += [""] + worst.lines(colour)
         return out + [""]

@@ -12,7 +12,8 @@ stream of any size (and its parts, read in parallel) gives the same health.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Literal
+from typing import Literal
+from collections.abc import Iterable
 
 from tileops.roofline.price import NOT_JUDGED_ESTIMATE, NOT_JUDGED_ROOF_ABSENT, BLANK_ERROR, Priced
 
@@ -140,7 +141,7 @@ class _CeilingTally:
         self.max_unjudged: float | None = None
         self.suspect: str | None = None
 
-    def merge(self, later: "_CeilingTally") -> None:
+    def merge(self, later: _CeilingTally) -> None:
         if later.theoretical is not None:
             self.theoretical = later.theoretical
         self.judged += later.judged
@@ -211,13 +212,13 @@ class HealthTally:
                 continue
             t.judged += 1  # judged: both the implied rate and the theoretical figure are there
             implied = k.implied_per_s
-            ratio = implied / theo  # type: ignore[operator]
+            ratio = implied / theo  # type: ignore[operator]  # a judged check holds both (Check.judged)
             if t.max_ratio is None or ratio > t.max_ratio:
                 t.max_ratio = ratio
             if implied > theo:  # type: ignore[operator]  # the same test as Check.breached
                 t.breached += 1
 
-    def merge(self, later: "HealthTally") -> None:
+    def merge(self, later: HealthTally) -> None:
         """Add the counts of another part of the run (read after this one)."""
         self.rows += later.rows
         for mine, theirs in ((self.by_verdict, later.by_verdict), (self.blanks, later.blanks)):

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Literal, NamedTuple
+from typing import Literal, NamedTuple
+from collections.abc import Iterable, Iterator
 
 from tileops.profiles import Profile, ProfileChooser
 from tileops.records import Record
@@ -182,9 +183,9 @@ class Check(NamedTuple):
         return self.implied_per_s / self.theoretical_per_s
 
 
-# Not frozen: a frozen __init__ sets each field through object.__setattr__, which made building one cost three
-# times as much (a run prices 100,000), and nothing changes a priced row. It was never hashable (its record
-# holds dicts).
+# Not frozen: a frozen __init__ sets each field through object.__setattr__, which made building one cost several
+# times as much (a run prices 100,000; docs/architecture.md, "Figures behind the code"), and nothing changes a
+# priced row. It was never hashable (its record holds dicts).
 @dataclass(slots=True)
 class Priced:
     record: Record
@@ -265,7 +266,7 @@ class _Ceilings:
     _roofs: dict[str, _RoofView] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, profile: Profile) -> "_Ceilings":
+    def of(cls, profile: Profile) -> _Ceilings:
         mem = profile.memory
         notes: tuple[str, ...] = ()
         if mem is not None and not mem.nominal_known:
@@ -418,6 +419,7 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
                           f"roof {key!r}{via} is uncalibrated in profile {name!r}; run `tileops calibrate`",
                           actual=actual, checks=checks, notes=c.notes)
         compute_time = flops / peak
+    bound: Bound
     if memory_time >= compute_time:  # a tie is memory-bound
         sol, bound = memory_time, "memory"
     else:
@@ -438,7 +440,7 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         notes = notes + (host_bound_note(r),)
     return Priced(
         record=r, profile=name, verdict=verdict, actual_time_s=actual, memory_time_s=memory_time,
-        compute_time_s=compute_time, sol_time_s=sol, efficiency=eff, bound=bound,  # type: ignore[arg-type]
+        compute_time_s=compute_time, sol_time_s=sol, efficiency=eff, bound=bound,
         achieved_bytes_per_s=nbytes / actual, achieved_flops_per_s=flops / actual,
         effective_bandwidth=bw, effective_peak=peak, breaches=_breaches(checks), roof=resolved, notes=notes,
         checks=checks)

@@ -4,7 +4,7 @@ how much (the SOL ratios of one call compare implementations directly)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from collections.abc import Iterable
 
 from tileops.records import Record
 from tileops.roofline.price import Priced
@@ -32,23 +32,29 @@ class BackendRace:
     @property
     def margin(self) -> float | None:
         """Best SOL minus the runner-up's, as a ratio (None without a runner-up)."""
-        if self.best is None or self.runner_up is None:
+        best, runner_up = self._priced(self.best), self._priced(self.runner_up)
+        if best is None or runner_up is None:
             return None
-        return self.efficiency[self.best] - self.efficiency[self.runner_up]  # type: ignore[operator]
+        return best - runner_up
 
     @property
     def speedup(self) -> float | None:
         """How many times faster the best runs than the runner-up (their SOL ratio; same SOL time)."""
-        if self.best is None or self.runner_up is None or not self.efficiency[self.runner_up]:
+        best, runner_up = self._priced(self.best), self._priced(self.runner_up)
+        if best is None or not runner_up:
             return None
-        return self.efficiency[self.best] / self.efficiency[self.runner_up]  # type: ignore[operator]
+        return best / runner_up
 
     def behind(self, backend: str) -> float | None:
         """How far ``backend`` is behind the best, in SOL points (0 for the best; None when not priced)."""
-        eff = self.efficiency.get(backend)
-        if eff is None or self.best is None:
+        eff, best = self.efficiency.get(backend), self._priced(self.best)
+        if eff is None or best is None:
             return None
-        return self.efficiency[self.best] - eff  # type: ignore[operator]
+        return best - eff
+
+    def _priced(self, backend: str | None) -> float | None:
+        """A ranked backend's SOL ratio (the best and the runner-up are priced by construction)."""
+        return None if backend is None else self.efficiency[backend]
 
     def as_dict(self) -> dict:
         device, op, label, dtype = self.key
@@ -85,7 +91,7 @@ class RaceTally:
         else:
             effs[backend] = efficiency
 
-    def merge(self, later: "RaceTally") -> None:
+    def merge(self, later: RaceTally) -> None:
         """Add the rows of the next part of the run (the same as adding them here one by one)."""
         groups = self.groups
         for key, theirs in later.groups.items():
@@ -109,7 +115,7 @@ class RaceTally:
 
 def backend_races(priced: Iterable[Priced]) -> tuple[dict[RaceKey, BackendRace], list[BackendRace | None]]:
     """:func:`compare_backends`, and each priced row's race in the same order (None for a row on one
-    backend): one pass for a renderer that shows both (100,000 rows in a fraction of a second)."""
+    backend): one pass for a renderer that shows both."""
     tally = RaceTally()
     keys: list[RaceKey] = []
     for p in priced:
