@@ -156,6 +156,20 @@ def test_the_docs_print_the_same_table() -> None:
     assert all(f"`{m}`" in text for m in FOUNDATION)
 
 
+def test_the_docs_name_every_module_of_the_split_packages() -> None:
+    """docs/architecture.md's "Modules, one job each" names each module of each package it lists, and no
+    module that is not there: the page is redrawn when the layout changes."""
+    text = DOC.read_text(encoding="utf-8").split("## Modules, one job each", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `tileops\.([a-z_]+)` \| (.*) \|$", text, re.M)
+    assert {pkg for pkg, _ in rows} >= {"records", "profiles", "roofline", "bench", "report", "export", "pipeline"}
+    for pkg, cells in rows:
+        if pkg == "commands":  # "one module per command": their names are the commands' (cli.COMMANDS)
+            continue
+        named = set(re.findall(r"`([a-z_]+)`", re.sub(r"\([^)]*\)", "", cells)))  # outside the asides
+        actual = {p.stem for p in (PKG / pkg).glob("*.py") if p.stem != "__init__"}
+        assert named == actual, (pkg, sorted(named - actual), sorted(actual - named))
+
+
 _PROBE = textwrap.dedent("""
     import json, sys, tempfile
     from pathlib import Path
