@@ -48,8 +48,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "export": ("profiles", "roofline", "report", "calibrate"),  # report: its streaming reader (report.stream)
     "audit": ("device", "ops", "bench", "manifest", "profiles"),
     "fleet": ("device", "profiles", "calibrate"),
-    "pipeline": ("device", "ops", "bench", "calibrate", "profiles", "roofline", "report", "export", "audit"),
-    "commands": ("ops", "profiles", "fleet", "pipeline", "manifest", "formula_guard", "cli"),
+    "pipeline": ("device", "ops", "bench", "calibrate", "profiles", "roofline", "report", "export", "audit",
+                 "fleet"),
+    "commands": ("ops", "profiles", "pipeline", "manifest", "formula_guard", "cli"),
     "cli": ("commands",),
 }
 
