@@ -5,18 +5,25 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test bench codegen validate clean image base-image
+.PHONY: install test lint bench codegen validate clean image base-image
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,lint]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# ruff (style, imports, bugs) and mypy (types) over the package, configured in pyproject.toml; CI runs it
+# before the tests. mypy keeps its cache in .mypy_cache: the first run takes about half a minute, later ones
+# seconds (docs/conventions.md).
+lint: $(STAMP)
+	$(BIN)/ruff check tileops tests benchmarks scripts
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/tileops bench $(BENCH_ARGS)
@@ -47,4 +54,4 @@ base-image:
 	scripts/build-base-image
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

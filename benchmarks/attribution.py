@@ -12,11 +12,10 @@ as a ratio in one run. The issue's bound: 100,000 launches over 1,000 ranges in 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from typing import Callable, Sequence
 
-from tileops.bench.timers import FLUSH_RANGE, ITER_PREFIX, TraceEvent, attribute_iterations, classify, join_launches
+from tileops.bench.cupti import FLUSH_RANGE, ITER_PREFIX, TraceEvent, attribute_iterations, classify, join_launches
 
 
 def synthetic_launches(n_ranges: int, per_range: int) -> list[TraceEvent]:

@@ -37,8 +37,8 @@ import torch
 
 from tileops.bench.execute import measure
 from tileops.bench.stopping import CPU_RULE, GPU_RULE, QUICK_RULE, StoppingRule
-from tileops.bench.timers import (CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, attribute_iterations,
-                                  cupti_unavailable_reason, trace_events_from_chrome)
+from tileops.bench.cupti import attribute_iterations, trace_events_from_chrome
+from tileops.bench.timers import CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, cupti_unavailable_reason
 from tileops.ops.catalog import load_entries
 from tileops.ops.workload import bind_row, build_inputs, instantiate
 
@@ -250,7 +250,7 @@ def main() -> int:
     rows = cpu_table(args.repeats, rule) if device == "cpu" else gpu_table(args.repeats, rule)
     print(f"{device}, {torch.get_num_threads()} threads, torch {torch.__version__}, {args.repeats} interleaved "
           f"repeats, rule {rule}")
-    us = lambda s: f"{s * 1e6:9.1f}"  # noqa: E731
+    us = lambda s: f"{s * 1e6:9.1f}"
     if device == "cpu":
         print(f"{'op':8} {'before':>9} {'bef/wr':>6} {'ours cold':>9} {'bare wr':>9} {'bare rd':>9} {'cold/wr':>7} "
               f"{'cold/rd':>7} {'ours warm':>9} "

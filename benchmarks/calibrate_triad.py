@@ -254,7 +254,7 @@ def _try(fn: Callable[[], tuple[float, str]]) -> tuple[float | None, str]:  # pr
 
 def gpu(args: argparse.Namespace, console: Console) -> int:  # pragma: no cover - needs a GPU
     info = describe_device("cuda:0")
-    dev = torch.device(info.device)
+    dev = torch.device(info.torch_device)
     sizes = measure.gpu_sizes(info.l2_bytes, info.memory_bytes, args.quick)
     mem = info.memory_bytes or torch.cuda.get_device_properties(dev).total_memory
     copies, refs = [], []

@@ -19,7 +19,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from tileops.records import Environment, Record, RunInfo, Timing
-from tileops.export.metrics import collect_samples, render
+from tileops.export.metrics import collect_samples, exposition
 from tileops.export.snapshot import RunSnapshot, build_snapshots
 from tileops.profiles import Profile, ProfileChooser
 from tileops.roofline import price_all
@@ -79,10 +79,10 @@ def main() -> None:
     rows = max(1, round(args.series / per_row))
     snap = _snapshot(rows)
     n = len(collect_samples([snap]))
-    body = render([snap])
+    body = exposition([snap])
 
     t_fam = _best(lambda: collect_samples([snap]), args.repeat)
-    t_render = _best(lambda: render([snap]), args.repeat)
+    t_render = _best(lambda: exposition([snap]), args.repeat)
 
     reg = CollectorRegistry()
     g = Gauge("plain_gauge", "reference", ["Hostname", "UUID", "modelName", "op", "label", "dtype", "backend"],

@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from roofline_pricing import profile, records  # noqa: E402
+from roofline_pricing import profile, records
 
-from tileops.profiles import ProfileChooser  # noqa: E402
-from tileops.report.plot import write_plot  # noqa: E402
-from tileops.roofline import price_all  # noqa: E402
+from tileops.profiles import ProfileChooser
+from tileops.report.plot import write_plot
+from tileops.roofline import price_all
 
 TIME_GOAL_S = 5.0
 SIZE_GOAL = 2 << 20

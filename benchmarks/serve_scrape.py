@@ -23,12 +23,12 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from export_support import T0, env, profile, record  # noqa: E402  (records built from the contracts)
+from export_support import T0, env, profile, record  # records built from the contracts
 
-from tileops.export.metrics import render  # noqa: E402
-from tileops.export.server import DirectorySource  # noqa: E402
-from tileops.profiles import ProfileChooser  # noqa: E402
-from tileops.records import RunInfo, to_json, write_run_info  # noqa: E402
+from tileops.export.metrics import exposition
+from tileops.export.server import DirectorySource
+from tileops.profiles import ProfileChooser
+from tileops.records import RunInfo, to_json, write_run_info
 
 
 def write_big_run(run_dir: Path, n: int) -> None:
@@ -73,7 +73,7 @@ def main() -> None:
         for _ in range(max(3, args.scrapes // 5)):
             t0 = time.perf_counter()
             source.scan()
-            render(snaps)
+            exposition(snaps)
             uncached.append(time.perf_counter() - t0)
 
     med, raw = statistics.median(cached), statistics.median(uncached)

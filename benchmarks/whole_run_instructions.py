@@ -32,9 +32,9 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from roofline_pricing import profile, records  # noqa: E402
+from roofline_pricing import profile, records
 
-from tileops.records import RECORDS_FILE, to_json  # noqa: E402
+from tileops.records import RECORDS_FILE, to_json
 
 REPO = Path(__file__).resolve().parents[1]
 QUIET_LOOP_S = 0.05  # the reference loop on the quiet 2-core dev VM (best seen: 49 ms)

@@ -54,7 +54,7 @@ def docker_client():  # -> docker.DockerClient
     if dockerd is None or os.geteuid() != 0:
         unavailable("no Docker engine: dockerd is not running and cannot be started here "
                     "(apt-get install docker.io, run as root)")
-    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / "tileops-test-dockerd.log", "ab")  # noqa: SIM115
+    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / "tileops-test-dockerd.log", "ab")
     subprocess.Popen([dockerd], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from device_packages import carried_set, device_packages  # noqa: E402
+from device_packages import carried_set, device_packages
 
 SITECUSTOMIZE = '''\
 import json, os, sys

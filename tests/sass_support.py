@@ -221,7 +221,7 @@ def _compile(key: str) -> tuple[str, dict[str, Any]]:
 
 def collect(jobs: int = 2) -> dict[str, Any]:
     """Everything the tests assert on, as plain data."""
-    import torch  # noqa: F401  (before triton: the kernels' modules import both)
+    import torch  # noqa: F401  # before triton: the kernels' modules import both
 
     from tileops.bench.select import unsupported_dtype
     from tileops.device import DeviceInfo

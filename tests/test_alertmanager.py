@@ -114,7 +114,7 @@ class Webhook:
         posts = self.posts
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server protocol
+            def do_POST(self) -> None:  # the http.server protocol
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 posts.put((self.path, json.loads(body)))
                 self.send_response(200)

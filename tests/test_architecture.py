@@ -26,9 +26,9 @@ PKG = Path(tileops.__file__).parent
 ROOT = PKG.parent
 DOC = ROOT / "docs" / "architecture.md"
 
-#: Foundation modules: small, importable by every layer; standard-library only but for typed_json (msgspec)
+#: Foundation modules: small, importable by every layer; standard-library only but for records.fast (msgspec)
 #: and yamlfile (PyYAML), which the bench never imports (the run-time probe below holds it).
-FOUNDATION = ("errors", "fsutil", "paths", "exitcodes", "interrupts", "revision", "dtypes", "records", "typed_json",
+FOUNDATION = ("errors", "fsutil", "paths", "exitcodes", "interrupts", "revision", "dtypes", "durations", "records",
               "yamlfile")
 
 #: layer -> the layers it may import (besides itself and the foundation). A layer is a
@@ -50,9 +50,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "audit": ("device", "ops", "bench", "manifest", "profiles"),
     "fleet": ("device", "profiles", "calibrate"),
     "pipeline": ("device", "ops", "bench", "calibrate", "ceilings", "profiles", "roofline", "report", "export",
-                 "audit"),
-    "commands": ("device", "ops", "bench", "calibrate", "ceilings", "profiles", "roofline", "report", "export",
-                 "audit", "fleet", "pipeline", "manifest", "formula_guard", "cli"),
+                 "audit", "fleet"),
+    "commands": ("ops", "profiles", "pipeline", "manifest", "formula_guard", "cli"),
     "cli": ("commands",),
 }
 
@@ -71,10 +70,10 @@ def _layer(module: str) -> str | None:
     return parts[1].removeprefix("_") if parts[1] != "__main__" else "cli"
 
 
-def _imports(path: Path, module: str) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def _imports(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    tree = ast.parse(source)
     out = []
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    package = module if is_package else module.rsplit(".", 1)[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
@@ -92,25 +91,31 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
     return out
 
 
-def violations() -> list[str]:
+def _package_sources() -> list[tuple[str, str, bool]]:
+    """(path relative to the repository, source, is a package's __init__) of every module of the package."""
+    return [(str(path.relative_to(ROOT)), path.read_text(encoding="utf-8"), path.name == "__init__.py")
+            for path in sorted(PKG.rglob("*.py"))]
+
+
+def violations(sources: list[tuple[str, str, bool]] | None = None) -> list[str]:
+    """Every import outside the allowed table, in ``sources`` (default: the package as it is on disk)."""
     found = []
-    for path in sorted(PKG.rglob("*.py")):
-        rel = path.relative_to(ROOT).with_suffix("")
-        module = ".".join(rel.parts)
+    for rel, source, is_package in _package_sources() if sources is None else sources:
+        module = ".".join(Path(rel).with_suffix("").parts)
         here = _layer(module) if module != "tileops.__init__" else None
         if here is None or here in FOUNDATION:
             allowed: set[str] = set(FOUNDATION)
         else:
             assert here in ALLOWED, f"{module}: layer {here!r} is not in the allowed-import table"
             allowed = {here, *FOUNDATION, *ALLOWED[here]}
-        for line, target in _imports(path, module):
+        for line, target in _imports(source, module, is_package):
             there = _layer(target)
             if there is None or there == "__init__" or target == "tileops":
                 continue
             if here in FOUNDATION and there not in FOUNDATION:
-                found.append(f"{rel}.py:{line}: foundation module imports {target}")
+                found.append(f"{Path(rel).with_suffix('')}.py:{line}: foundation module imports {target}")
             elif there not in allowed:
-                found.append(f"{rel}.py:{line}: {here} imports {target} (layer {there})")
+                found.append(f"{Path(rel).with_suffix('')}.py:{line}: {here} imports {target} (layer {there})")
     return found
 
 
@@ -119,12 +124,30 @@ def test_every_import_follows_the_allowed_table() -> None:
 
 
 def test_the_scan_catches_an_upward_import() -> None:
-    planted = PKG / "bench" / "_planted_upward_import.py"
-    planted.write_text("def f():\n    from tileops.report import render\n    return render\n")
-    try:
-        assert any("_planted_upward_import.py:2: bench imports tileops.report" in v for v in violations())
-    finally:
-        planted.unlink()
+    """A module planted in memory (nothing is written into the tree, which may be read-only)."""
+    planted = ("tileops/bench/_planted_upward_import.py",
+               "def f():\n    from tileops.report import render\n    return render\n", False)
+    assert any("_planted_upward_import.py:2: bench imports tileops.report" in v
+               for v in violations([*_package_sources(), planted]))
+
+
+#: What the command line may not reach past the composing layer: a command parses arguments and prints, and
+#: ``tileops.pipeline`` composes the measuring, pricing, reporting and exporting layers for it.
+NOT_FROM_COMMANDS = ("bench", "roofline", "report", "export", "calibrate", "audit")
+
+
+def test_no_command_imports_a_layer_the_pipeline_composes() -> None:
+    found = [f"{rel}:{line}: {target}" for rel, source, is_package in _package_sources()
+             if rel.startswith("tileops/commands/")
+             for line, target in _imports(source, ".".join(Path(rel).with_suffix("").parts), is_package)
+             if _layer(target) in NOT_FROM_COMMANDS]
+    assert found == []
+    assert not set(NOT_FROM_COMMANDS) & set(ALLOWED["commands"])  # and the table says so too
+
+
+def test_the_command_check_catches_a_command_that_composes() -> None:
+    planted = ("tileops/commands/_planted.py", "from tileops.roofline import price_all\n", False)
+    assert any("commands imports tileops.roofline" in v for v in violations([*_package_sources(), planted]))
 
 
 def test_the_docs_print_the_same_table() -> None:
@@ -135,23 +158,37 @@ def test_the_docs_print_the_same_table() -> None:
     assert all(f"`{m}`" in text for m in FOUNDATION)
 
 
+def test_the_docs_name_every_module_of_the_split_packages() -> None:
+    """docs/architecture.md's "Modules, one job each" names each module of each package it lists, and no
+    module that is not there: the page is redrawn when the layout changes."""
+    text = DOC.read_text(encoding="utf-8").split("## Modules, one job each", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `tileops\.([a-z_]+)` \| (.*) \|$", text, re.M)
+    assert {pkg for pkg, _ in rows} >= {"records", "profiles", "roofline", "bench", "report", "export", "pipeline"}
+    for pkg, cells in rows:
+        if pkg == "commands":  # "one module per command": their names are the commands' (cli.COMMANDS)
+            continue
+        named = set(re.findall(r"`([a-z_]+)`", re.sub(r"\([^)]*\)", "", cells)))  # outside the asides
+        actual = {p.stem for p in (PKG / pkg).glob("*.py") if p.stem != "__init__"}
+        assert named == actual, (pkg, sorted(named - actual), sorted(actual - named))
+
+
 _PROBE = textwrap.dedent("""
     import json, sys, tempfile
     from pathlib import Path
     import tileops.bench
     from tileops.bench import sweep
     from tileops.bench.execute import Task, run_task
-    from tileops.bench.select import Selection
     from tileops.bench.stopping import QUICK_RULE
+    from tileops.device import describe_device
+    from tileops.records import RunOptions
 
     out = Path(tempfile.mkdtemp()) / "run"
-    opts = sweep.SweepOptions(selection=Selection(ops=["relu"], dtypes=["float32"]), device="cpu", out=out,
-                              quick=True)
-    prep = sweep.prepare(opts)
+    prep = sweep.prepare(RunOptions(ops=["relu"], dtypes=["float32"], device="cpu", quick=True),
+                         describe_device("cpu"), out=out)
     p = prep.todo[0]
     # the worker's own code path, in this process: one row measured and priced by its evaluator
     rec = run_task(Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
-                        device="cpu", rule=QUICK_RULE, env=prep.env))
+                        device=prep.device, rule=QUICK_RULE, env=prep.env))
     result = sweep.run(prep)  # and the sweep, with its worker process
     print(json.dumps({"status": rec.status, "error": rec.error and rec.error.message,
                       "records": [r.status for r in result.records], "modules": sorted(sys.modules)}))

@@ -176,7 +176,7 @@ def test_default_rows_are_the_ops_that_declare_a_read_half(monkeypatch, tmp_path
     assert audit(monkeypatch, tmp_path, "--family", "moe", "--family", "embedding", "--ncu",
                  str(tmp_path / "none"), "--out", str(out)) == 1
     rows = _rows(out)
-    from tileops.audit.rows import declares_read_half, manifest_entries, op_classes
+    from tileops.audit.plan import declares_read_half, manifest_entries, op_classes
 
     classes, entries = op_classes(), manifest_entries()
     wanted = {n for n, c in classes.items() if declares_read_half(c) and entries[n].family in ("moe", "embedding")}
@@ -193,7 +193,7 @@ def test_the_device_check_command_line_lists_every_row(monkeypatch, tmp_path: Pa
                "--ncu", str(tmp_path / "none"))
     assert rc == 1
     rows = _rows(out)
-    from tileops.audit.rows import manifest_entries
+    from tileops.audit.plan import manifest_entries
 
     entries = manifest_entries()
     assert len(rows) == sum(len(w.dtypes) for op in ops for w in entries[op].workloads)
@@ -232,10 +232,13 @@ def test_formats(monkeypatch, tmp_path: Path, capsys, fmt: str) -> None:
 
 
 def test_exit_code_is_1_for_any_fail_or_error_only() -> None:
-    from tileops.commands.audit import exit_code
+    from tileops.pipeline.audit import AuditResult
 
     def e(verdict: str) -> AuditEntry:
         return AuditEntry(op="x", label="l", dtype="float32", backend="torch", verdict=verdict, reason="")
+
+    def exit_code(entries: list[AuditEntry]) -> int:
+        return AuditResult(None, entries).exit_code  # type: ignore[arg-type]  # no run needed to judge
 
     assert exit_code([e(v) for v in ("PASS", "WARN", "EXEMPT", "SKIPPED", "NO-VERDICT")]) == 0
     assert exit_code([e("PASS"), e("FAIL")]) == 1
@@ -469,7 +472,7 @@ def test_the_exporter_reads_every_verdict_the_audit_writes(tmp_path: Path) -> No
                                                        verdict=v, reason="", expected_read_bytes=100,
                                                        measured_read_bytes=150))
     read = read_audit(tmp_path)
-    assert [a.verdict for a in read] == list(VERDICTS) and read[0].read_bytes_ratio == 1.5
+    assert [a.verdict for a in read] == list(VERDICTS) and read[0].read_ratio == 1.5
 
 
 def test_diagnosis_of_ncu_output() -> None:

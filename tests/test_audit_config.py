@@ -18,7 +18,7 @@ from tileops.audit.condition import Condition, ConditionError, Scope, check
 from tileops.audit.config import ConfigError, load_config
 from tileops.audit.entry import entry_data
 from tileops.audit.facts import CallFacts
-from tileops.audit.rows import manifest_entries, op_classes
+from tileops.audit.plan import manifest_entries, op_classes
 from tileops.audit.verdict import judge
 from tileops.ops.workload import bind_row, build_inputs, instantiate
 

@@ -29,7 +29,7 @@ from tileops.ops.catalog import load_entries
 from tileops.ops.registry import load_all
 from tileops.profiles import ProfileChooser
 from tileops.records import iter_records
-from tileops.report import render
+from tileops.report import render_text
 from tileops.roofline import compare_backends, price_all, race_key
 
 CPU = describe_device("cpu")
@@ -83,7 +83,7 @@ def test_a_backend_named_twice_or_with_all_runs_once_and_an_unknown_one_is_refus
 
 
 def test_the_audit_measures_eager_unless_told() -> None:
-    from tileops.audit.rows import audit_plan
+    from tileops.audit.plan import audit_plan
 
     rows = audit_plan(load_entries(), load_all(), Selection(ops=["relu"], labels=["cpu-512x1024"]), GPU)
     assert {p.backend for p in rows} == {"torch"}
@@ -97,13 +97,13 @@ def test_resume_keeps_the_compile_cache_and_refuses_another(tmp_path: Path) -> N
     from tileops.records import RunInfo, utcnow, write_run_info
 
     req = new_request({"backends": ["all"], "compile_cache": "cc", "compile_timeout_s": 30.0})
-    opts = req.sweep.run_options
-    assert opts.compile_cache == str(Path("cc").absolute()) and req.sweep.compile_timeout_s == 30.0
+    opts = req.options
+    assert opts.compile_cache == str(Path("cc").absolute()) and opts.compile_timeout_s == 30.0
     run = tmp_path / "run"
     run.mkdir()
     write_run_info(run, RunInfo(run_id="r", started_at=utcnow(), selection={"backends": ["all"]}, options=opts))
     again = resume_request(run, {"compile_cache": "cc"})
-    assert again.sweep.compile_cache == Path("cc").absolute() and again.sweep.selection.backends == ["all"]
+    assert again.options.compile_cache == str(Path("cc").absolute()) and again.selection.backends == ["all"]
     with pytest.raises(TileOpsError, match="--compile-cache"):
         resume_request(run, {"compile_cache": str(tmp_path / "elsewhere")})
 
@@ -158,7 +158,7 @@ def test_the_table_md_csv_and_json_show_backends_side_by_side(tmp_path: Path) ->
     priced = priced_run(tmp_path)
     eff = {p.record.backend: p.efficiency for p in priced if p.record.op == "relu"}
     pts = f"{(eff['compile'] - eff['torch']) * 100:.1f} pts"
-    table = render(priced, "table")
+    table = render_text(priced, "table")
     header = next(line for line in table.splitlines() if " label " in line)
     assert re.search(r"efficiency\s*[│┃]\s*compile time \(s\)\s*[│┃]\s*vs best\s*[│┃]\s*verdict", header), header
     assert f"best, +{pts}" in table and f"-{pts}" in table and " 4.50 " in table  # in the column's unit
@@ -168,17 +168,17 @@ def test_the_table_md_csv_and_json_show_backends_side_by_side(tmp_path: Path) ->
     # a skipped backend is counted as skipped, not among the errors (its verdict is "error": it has no time)
     assert "4 row(s): 3 below, 1 skipped\n" in table
     assert "skipped rows: 1" in summary and "failed rows" not in summary
-    md = render(priced, "md")
+    md = render_text(priced, "md")
     assert "| efficiency | compile time (s) | vs best | verdict |" in md and f"best, +{pts}" in md
-    rows = {(r["op"], r["backend"]): r for r in json.loads(render(priced, "json"))["rows"]}
+    rows = {(r["op"], r["backend"]): r for r in json.loads(render_text(priced, "json"))["rows"]}
     assert rows[("relu", "compile")]["compile_s"] == 4.5 and rows[("relu", "torch")]["compile_s"] is None
     assert rows[("relu", "torch")]["best_backend"] == "compile"
     assert rows[("relu", "torch")]["behind_best"] == pytest.approx(eff["compile"] - eff["torch"])
     assert rows[("add", "torch")]["best_backend"] is None
-    (race,) = json.loads(render(priced, "json"))["backends"]
+    (race,) = json.loads(render_text(priced, "json"))["backends"]
     assert (race["op"], race["best"], race["runner_up"]) == ("relu", "compile", "torch")
     assert race["efficiency"]["triton"] is None and race["speedup"] == pytest.approx(2.0)
-    csv_head, *csv_rows = render(priced, "csv").splitlines()
+    csv_head, *csv_rows = render_text(priced, "csv").splitlines()
     assert csv_head.split(",")[-6:] == ["compile_s", "span_s", "host_bound", "best_backend", "best_margin", "behind_best"]
 
 
@@ -186,7 +186,7 @@ def test_a_run_on_one_backend_keeps_its_table(tmp_path: Path) -> None:
     from tileops.records import load_records
 
     run = write_run(tmp_path / "r", [record("relu", "a", e=env()), record("add", "a", e=env())])
-    table = render(price_all(load_records([run]), ProfileChooser.only(profile())), "table")
+    table = render_text(price_all(load_records([run]), ProfileChooser.only(profile())), "table")
     assert "vs best" not in table and "compile" not in table and "backends:" not in table
 
 
@@ -202,7 +202,7 @@ def test_the_plot_gives_each_backend_its_marker(tmp_path: Path) -> None:
 
 
 def test_the_metrics_carry_each_backend_and_the_best_ones_lead(tmp_path: Path) -> None:
-    from tileops.export.metrics import render as exposition
+    from tileops.export.metrics import exposition
     from tileops.export.snapshot import load_run
 
     prof = profile()
@@ -309,7 +309,7 @@ def test_a_compile_past_its_limit_is_a_timeout_that_names_the_flag(tmp_path: Pat
     try:
         def task(backend: str) -> Task:
             return Task(op="relu", label="cpu-512x1024", case="float32", case_name="float32", backend=backend,
-                        device="cpu", rule=QUICK_RULE, env=env_)
+                        device=CPU, rule=QUICK_RULE, env=env_)
 
         slow = worker.run(task("compile"), "elementwise", timeout_s=60, compile_timeout_s=0.2)
         assert slow.restarted and slow.record.status == "error" and slow.record.error.kind == "timeout"

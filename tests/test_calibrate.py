@@ -25,7 +25,7 @@ DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[1]
 
 
-def cpuinfo(name: str):  # noqa: ANN201 - a CpuInfo
+def cpuinfo(name: str):  # a CpuInfo
     return parse_cpuinfo((DATA / "cpuinfo" / name).read_text())
 
 
@@ -136,9 +136,7 @@ def test_bandwidth_file(tmp_path: Path) -> None:
 def test_the_environment_states_the_nominal_and_a_flag_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     """TILEOPS_DRAM_BANDWIDTH is how an image or chart states a fleet's nominal: every calibration without
     options reads it (the bench's automatic one included); `tileops calibrate --dram-bandwidth` still wins."""
-    import argparse
-
-    from tileops.commands.calibrate import _options
+    from tileops.pipeline.calibrate import CalibrateOptions, theory_options
 
     monkeypatch.delenv("TILEOPS_DRAM_BANDWIDTH", raising=False)
     assert TheoryOptions.from_env() == TheoryOptions()
@@ -150,10 +148,8 @@ def test_the_environment_states_the_nominal_and_a_flag_wins(monkeypatch: pytest.
     assert base.memory is not None and base.memory.theoretical == pytest.approx(204.8e9)
     assert base.memory.theoretical_source.source == "user" and "TILEOPS_DRAM_BANDWIDTH" in (
         base.memory.theoretical_source.ref or "")
-    args = argparse.Namespace(dram_bandwidth=None, dram_bandwidth_file=None, cpu_ghz=None)
-    assert _options(args).memory_bandwidth == pytest.approx(204.8e9)
-    args.dram_bandwidth = "76.8GB/s"
-    assert _options(args).memory_bandwidth == pytest.approx(76.8e9)
+    assert theory_options(CalibrateOptions()).memory_bandwidth == pytest.approx(204.8e9)
+    assert theory_options(CalibrateOptions(dram_bandwidth="76.8GB/s")).memory_bandwidth == pytest.approx(76.8e9)
 
 
 def test_a_malformed_environment_nominal_fails_before_measuring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -387,15 +383,13 @@ def test_both_nominal_flags_at_once_are_refused(tmp_path: Path, capsys: pytest.C
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """--dram-bandwidth and --dram-bandwidth-file state the same figure: given both, neither silently wins;
     either one alone wins over TILEOPS_DRAM_BANDWIDTH (docs/profiles.md, the order of precedence)."""
-    import argparse
-
     from tileops.cli import main
-    from tileops.commands.calibrate import _options
+    from tileops.pipeline.calibrate import CalibrateOptions, theory_options
 
     f = tmp_path / "bw.txt"
     f.write_text("dram_bandwidth: 76.8GB/s\n")
     monkeypatch.setenv("TILEOPS_DRAM_BANDWIDTH", "204.8GB/s")
-    opts = _options(argparse.Namespace(dram_bandwidth=None, dram_bandwidth_file=f, cpu_ghz=None))
+    opts = theory_options(CalibrateOptions(dram_bandwidth_file=f))
     assert opts.memory_bandwidth == pytest.approx(76.8e9) and opts.memory_bandwidth_ref == f"file {f}"
     with pytest.raises(SystemExit) as exc:
         main(["calibrate", "--device", "cpu", "--profile-dir", str(tmp_path / "store"),
@@ -425,7 +419,7 @@ def test_calibrate_cpu_function_reports_progress_and_writes_nothing(tmp_path: Pa
 def test_gpu_calibration_quick() -> None:  # pragma: no cover - runs in scripts/device-check
     from tileops.calibrate import calibrate_device
 
-    outcome = calibrate_device("cuda:0", quick=True)
+    outcome = calibrate_device(describe_device("cuda:0"), quick=True)
     mem = outcome.profile.memory
     assert mem is not None and set(mem.measured) == set(MIXES) and all(v > 0 for v in mem.measured.values())
     assert outcome.run.uuid and outcome.run.latency_floor_s

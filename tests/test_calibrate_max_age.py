@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from tileops.calibrate.results import (STREAM_WORDS, DeviceCalibration, MixMeasurement, RoofMeasurement,
-                                       format_age, parse_duration, read_device_result, stored_freshness,
-                                       write_device_result)
+                                       read_device_result, stored_freshness, write_device_result)
+from tileops.durations import format_age, parse_duration
 from tileops.device import describe_device
 from tileops.profiles import load_profile
 

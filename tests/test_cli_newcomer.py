@@ -58,8 +58,8 @@ def test_a_shape_from_the_command_line_is_timed_priced_by_the_ops_formula_and_re
     assert (rec.flops, rec.bytes) == _eval_on_meta("gemm", rec.label, rec.shapes, "float32")
     # the run keeps its shapes: --resume plans the same ad-hoc row again
     req = resume_request(out, {})
-    assert req.sweep.selection.shapes == ["M=64,N=128,K=32"]
-    (p,) = plan_rows(req.sweep.selection, describe_device("cpu"))
+    assert req.selection.shapes == ["M=64,N=128,K=32"]
+    (p,) = plan_rows(req.selection, describe_device("cpu"))
     assert p.key == rec.key
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tileops.device import PROBE_BYTES, gpu_processes, namespace_pids, own_pids_in
+from tileops.device import PROBE_BYTES, DeviceInfo, gpu_processes, namespace_pids, own_pids_in
 
 MiB = 2**20
 
@@ -58,7 +58,7 @@ def test_when_nvml_cannot_tell_it_says_so() -> None:
 
 
 def test_a_cpu_device_has_no_gpu_processes() -> None:
-    assert gpu_processes("cpu") == []
+    assert gpu_processes(DeviceInfo(kind="cpu", name="any CPU")) == []
 
 
 # --------------------------------------------------------------------------- what the calibration's idle check says

@@ -251,11 +251,11 @@ def check_md_report(block: Block, run: PageRun) -> None:
         assert not sec["other"] and not doc["other"], (name, sec["other"], doc["other"])
         if name == "Summary":
             assert sec["bullets"] and doc["bullets"] and not sec["rows"] and not doc["rows"]
-            kind = lambda b: re.sub(_NUM, "#", b).split(":")[0]  # noqa: E731
+            kind = lambda b: re.sub(_NUM, "#", b).split(":")[0]
             assert [kind(b) for b in doc["bullets"][:2]] == [kind(b) for b in sec["bullets"][:2]]
             assert doc["bullets"][-1].startswith("health:") and sec["bullets"][-1].startswith("health:")
             continue
-        kinds = lambda header: [column_kind(c) for c in header]  # noqa: E731 - units follow the run's rows
+        kinds = lambda header: [column_kind(c) for c in header]  # units follow the run's rows
         assert kinds(doc["header"]) == kinds(sec["header"]) and "op" not in sec["header"], \
             (name, doc["header"], sec["header"])
         assert [r[:3] for r in doc["rows"]] == [r[:3] for r in sec["rows"]], name
@@ -533,7 +533,7 @@ def test_the_bench_says_how_long_a_full_calibration_takes_as_the_docs_do() -> No
     """The bench said "about a minute" where a full CPU calibration takes 10 to 23 s; docs and message agree."""
     import inspect
 
-    from tileops.pipeline import calibration
+    from tileops.pipeline import calibrate as calibration
 
     source = inspect.getsource(calibration.ensure_calibrated)
     profiles = (REPO / "docs" / "profiles.md").read_text(encoding="utf-8")
@@ -568,10 +568,10 @@ def test_the_json_report_keeps_a_row_per_line_for_grep_and_head() -> None:
     from export_support import record
 
     from tileops.profiles import ProfileChooser
-    from tileops.report import render
+    from tileops.report import render_text
     from tileops.roofline import price_all
 
-    text = render(price_all([record(label=f"r{i}") for i in range(3)], ProfileChooser.only(None)), "json")
+    text = render_text(price_all([record(label=f"r{i}") for i in range(3)], ProfileChooser.only(None)), "json")
     lines = text.splitlines()
     rows = [line for line in lines if line.lstrip().startswith('{"run_id"')]
     assert len(rows) == 3 and all(json.loads(line.strip().rstrip(",")) for line in rows)

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from export_support import T0, env, profile, record, write_profile_file, write_run  # noqa: E402
-from tileops.export.metrics import render  # noqa: E402
-from tileops.export.snapshot import build_snapshots, latest_per_device, load_run  # noqa: E402
-from tileops.profiles import ProfileChooser  # noqa: E402
-from tileops.records import load_records, read_audit, read_run_info, to_json  # noqa: E402
-from tileops.report.stream import read_priced  # noqa: E402
-from tileops.roofline import price_all  # noqa: E402
+from export_support import T0, env, profile, record, write_profile_file, write_run
+from tileops.export.metrics import exposition
+from tileops.export.snapshot import build_snapshots, latest_per_device, load_run
+from tileops.profiles import ProfileChooser
+from tileops.records import load_records, read_audit, read_run_info, to_json
+from tileops.report.stream import read_priced
+from tileops.roofline import price_all
 
 GOLDEN = Path(__file__).parent / "data" / "export"
 
@@ -76,8 +76,8 @@ def chooser() -> ProfileChooser:
     return ProfileChooser([profile()])
 
 
-def exposition(run: Path, detail: str) -> bytes:
-    return render(latest_per_device(load_run(run, chooser())), build_info=False, detail=detail)
+def exposition_of(run: Path, detail: str) -> bytes:
+    return exposition(latest_per_device(load_run(run, chooser())), build_info=False, detail=detail)
 
 
 CASES = [("lean", True), ("full", True), ("lean", False)]  # (detail, with its run.json)
@@ -96,7 +96,7 @@ def varied(root: Path, run_file: bool) -> Path:
 
 @pytest.mark.parametrize(("detail", "run_file"), CASES)
 def test_the_exposition_of_a_varied_run_is_unchanged(tmp_path: Path, detail: str, run_file: bool) -> None:
-    assert exposition(varied(tmp_path, run_file), detail) == golden(detail, run_file).read_bytes()
+    assert exposition_of(varied(tmp_path, run_file), detail) == golden(detail, run_file).read_bytes()
 
 
 @pytest.mark.parametrize("detail", ["lean", "full"])
@@ -105,7 +105,7 @@ def test_the_bench_path_renders_what_the_reader_renders(tmp_path: Path, detail: 
     run = varied_run(tmp_path)
     priced = price_all(load_records([run]), chooser())
     snaps = build_snapshots(run, read_run_info(run), priced, chooser(), read_audit(run))
-    assert render(latest_per_device(snaps), build_info=False, detail=detail) == exposition(run, detail)
+    assert exposition(latest_per_device(snaps), build_info=False, detail=detail) == exposition_of(run, detail)
 
 
 def test_a_run_read_in_parts_is_the_run_read_whole(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_a_run_read_in_parts_is_the_run_read_whole(tmp_path: Path) -> None:
 
     run = varied(tmp_path, run_file=False)
     priced = price_all(load_records([run]), chooser())
-    whole = {d: render(latest_per_device(build_snapshots(run, None, priced, chooser())), build_info=False, detail=d)
+    whole = {d: exposition(latest_per_device(build_snapshots(run, None, priced, chooser())), build_info=False, detail=d)
              for d in ("lean", "full")}
     for cut in range(len(priced) + 1):
         first, later = RunTally(), RunTally()
@@ -126,7 +126,7 @@ def test_a_run_read_in_parts_is_the_run_read_whole(tmp_path: Path) -> None:
         first.merge(pickle.loads(pickle.dumps(later)))
         snaps = latest_per_device(first.snapshots(run, None, chooser()))
         for detail, expected in whole.items():
-            assert render(snaps, build_info=False, detail=detail) == expected, (cut, detail)
+            assert exposition(snaps, build_info=False, detail=detail) == expected, (cut, detail)
 
 
 def test_forked_workers_give_the_snapshot_of_one_pass(tmp_path: Path) -> None:
@@ -137,9 +137,9 @@ def test_forked_workers_give_the_snapshot_of_one_pass(tmp_path: Path) -> None:
 
     def text(jobs: int) -> bytes:
         (tally,) = read_priced([run], chooser(), lambda: [RunTally()], jobs=jobs, min_span=1)
-        return render(latest_per_device(tally.snapshots(run, info, chooser(), audit)), build_info=False, detail="full")
+        return exposition(latest_per_device(tally.snapshots(run, info, chooser(), audit)), build_info=False, detail="full")
 
-    assert text(3) == text(1) == exposition(run, "full")
+    assert text(3) == text(1) == exposition_of(run, "full")
 
 
 def test_a_bad_line_in_a_large_run_stops_the_export_naming_its_line_and_writes_nothing(tmp_path: Path) -> None:
@@ -171,7 +171,7 @@ def main() -> None:
     GOLDEN.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for i, (detail, run_file) in enumerate(CASES):
-            golden(detail, run_file).write_bytes(exposition(varied(Path(tmp) / str(i), run_file), detail))
+            golden(detail, run_file).write_bytes(exposition_of(varied(Path(tmp) / str(i), run_file), detail))
             print(f"wrote {golden(detail, run_file)}")
 
 

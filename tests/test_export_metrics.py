@@ -7,14 +7,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
 from export_support import T0, env, profile, record, write_run
 from tileops.calibrate.results import DeviceCalibration, MixMeasurement, RoofMeasurement
 from tileops.profiles import ProfileChooser
 from tileops.records import load_records
-from tileops.export.metrics import DEVICE_LABELS, METRICS, ROW_LABELS, collect_samples, registry_for, render
+from tileops.export.metrics import DEVICE_LABELS, METRICS, ROW_LABELS, collect_samples, exposition
 from tileops.export.snapshot import DeviceLabels, ExportInputError, latest_per_device, load_run
 from tileops.roofline import VERDICTS, price
 
@@ -87,7 +88,7 @@ def mixed_run(tmp_path: Path) -> Path:
 def test_row_values_equal_the_roofline_tools(mixed_run: Path):
     prof = profile()
     (snap,) = load_run(mixed_run, ProfileChooser.only(prof))
-    m = parse(render([snap], detail="full"))
+    m = parse(exposition([snap], detail="full"))
     for rec in load_records([mixed_run]):
         p = price(rec, prof)
         lab = {"op": rec.op, "label": rec.label, "dtype": rec.dtype, "backend": rec.backend,
@@ -113,7 +114,7 @@ def test_lean_rows_derive_what_full_exports(mixed_run: Path):
     dashboard computes). Checked against the full level's own numbers."""
     prof = profile()
     (snap,) = load_run(mixed_run, ProfileChooser.only(prof))
-    lean, full = parse(render([snap])), parse(render([snap], detail="full"))
+    lean, full = parse(exposition([snap])), parse(exposition([snap], detail="full"))
     row_metrics = {n for n, spec in METRICS.items() if spec.scope == "row"}
     lean_rows = {n for n in lean if n in row_metrics}
     assert lean_rows == {"tileops_device_time_seconds", "tileops_sol_ratio", "tileops_row_verdict",
@@ -138,12 +139,12 @@ def test_lean_rows_derive_what_full_exports(mixed_run: Path):
             peak = one(lean["tileops_profile_compute_effective_flops_per_second"], roof=state["roof"]).value
             assert smp.value * peak == pytest.approx(one(full["tileops_achieved_flops_per_second"], **lab).value)
     with pytest.raises(ValueError, match="lean, full"):
-        render([snap], detail="verbose")
+        exposition([snap], detail="verbose")
 
 
 def test_breach_row_run_health_and_rows_by_verdict(mixed_run: Path):
     (snap,) = load_run(mixed_run, ProfileChooser.only(profile()))
-    m = parse(render([snap]))
+    m = parse(exposition([snap]))
     assert one(m["tileops_row_verdict"], op="add").labels["physics"] == "breach"
     assert one(m["tileops_row_verdict"], op="relu").labels["physics"] == "held"
     assert one(m["tileops_row_verdict"], op="neg").labels["physics"] == ""  # an error row is not checked
@@ -168,7 +169,7 @@ def test_not_judged_is_neither_healthy_nor_unhealthy(tmp_path: Path):
         update={"theoretical": None, "calibration": None, "calibration_source": None, "mixes": {}})})
     run = write_run(tmp_path / "r", [record("cast", "small", flops=0)])  # memory only: nothing to judge it on
     (snap,) = load_run(run, ProfileChooser.only(prof))
-    m = parse(render([snap]))
+    m = parse(exposition([snap]))
     assert "tileops_run_healthy" not in m
     assert one(m["tileops_run_physics_check"], state="not-judged").value == 1
     judged = one(m["tileops_physics_check_judged"], ceiling="memory")
@@ -177,7 +178,7 @@ def test_not_judged_is_neither_healthy_nor_unhealthy(tmp_path: Path):
     assert one(m["tileops_run_last_success_timestamp_seconds"]).value == (T0 + timedelta(minutes=2)).timestamp()
     # a row with FLOPs on a roof the profile has: compute judged, memory not: partial, healthy so far as judged
     (snap,) = load_run(write_run(tmp_path / "r3", [record()]), ProfileChooser.only(prof))
-    m = parse(render([snap]))
+    m = parse(exposition([snap]))
     assert one(m["tileops_run_healthy"]).value == 1
     assert one(m["tileops_run_physics_check"], state="partial").value == 1
     assert one(m["tileops_physics_check_judged"], ceiling="cpu.fp32").labels["reason"] == ""
@@ -187,7 +188,7 @@ def test_not_judged_is_neither_healthy_nor_unhealthy(tmp_path: Path):
 
 def test_healthy_run_sets_last_success_to_its_finish(tmp_path: Path):
     (snap,) = load_run(write_run(tmp_path / "ok", [record()]), ProfileChooser.only(profile()))
-    m = parse(render([snap]))
+    m = parse(exposition([snap]))
     assert one(m["tileops_run_healthy"]).value == 1
     expected = (T0 + timedelta(minutes=2)).timestamp()
     assert one(m["tileops_run_last_success_timestamp_seconds"]).value == pytest.approx(expected)
@@ -196,18 +197,18 @@ def test_healthy_run_sets_last_success_to_its_finish(tmp_path: Path):
 
 def test_an_interrupted_run_is_not_a_success(tmp_path: Path):
     (snap,) = load_run(write_run(tmp_path / "cut", [record()], status="interrupted"), ProfileChooser.only(profile()))
-    m = parse(render([snap]))
+    m = parse(exposition([snap]))
     assert one(m["tileops_run_healthy"]).value == 0
     assert "tileops_run_last_success_timestamp_seconds" not in m
 
 
 def test_detail_lives_in_info_series(mixed_run: Path):
     (snap,) = load_run(mixed_run, ProfileChooser.only(profile()))
-    m = parse(render([snap], detail="full"))
+    m = parse(exposition([snap], detail="full"))
     info = one(m["tileops_row_info"], op="relu")
     assert info.value == 1 and info.labels["shapes"] == '{"x":[1000,2000]}'
     assert info.labels["roof_key"] == "cuda_core.fp32" and info.labels["roof"] == "cpu.fp32"
-    assert "tileops_row_info" not in parse(render([snap]))  # row detail is opt-in (--metrics-detail full)
+    assert "tileops_row_info" not in parse(exposition([snap]))  # row detail is opt-in (--metrics-detail full)
     run = one(m["tileops_run_info"])
     assert run.labels["git_revision"] == "abc123def456" and run.labels["run_id"] == "run-1"
     assert one(m["tileops_build_info"]).labels["version"]
@@ -215,11 +216,11 @@ def test_detail_lives_in_info_series(mixed_run: Path):
 
 def test_audit_verdicts_when_present(mixed_run: Path, tmp_path: Path):
     (snap,) = load_run(mixed_run, ProfileChooser.only(profile()))
-    m = parse(render([snap]))
+    m = parse(exposition([snap]))
     assert one(m["tileops_audit_verdict"], op="relu").labels["verdict"] == "FAIL"
     assert one(m["tileops_audit_read_bytes_ratio"], op="relu").value == pytest.approx(1.5)
     (plain,) = load_run(write_run(tmp_path / "no-audit", [record()]), ProfileChooser.only(profile()))
-    assert "tileops_audit_verdict" not in parse(render([plain]))
+    assert "tileops_audit_verdict" not in parse(exposition([plain]))
 
 
 def test_a_bad_audit_line_names_the_file_and_line(tmp_path: Path):
@@ -242,7 +243,7 @@ def test_profile_ceilings_and_this_devices_calibration(tmp_path: Path):
         latency_floor_s=5e-6)
     run = write_run(tmp_path / "r", [record()])
     (snap,) = load_run(run, ProfileChooser.only(prof), {"cpu-node-a": cal, "cpu-other-host": cal})
-    m = parse(render([snap]))
+    m = parse(exposition([snap]))
     assert one(m["tileops_calibration_memory_bytes_per_second"], mix="triad").value == 70e9
     assert one(m["tileops_calibration_memory_ratio"], mix="copy").value == pytest.approx(0.6)
     assert one(m["tileops_calibration_compute_flops_per_second"], roof="cpu.fp32").value == 4e11
@@ -254,7 +255,7 @@ def test_profile_ceilings_and_this_devices_calibration(tmp_path: Path):
     assert one(m["tileops_profile_compute_effective_flops_per_second"], roof="cpu.fp32").value == 5e11
     # another device's result is not this one's
     (other,) = load_run(run, ProfileChooser.only(prof), {"cpu-other-host": cal})
-    assert "tileops_calibration_memory_bytes_per_second" not in parse(render([other]))
+    assert "tileops_calibration_memory_bytes_per_second" not in parse(exposition([other]))
 
 
 def test_the_previous_calibration_is_exported_beside_the_current(tmp_path: Path):
@@ -276,11 +277,11 @@ def test_the_previous_calibration_is_exported_beside_the_current(tmp_path: Path)
     write_device_result(cal("cal-1", 1, 1.0), store)
     run = write_run(tmp_path / "r", [record()])
     (snap,) = load_run(run, ProfileChooser.only(profile()), device_calibrations(store))
-    m = parse(render([snap]))
+    m = parse(exposition([snap]))
     assert "tileops_calibration_previous_memory_bytes_per_second" not in m  # one calibration: no history yet
     write_device_result(cal("cal-2", 60, 0.8), store)
     (snap,) = load_run(run, ProfileChooser.only(profile()), device_calibrations(store))
-    m = parse(render([snap]))
+    m = parse(exposition([snap]))
     assert one(m["tileops_calibration_memory_bytes_per_second"], mix="triad").value == pytest.approx(56e9)
     assert one(m["tileops_calibration_previous_memory_bytes_per_second"], mix="triad").value == pytest.approx(70e9)
     assert one(m["tileops_calibration_previous_compute_flops_per_second"], roof="cpu.fp32").value == 4e11
@@ -289,7 +290,7 @@ def test_the_previous_calibration_is_exported_beside_the_current(tmp_path: Path)
 
 def test_no_matching_profile_leaves_sol_blank(tmp_path: Path):
     (snap,) = load_run(write_run(tmp_path / "r", [record()]), ProfileChooser([profile(match="Some Other CPU")]))
-    m = parse(render([snap]))
+    m = parse(exposition([snap]))
     assert "tileops_sol_ratio" not in m
     assert one(m["tileops_row_verdict"]).labels == {**one(m["tileops_row_verdict"]).labels, "verdict": "blank",
                                                     "blank_reason": "no-profile"}
@@ -301,7 +302,7 @@ def test_devices_are_split_and_labelled_like_dcgm(tmp_path: Path):
     snaps = load_run(run, ProfileChooser([profile()]))
     assert {s.device for s in snaps} == {DeviceLabels("node-a", "cpu-node-a", "Test CPU 9000", "cpu"),
                                          DeviceLabels("node-b", "GPU-1234", "NVIDIA H200", "cuda")}
-    m = parse(render(snaps))
+    m = parse(exposition(snaps))
     uuids = {s.labels["UUID"] for s in m["tileops_run_physics_check"]}
     assert uuids == {"cpu-node-a", "GPU-1234"}
     # the GPU has no profile: nothing judged, so no claim of health either way
@@ -329,6 +330,23 @@ def test_unreadable_input_names_the_fix(tmp_path: Path):
         load_run(run, ProfileChooser.only(profile()))
 
 
+def _registry(samples) -> CollectorRegistry:  # tileops.export.metrics.Samples
+    """prometheus_client's own families of the same samples, in a private registry: the reference the fast
+    writer is held to (the package has one writer; prometheus_client's is the test's oracle)."""
+
+    class Families:
+        def collect(self):
+            for spec, rows in samples.items():
+                fam = GaugeMetricFamily(spec.name, spec.help, labels=list(spec.labels))
+                for labels, value in rows:
+                    fam.add_metric(labels, value)
+                yield fam
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(Families())  # type: ignore[arg-type]  # a collector is anything with collect()
+    return reg
+
+
 def test_text_writer_equals_prometheus_client(tmp_path: Path):
     """Our fast writer and prometheus_client's generate_latest say the same thing, escapes included."""
     nasty = env(hostname='host "quoted"\\back\nslash')
@@ -341,8 +359,8 @@ def test_text_writer_equals_prometheus_client(tmp_path: Path):
                  sorted((s.name, tuple(sorted(s.labels.items())), s.value) for s in f.samples))
                 for f in text_string_to_metric_families(body.decode("utf-8"))]
 
-    ours = render(snaps)
-    theirs = generate_latest(registry_for(lambda: snaps))
+    ours = exposition(snaps)
+    theirs = generate_latest(_registry(collect_samples(snaps)))
     assert norm(ours) == norm(theirs)
     assert len(collect_samples(snaps)) == sum(len(f[3]) for f in norm(ours))
 
@@ -393,7 +411,7 @@ def test_the_newest_audit_of_a_device_is_published_with_its_newest_run(tmp_path:
 
     def verdicts(*dirs: Path) -> dict[str, set[str]]:
         snaps = latest_per_device(s for d in dirs for s in load_results(d, chooser))
-        m = parse(render(snaps))
+        m = parse(exposition(snaps))
         assert {s.labels["UUID"] for s in m["tileops_run_info"]} == {"cpu-node-a"}  # no run for the GPU's audit
         out: dict[str, set[str]] = {}
         for s in m["tileops_audit_verdict"]:
@@ -419,7 +437,7 @@ def test_a_host_bound_row_publishes_its_span_over_busy_time(tmp_path: Path):
             spanned(record("relu", "tight", seconds=1e-3), 1.1e-3), record("add", "cpu")]
     run = write_run(tmp_path / "run", recs)
     (snap,) = load_run(run, ProfileChooser.only(profile()))
-    lean, full = parse(render([snap])), parse(render([snap], detail="full"))
+    lean, full = parse(exposition([snap])), parse(exposition([snap], detail="full"))
     (hb,) = lean["tileops_row_host_bound_ratio"]
     assert hb.labels["op"] == "fused_experts" and hb.value == pytest.approx(3.2)
     assert {s.labels["op"]: s.value for s in full["tileops_row_span_seconds"]} == pytest.approx(

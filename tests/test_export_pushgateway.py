@@ -85,7 +85,7 @@ def test_an_audit_has_its_own_group_beside_the_run(tmp_path: Path, gateway: str)
         {"op": "relu", "label": "small", "dtype": "float32", "backend": "torch", "verdict": "FAIL",
          "finished_at": T0.isoformat()}])
     chooser = ProfileChooser.only(profile())
-    assert export_snapshots(load_run(audited, chooser), gateway, policy=POLICY, log=lambda m: None) == 0
+    assert export_snapshots(load_run(audited, chooser), gateway, policy=POLICY, log=lambda m: None).ok
 
     def groups() -> dict[str, set[str]]:
         with urllib.request.urlopen(gateway + "/api/v1/metrics", timeout=5) as resp:
@@ -98,7 +98,7 @@ def test_an_audit_has_its_own_group_beside_the_run(tmp_path: Path, gateway: str)
 
     # the next run, not audited: its group is replaced, the audit's stays
     plain = write_run(tmp_path / "2", [record(e=env(run_id="2"))], start=T0 + timedelta(hours=1))
-    assert export_snapshots(load_run(plain, chooser), gateway, policy=POLICY, log=lambda m: None) == 0
+    assert export_snapshots(load_run(plain, chooser), gateway, policy=POLICY, log=lambda m: None).ok
     m = scrape(gateway)
     assert [s.labels["run_id"] for s in m["tileops_run_info"]] == ["2"]
     (fail,) = m["tileops_audit_verdict"]
@@ -112,7 +112,7 @@ def test_an_audit_has_its_own_group_beside_the_run(tmp_path: Path, gateway: str)
          "hostname": "node-a", "device_uuid": "cpu-node-a", "device_name": "Test CPU 9000",
          "finished_at": (T0 + timedelta(hours=2)).isoformat()}) + "\n")
     snaps = latest_per_device(load_results(folder, chooser))
-    assert export_snapshots(snaps, gateway, policy=POLICY, log=lambda m: None) == 0
+    assert export_snapshots(snaps, gateway, policy=POLICY, log=lambda m: None).ok
     m = scrape(gateway)
     assert [s.labels["run_id"] for s in m["tileops_run_info"]] == ["2"]
     assert [s.labels["verdict"] for s in m["tileops_audit_verdict"]] == ["PASS"]

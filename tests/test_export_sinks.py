@@ -18,7 +18,7 @@ from export_support import T0, env, free_port, profile, record, write_profile_fi
 from tileops import exitcodes
 from tileops.cli import main
 from tileops.profiles import ProfileChooser
-from tileops.export import export_run
+from tileops.pipeline.export import Sinks, export_run
 from tileops.export.push import RetryPolicy, group_url, push_snapshot
 from tileops.export.server import DirectorySource, make_http_server
 from tileops.export.snapshot import load_run
@@ -87,16 +87,16 @@ def test_push_to_nothing_fails_after_retries_and_loses_nothing(tmp_path: Path, s
     before = digest(run)
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     logs: list[str] = []
-    rc = export_run(run, push_url=url, textfile_dir=tmp_path / "tf",
-                    policy=RetryPolicy(attempts=3, backoff_s=0.01, timeout_s=1), log=logs.append)
+    rc = export_run(run, Sinks(push_url=url, textfile_dir=tmp_path / "tf", push_attempts=3, push_backoff_s=0.01,
+                               push_timeout_s=1), log=logs.append).exit_code
     assert rc == exitcodes.PUSH == 4
     assert digest(run) == before  # the records are untouched
     assert (tmp_path / "tf" / "tileops_cpu-node-a.prom").exists()  # the textfile is still written
     assert sum("retry" in line for line in logs) == 2
     assert any("failed after 3 attempt(s)" in line and "tileops export" in line for line in logs)
     logs.clear()  # the hint re-pushes the same group: the run's job, instance and detail
-    rc = export_run(run, push_url=url, job="nightly", instance="gpu-07", detail="full",
-                    policy=RetryPolicy(attempts=1, backoff_s=0, timeout_s=1), log=logs.append)
+    rc = export_run(run, Sinks(push_url=url, job="nightly", instance="gpu-07", detail="full", push_attempts=1,
+                               push_backoff_s=0, push_timeout_s=1), log=logs.append).exit_code
     assert rc == exitcodes.PUSH
     assert any(f"`tileops export {run} --push {url} --job nightly --instance gpu-07 --metrics-detail full`" in line
                for line in logs), logs
@@ -109,7 +109,7 @@ class _Flaky(http.server.BaseHTTPRequestHandler):
     status_after = 200
     calls: list[tuple[str, str, bytes]] = []
 
-    def do_PUT(self) -> None:  # noqa: N802 - stdlib naming
+    def do_PUT(self) -> None:  # stdlib naming
         body = self.rfile.read(int(self.headers["Content-Length"]))
         type(self).calls.append(("PUT", self.path, body))
         code = 503 if len(type(self).calls) <= type(self).fail_first else type(self).status_after
@@ -117,7 +117,7 @@ class _Flaky(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(b"nope" if code >= 400 else b"")
 
-    def do_GET(self) -> None:  # noqa: N802 - the last-success read-back: an empty gateway
+    def do_GET(self) -> None:  # the last-success read-back: an empty gateway
         self.send_response(200)
         self.end_headers()
         self.wfile.write(b'{"status":"success","data":[]}')

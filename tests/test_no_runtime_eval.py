@@ -96,9 +96,10 @@ from tileops.ops.catalog import load_entries
 
 relu = load_entries()["relu"]
 row = next(w for w in relu.workloads if "cpu" in w.tags)
-env = run_environment(describe_device("cpu"), "no-runtime-eval", 1)
+cpu = describe_device("cpu")
+env = run_environment(cpu, "no-runtime-eval", 1)
 rec = run_task(Task(op="relu", label=row.label, case="float32", case_name="float32", backend="torch",
-                    device="cpu", rule=QUICK_RULE, env=env))
+                    device=cpu, rule=QUICK_RULE, env=env))
 print(json.dumps({"status": rec.status, "error": str(rec.error), "flops": rec.flops, "bytes": rec.bytes,
                   "modules": sorted(m for m in sys.modules if m.startswith(("tileops", "yaml")))}))
 """

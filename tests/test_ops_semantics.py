@@ -143,7 +143,7 @@ def test_roof_keys_follow_the_unit_an_optimal_implementation_uses() -> None:
         op(*args)
         return op.roof_key()
 
-    m = lambda *s, dt=torch.bfloat16: torch.empty(*s, device="meta", dtype=dt)  # noqa: E731
+    m = lambda *s, dt=torch.bfloat16: torch.empty(*s, device="meta", dtype=dt)
     assert key("gemm", m(4, 8), m(8, 2)) == "tensor_core.bf16"
     assert key("bmm", m(2, 4, 8, dt=torch.float16), m(2, 8, 2, dt=torch.float16)) == "tensor_core.fp16"
     f8 = torch.float8_e4m3fn
@@ -157,7 +157,7 @@ def test_roof_keys_follow_the_unit_an_optimal_implementation_uses() -> None:
 
 
 def test_fp32_contractions_follow_the_instance_tf32_state() -> None:
-    m = lambda *s: torch.empty(*s, device="meta")  # noqa: E731
+    m = lambda *s: torch.empty(*s, device="meta")
     with tf32_matmul(True):
         tf32 = op_class("linear")()
     with tf32_matmul(False):

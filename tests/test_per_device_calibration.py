@@ -134,17 +134,16 @@ def test_a_fresh_gpu_with_a_shipped_profile_is_calibrated_quick_before_its_rows_
     measurement) replaced: a device the store has no calibration of is measured quick, first, and its own
     result prices it; the next run reuses it; a GPU no profile names is not measured (nothing to scale)."""
     import tileops.calibrate.run as calibrate_run
-    from tileops.calibrate.results import device_key
     from tileops.device import DeviceInfo
-    from tileops.pipeline.calibration import ensure_calibrated
+    from tileops.pipeline.calibrate import ensure_calibrated
 
     store = tmp_path / "store"
     monkeypatch.setenv("TILEOPS_PROFILE_DIR", str(store))
     gpu = DeviceInfo(kind="cuda", name="NVIDIA H200", index=0, uuid=UUID_A, hostname="node-a")
     asked: list[tuple[str, bool]] = []
 
-    def measured(device: str, *, quick: bool, progress=None, options=None, profiles=None):  # what a GPU measures
-        asked.append((device, quick))
+    def measured(device: DeviceInfo, *, quick: bool, progress=None, options=None, profiles=None):  # a GPU's
+        asked.append((device.torch_device, quick))
         now = dt.datetime.now(dt.timezone.utc)
         run = _h200(UUID_A, 0.9).model_copy(update={"started_at": now, "finished_at": now, "quick": quick})
         return calibrate_run.CalibrationOutcome(profile=None, run=run)  # type: ignore[arg-type]
@@ -152,7 +151,7 @@ def test_a_fresh_gpu_with_a_shipped_profile_is_calibrated_quick_before_its_rows_
     monkeypatch.setattr(calibrate_run, "calibrate_device", measured)
     said: list[str] = []
     chooser = ProfileChooser.resolve(store_path=store, per_device=device_profile_reader(store))
-    key = device_key(gpu.uuid, gpu.hostname)
+    key = gpu.key
     before = chooser(gpu.name, key)
     assert before is not None and before.memory.effective is None  # the shipped datasheet alone: SOL blank
 
@@ -179,10 +178,10 @@ def test_a_nominal_bandwidth_in_the_environment_reaches_a_bench_with_a_fresh_cal
     profile is rebuilt from the stored result with the nominal (nothing measured), and the row is judged."""
     import datetime as dt
 
-    from tileops.calibrate.results import build_profile, device_key, write_device_result
+    from tileops.calibrate.results import build_profile, write_device_result
     from tileops.calibrate.theoretical import base_profile
     from tileops.device import describe_device
-    from tileops.pipeline.calibration import ensure_calibrated
+    from tileops.pipeline.calibrate import ensure_calibrated
     from tileops.profiles import write_profile
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -199,7 +198,7 @@ def test_a_nominal_bandwidth_in_the_environment_reaches_a_bench_with_a_fresh_cal
     unknown = base.model_copy(update={"memory": None})  # a host whose DMI does not tell the nominal
     profile, _ = build_profile(unknown, [stored])
     write_profile(profile, store)
-    key = device_key(cpu.uuid, cpu.hostname)
+    key = cpu.key
     said: list[str] = []
     chooser = ProfileChooser.resolve(store_path=store, per_device=device_profile_reader(store))
     ensure_calibrated(cpu, chooser, "auto", dt.timedelta(days=7), said.append)

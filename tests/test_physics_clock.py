@@ -288,7 +288,7 @@ def test_the_metrics_say_an_estimate_was_not_judged_and_never_call_it_a_breach(t
     from prometheus_client.parser import text_string_to_metric_families
 
     from export_support import env, record, write_run
-    from tileops.export.metrics import render
+    from tileops.export.metrics import exposition
     from tileops.export.snapshot import load_run
     from tileops.profiles import ProfileChooser
 
@@ -297,7 +297,7 @@ def test_the_metrics_say_an_estimate_was_not_judged_and_never_call_it_a_breach(t
     fast = record("gemm", "fast", flops=int(1.01 * profile.compute["cpu.fp32"].theoretical * 1e-3), seconds=1e-3,
                   e=env())
     (snap,) = load_run(write_run(tmp_path / "r", [fast]), ProfileChooser.only(prof))
-    m = {f.name: f.samples for f in text_string_to_metric_families(render([snap]).decode("utf-8"))}
+    m = {f.name: f.samples for f in text_string_to_metric_families(exposition([snap]).decode("utf-8"))}
     (judged,) = [s for s in m["tileops_physics_check_judged"] if s.labels["ceiling"] == "cpu.fp32"]
     assert judged.value == 0 and judged.labels["reason"] == roofline.NOT_JUDGED_ESTIMATE
     assert [s.labels["physics"] for s in m["tileops_row_verdict"]] == ["not-judged"]

@@ -116,7 +116,7 @@ def test_audit_entries_ignore_fields_they_do_not_need_but_check_those_they_do(tm
              "measured_read_bytes": 50, "expected_read_bytes": 100, "premise": "cold caches", "kernels": 2}
     (tmp_path / "audit.jsonl").write_text(json.dumps(entry) + "\n")
     (got,) = read_audit(tmp_path)
-    assert got.verdict == "FAIL" and got.read_bytes_ratio == 0.5 and got.key == ("relu", "r", "float32", "torch")
+    assert got.verdict == "FAIL" and got.read_ratio == 0.5 and got.key == ("relu", "r", "float32", "torch")
     (tmp_path / "audit.jsonl").write_text(json.dumps({**entry, "verdict": "MAYBE"}) + "\n")
     with pytest.raises(RecordFileError, match=r"audit.jsonl:1: not a valid audit entry \(verdict"):
         read_audit(tmp_path)
@@ -174,10 +174,10 @@ def _replace(data: dict, path: tuple, value: object) -> dict:
 
 
 def _outcome(decode, data: dict) -> tuple:
-    from tileops.records import _Invalid
+    from tileops.records.decode import Invalid
     try:
         obj = decode(data)
-    except _Invalid as exc:
+    except Invalid as exc:
         return ("invalid", tuple(exc.path), exc.message)
     # equal objects, and every value of the same type (1 is not 1.0, a datetime is not a string)
     return ("ok", obj, repr(to_data(obj)), _types(obj))
@@ -192,10 +192,10 @@ def _types(obj: object) -> list:
 
 def _read_alike(read, lines: list[bytes], monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     """What ``read`` makes of each line with msgspec, held equal to what it makes with the standard reader."""
-    from tileops import records
+    from tileops.records import decode
 
     fast = [read(line) for line in lines]
-    monkeypatch.setattr(records, "_fast_reader", lambda cls: None)
+    monkeypatch.setattr(decode, "_fast_reader", lambda cls, declined: None)
     slow = [read(line) for line in lines]
     for line, f, s in zip(lines, fast, slow):
         assert f == s, line
@@ -216,8 +216,8 @@ _RECORDS = [
 @pytest.mark.parametrize("record", _RECORDS)
 def test_msgspec_and_the_standard_reader_read_every_mutation_alike(record: Record, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Readers of many records read a line with msgspec (``tileops.typed_json``) and hand what it declines
-    to the field-by-field decoder; over every one-value mutation of a record a file reads the same either
+    """Readers of many records read a line with msgspec (``tileops.records.fast``, the fast path of
+    ``tileops.records.decode.line_decoder``) and hand what it declines to the field-by-field decoder; over every one-value mutation of a record a file reads the same either
     way: the same record with the same value types, or the same located error."""
     pytest.importorskip("msgspec")
     lines = [json.dumps(d).encode() for d in _mutations(to_data(record))]
@@ -254,7 +254,7 @@ def test_collecting_rarely_restores_the_collector() -> None:
 # --------------------------------------------------------------------------- odd tokens
 
 
-def _read_one(path: Path, line: bytes, read=iter_records) -> tuple:  # noqa: ANN001
+def _read_one(path: Path, line: bytes, read=iter_records) -> tuple:
     """What ``read`` makes of a file holding this one line: the object (with its value types), or the error."""
     path.write_bytes(line + b"\n")
     try:

@@ -28,7 +28,7 @@ import pytest
 from tileops.records import iter_records, read_run_info
 
 sys.path.insert(0, str(Path(__file__).parent))  # export_support: records and runs built from the contracts
-from reliability_support import fill, tmpfs  # noqa: E402
+from reliability_support import fill, tmpfs
 
 FAULTY = Path(__file__).parent / "data" / "faulty_ops"
 STALL = ["--op", "relu", "--dtype", "float32", "--op", "stall_op"]  # one relu row, then a row that never ends

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -19,10 +18,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from export_support import profile, record, start_pushgateway, stop, write_profile_file, write_run  # noqa: E402
+from export_support import profile, record, start_pushgateway, stop, write_profile_file, write_run
 
-from tileops.cli import main  # noqa: E402
-from tileops.records import RecordFileError, iter_records, to_json  # noqa: E402
+from tileops.cli import main
+from tileops.records import RecordFileError, iter_records, to_json
 
 REPO = Path(__file__).resolve().parents[1]
 

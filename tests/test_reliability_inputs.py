@@ -21,13 +21,13 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from export_support import T0, profile, record, write_run  # noqa: E402
-from reliability_support import fill, tmpfs  # noqa: E402
+from export_support import T0, profile, record, write_run
+from reliability_support import fill, tmpfs
 
-from tileops.cli import main  # noqa: E402
-from tileops.errors import TileOpsError  # noqa: E402
-from tileops.profiles import Profile, ProfileChooser, ProfileError, load_profile  # noqa: E402
-from tileops.records import (MAX_COUNT, RecordFileError, RunInfo, append_record, iter_records,  # noqa: E402
+from tileops.cli import main
+from tileops.errors import TileOpsError
+from tileops.profiles import Profile, ProfileChooser, ProfileError, load_profile
+from tileops.records import (MAX_COUNT, RecordFileError, RunInfo, append_record, iter_records,
                              read_run_info, set_aside_torn_tail, to_json, utcnow, write_run_info)
 
 # --------------------------------------------------------------------------- profiles: finite and bounded
@@ -186,9 +186,9 @@ def test_counts_and_times_at_their_bounds_price_and_export_finite() -> None:
     hold: every priced number is finite, roofline.json is strict JSON, the exposition has no Inf/NaN."""
     import math
 
-    from tileops.export.metrics import render
+    from tileops.export.metrics import exposition
     from tileops.export.snapshot import build_snapshots
-    from tileops.report import render as render_report
+    from tileops.report import render_text
     from tileops.roofline import health, price_all
 
     recs = [record("relu", "huge", bytes_=MAX_COUNT, flops=MAX_COUNT, seconds=1.1e-12),
@@ -205,9 +205,9 @@ def test_counts_and_times_at_their_bounds_price_and_export_finite() -> None:
             for name in ("sol_time_s", "efficiency", "memory_time_s", "compute_time_s", "achieved_bytes_per_s"):
                 v = getattr(p, name)
                 assert v is None or math.isfinite(v), (name, v)
-        json.loads(render_report(priced, "json", health=health(priced)),
+        json.loads(render_text(priced, "json", health=health(priced)),
                    parse_constant=lambda c: pytest.fail(f"{c} in roofline.json"))
-        body = render(build_snapshots(Path("."), None, priced, chooser)).decode()
+        body = exposition(build_snapshots(Path("."), None, priced, chooser)).decode()
         assert "Inf" not in body and "NaN" not in body
 
 
@@ -241,13 +241,13 @@ def test_a_push_url_that_cannot_be_one_is_exit_2_before_any_work(url: str, tmp_p
 class _Gateway(BaseHTTPRequestHandler):
     answer = b"{}"
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib
+    def do_GET(self) -> None:  # stdlib
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
         self.wfile.write(type(self).answer)
 
-    def do_PUT(self) -> None:  # noqa: N802 - stdlib
+    def do_PUT(self) -> None:  # stdlib
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.send_response(200)
         self.end_headers()
@@ -382,12 +382,13 @@ def test_resume_restores_the_options_and_an_old_run_file_still_reads(tmp_path: P
     out = tmp_path / "run"
     out.mkdir()
     write_run_info(out, RunInfo(run_id="r", started_at=utcnow(), selection={"ops": ["relu"], "device": "cpu"},
-                                options=req.sweep.run_options))
+                                options=req.options))
     back = resume_request(out, {"quick": True})
-    assert back.sweep.selection.ops == ["relu"] and back.sweep.quick and back.sweep.row_timeout_s == 5.0
-    assert back.sweep.device == "cpu" and not back.output.plot and back.output.calibrate == "never"
-    assert back.output.profile == str(Path("p.yaml").absolute())  # a file is kept absolute
-    assert back.output.textfile_dir == Path("prom").absolute()
+    o = back.options
+    assert back.selection.ops == ["relu"] and o.quick and o.row_timeout_s == 5.0
+    assert o.device == "cpu" and not o.plot and o.calibrate == "never"
+    assert o.profile == str(Path("p.yaml").absolute())  # a file is kept absolute
+    assert back.sinks.textfile_dir == Path("prom").absolute()
     with pytest.raises(TileOpsError, match=r"--no-plot \(the run: --no-plot\)|--calibrate \(the run: never\)"):
         resume_request(out, {"calibrate": "auto"})
     with pytest.raises(TileOpsError, match="--out"):
@@ -398,7 +399,7 @@ def test_resume_restores_the_options_and_an_old_run_file_still_reads(tmp_path: P
     del data["options"], data["reason"]
     (out / "run.json").write_text(json.dumps(data))
     old = resume_request(out, {})
-    assert old.sweep.selection.ops == ["relu"] and not old.sweep.quick and old.output.plot
+    assert old.selection.ops == ["relu"] and not old.options.quick and old.options.plot
 
 
 def test_run_info_reads_its_new_fields_strictly(tmp_path: Path) -> None:

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from export_support import profile, record, wait_http, write_profile_file, write_run  # noqa: E402
+from export_support import profile, record, wait_http, write_profile_file, write_run
 
-from tileops.export.server import DirectorySource  # noqa: E402
-from tileops.profiles import ProfileChooser  # noqa: E402
+from tileops.export.server import DirectorySource
+from tileops.profiles import ProfileChooser
 
 
 def get(url: str, timeout: float = 20) -> tuple[int, str]:

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 from roofline_fixtures import make_profile, make_record
 
-from tileops.report import compare, render, render_summary
+from tileops.report import compare, render_summary, render_text
 from tileops.report.summary import summary_lines
 from tileops.report.plot import write_plot
 from tileops.profiles import ProfileChooser
@@ -51,7 +51,7 @@ def test_render_summary_prints_the_grouped_table_and_summary() -> None:
 
 
 def test_memory_bound_row_shows_bytes_per_second_against_the_memory_roof() -> None:
-    md = render(price_all(_rows()[:1], ProfileChooser.only(PROFILE)), "md")
+    md = render_text(price_all(_rows()[:1], ProfileChooser.only(PROFILE)), "md")
     assert "| n=1M | float32 | torch |" in md
     assert "| time (µs) | GFLOP/s | GB/s | roof |" in md  # each number column's unit is in its header
     assert "| 2.25 | 18.0 | memory 20 GB/s | memory | 90.0 % | at-ceiling |" in md  # both achieved rates
@@ -64,7 +64,7 @@ def test_both_achieved_rates_side_by_side_each_column_in_one_unit(fmt: str) -> N
     """A memory-bound row and a compute-bound row each show FLOP/s and bytes/s; a column holds one unit,
     named in its header, chosen by its typical row (a 2 µs row and a 10 ms row in one ms column)."""
     priced = price_all(_rows()[:4], ProfileChooser.only(PROFILE))
-    text = render(priced, fmt)
+    text = render_text(priced, fmt)
     header = next(line for line in text.splitlines() if "label" in line and "dtype" in line)
     assert "time (ms)" in header and "GFLOP/s" in header and "GB/s" in header and "achieved" not in header
     cells = {line.split("|" if fmt == "md" else "│")[2 if fmt == "table" else 1].strip(): line
@@ -101,20 +101,20 @@ def test_passed_is_said_only_of_what_was_judged() -> None:
     last = summary_lines(price_all([honest, fp8], ProfileChooser.only(PROFILE)))[-1]
     assert last == ("health: OK (physics check passed on memory, cpu.fp32; not in the profile, so not judged "
                     "and left blank: tensor_core.fp8 (roof-absent))")
-    doc = json.loads(render(price_all([inflated], ProfileChooser.only(blind)), "json"))
+    doc = json.loads(render_text(price_all([inflated], ProfileChooser.only(blind)), "json"))
     assert doc["health"]["state"] == "partial" and doc["summary"][-1] == lines[-1]
 
 
 def test_csv_and_json_are_flat_in_base_units() -> None:
     priced = price_all(_rows(), ProfileChooser.only(PROFILE))
-    rows = list(csv.DictReader(io.StringIO(render(priced, "csv"))))
+    rows = list(csv.DictReader(io.StringIO(render_text(priced, "csv"))))
     assert len(rows) == len(priced)
     first = rows[0]
     assert float(first["efficiency"]) == pytest.approx(0.9)
     assert float(first["effective_bandwidth"]) == pytest.approx(20e9)
     assert first["verdict"] == "at-ceiling" and first["bound"] == "memory"
     assert rows[-2]["formula_error"] == "True" and "FORMULA ERROR" in rows[-2]["breaches"]
-    doc = json.loads(render(priced, "json"))
+    doc = json.loads(render_text(priced, "json"))
     assert doc["health"]["ok"] is False and doc["health"]["breaches"] == 1
     assert doc["health"]["blanks_by_reason"] == {"roof-uncalibrated": 1}
     assert [r["verdict"] for r in doc["rows"]] == [p.verdict for p in priced]
@@ -124,21 +124,21 @@ def test_csv_and_json_are_flat_in_base_units() -> None:
 @pytest.mark.parametrize("encoder", ["msgspec", "standard library"])
 def test_json_rows_hold_every_value_exactly(encoder: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows are encoded by msgspec where it is installed, else by the standard library (msgspec is optional:
-    the device machine has none): either way each row reads back to exactly the values of ``rows.raw``, a
+    the device machine has none): either way each row reads back to exactly the values of ``columns.raw``, a
     whole number beyond 64 bits in a row's data terms, a time of eight digits and a non-ASCII label
     included, and a number JSON cannot hold (NaN) as null."""
-    from tileops.report import rows as row_cells
-    from tileops.report import tables
+    from tileops.report import columns as row_cells
+    from tileops.report import encode, tables
 
     if encoder == "msgspec":
         pytest.importorskip("msgspec")
-    else:
-        monkeypatch.setattr(tables, "_json_row", tables._json_row_std)
+    else:  # where msgspec is not installed, json_row is the standard library's
+        monkeypatch.setattr(tables, "json_row", encode._json_std)
     recs = [make_record(label="small", data_terms={"experts_hit": 3, "rows": [1, 2]}),
             make_record(label="huge", data_terms={"tokens": 2**70}), make_record(label="t", median_s=1.2345678e-7),
             make_record(label="µ-naïve", data_terms={"ratio": float("nan"), "x": [float("inf"), 1.5]})]
     priced = price_all(recs, ProfileChooser.only(PROFILE))
-    doc = json.loads(render(priced, "json"))
+    doc = json.loads(render_text(priced, "json"))
     assert [r["data_terms"] for r in doc["rows"]] == [{"experts_hit": 3, "rows": [1, 2]}, {"tokens": 2**70}, {},
                                                       {"ratio": None, "x": [None, 1.5]}]
     want = [row_cells.raw(p) for p in priced]
@@ -149,12 +149,13 @@ def test_json_rows_hold_every_value_exactly(encoder: str, monkeypatch: pytest.Mo
 def test_the_standard_encoder_writes_what_msgspec_writes() -> None:
     """Row for row, the two JSON encoders' texts read back to the same values."""
     pytest.importorskip("msgspec")
-    from tileops.report.tables import _json_row_msgspec, _json_row_std
+    from tileops.report.columns import raw_values
+    from tileops.report.encode import _json_msgspec, _json_std
 
     recs = [make_record(label=f"r{i}", bytes=(i + 1) << 20, median_s=1e-4 * (i + 1), data_terms={"k": [i, 2.5]})
             for i in range(5)] + [make_record(label="err", status="error")]
     for p in price_all(recs, ProfileChooser.only(PROFILE)):
-        assert json.loads(_json_row_std(p) + "}") == json.loads(_json_row_msgspec(p) + "}")
+        assert json.loads(_json_std(raw_values(p)) + "}") == json.loads(_json_msgspec(raw_values(p)) + "}")
 
 
 def test_baseline_flags_rows_more_than_the_threshold_slower() -> None:
@@ -171,11 +172,11 @@ def test_baseline_flags_rows_more_than_the_threshold_slower() -> None:
     assert c.regressions[0].ratio == pytest.approx(1.11)
     # the threshold is a flag: at 5 % row b is slower too
     assert [r.key[1] for r in compare(new, old, threshold=0.05).regressions] == ["a", "b"]
-    md = render(new, "md", comparison=c)
+    md = render_text(new, "md", comparison=c)
     assert "| relu | a | float32 | torch |" in md and "slower" in md
-    doc = json.loads(render(new, "json", comparison=c))
+    doc = json.loads(render_text(new, "json", comparison=c))
     assert doc["baseline"]["regressions"] == 1
-    rows = list(csv.DictReader(io.StringIO(render(new, "csv", comparison=c))))
+    rows = list(csv.DictReader(io.StringIO(render_text(new, "csv", comparison=c))))
     assert {r["label"]: r["change"] for r in rows}["a"] == "slower"
     assert any(r["change"] == "gone" for r in rows)
 
@@ -221,13 +222,13 @@ def test_plot_with_nominal_bandwidth_unknown_and_no_rows_placed(tmp_path: Path) 
 
 
 def test_a_row_has_every_machine_column_in_order() -> None:
-    from tileops.report import rows
+    from tileops.report import columns
 
     for p in price_all(_rows(), ProfileChooser.only(PROFILE)):
-        assert tuple(rows.raw(p)) == rows.RAW_COLUMNS
+        assert tuple(columns.raw(p)) == columns.RAW_COLUMNS
 
 
-def _on(profile):  # noqa: ANN001, ANN202 - every row on ``profile``, whatever its device
+def _on(profile):  # every row on ``profile``, whatever its device
     return ProfileChooser.only(profile)
 
 
@@ -331,17 +332,23 @@ def _same_csv_cells(line: str, cells: list) -> None:
 
 @pytest.mark.parametrize("cells", [[c] * 3 for c in _CSV_CELLS] + [list(_CSV_CELLS), ["x", "y,z"], ["only"]])
 def test_a_csv_line_reads_back_as_the_csv_writers_line(cells: list) -> None:
-    """The CSV report writes a row's line from msgspec's JSON text where no cell needs escaping, else leaves
-    it to the csv module: whichever writes it, the line reads back to the cells ``csv.writer`` writes."""
-    from tileops.report.tables import _csv_line
+    """The CSV report writes a row's line from msgspec's JSON text where no cell needs escaping, and the fast
+    path declines exactly the lines with a cell JSON escapes or a number that is not finite, which the csv
+    module writes: whichever writes it, the line reads back to the cells ``csv.writer`` writes."""
+    pytest.importorskip("msgspec")
+    from tileops.report.encode import _csv_fast, csv_line
 
-    line = _csv_line(list(cells))
-    if line is not None:
-        assert line.endswith("\n") and line.count("\n") == 1
-        _same_csv_cells(line, cells)
+    fast = _csv_fast(list(cells))
+    if fast is not None:
+        assert fast.endswith("\n") and fast.count("\n") == 1
+        _same_csv_cells(fast, cells)
     escaped = any(isinstance(c, str) and not all(ch.isprintable() and ch not in '"\\' for ch in c) for c in cells)
     not_finite = any(isinstance(c, float) and not math.isfinite(c) for c in cells)
-    assert (line is None) == (escaped or not_finite)
+    assert (fast is None) == (escaped or not_finite)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(cells)
+    # the one interface: the fast line, or exactly the csv module's where the fast path declines
+    assert csv_line(list(cells)) == (fast if fast is not None else buf.getvalue())
 
 
 def test_a_csv_line_writes_floats_of_every_size_readably() -> None:
@@ -350,7 +357,8 @@ def test_a_csv_line_writes_floats_of_every_size_readably() -> None:
     import random
     import struct
 
-    from tileops.report.tables import _csv_line
+    pytest.importorskip("msgspec")
+    from tileops.report.encode import _csv_fast
 
     rng = random.Random(18)
     floats = [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(20_000)]
@@ -359,7 +367,7 @@ def test_a_csv_line_writes_floats_of_every_size_readably() -> None:
     floats = [x for x in floats if math.isfinite(x)]
     for i in range(0, len(floats), 30):
         cells = ["x", *floats[i:i + 30], None, "a, b", True]
-        line = _csv_line(cells)
+        line = _csv_fast(cells)
         assert line is not None
         _same_csv_cells(line, cells)
 
@@ -368,7 +376,7 @@ def test_markdown_escapes_a_pipe_in_any_cell_and_only_there() -> None:
     """A cell holding ``|`` would split a markdown row: it is escaped, in the label and the dtype alike,
     and a row without one is written as it is."""
     recs = [make_record(label="a|b"), make_record(label="plain"), make_record(label="c", dtype="x|y")]
-    text = render(price_all(recs, ProfileChooser.only(PROFILE)), "md")
+    text = render_text(price_all(recs, ProfileChooser.only(PROFILE)), "md")
     rows_of = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
     assert "| a\\|b" in rows_of and "| plain" in rows_of and "x\\|y" in rows_of["| c"]
     assert all(line.count(" | ") == rows_of["| plain"].count(" | ") for line in rows_of.values())
@@ -382,20 +390,20 @@ def test_a_host_bound_row_is_marked_in_every_format_and_its_sol_says_so(tmp_path
             make_record(op="relu", label="tight", flops=1 << 20, bytes=8 << 20, median_s=(8 << 20) / 18e9,
                         span_s=1.1 * (8 << 20) / 18e9)]
     priced = price_all(recs, ProfileChooser.only(PROFILE))
-    md = render(priced, "md")
+    md = render_text(priced, "md")
     assert "| 90.0 % host-bound | at-ceiling |" in md and "| 90.0 % | at-ceiling |" in md
     assert "host-bound: 1 row(s)" in md and "fused_experts [prefill float32 torch] 2.50x" in md
     table = Console(record=True, width=250, file=io.StringIO())
     render_summary(priced, table)
     assert "90.0 % host-bound" in table.export_text()
-    doc = json.loads(render(priced, "json"))
+    doc = json.loads(render_text(priced, "json"))
     bound, tight = doc["rows"]
     assert bound["host_bound"] is True and bound["span_s"] == pytest.approx(2.5 * bound["actual_time_s"])
     assert any(n.startswith("host-bound:") and "2.50x" in n for n in bound["notes"])
     assert tight["host_bound"] is False and not any("host-bound" in n for n in tight["notes"])
-    rows_csv = list(csv.DictReader(io.StringIO(render(priced, "csv"))))
+    rows_csv = list(csv.DictReader(io.StringIO(render_text(priced, "csv"))))
     assert [r["host_bound"] for r in rows_csv] == ["True", "False"]
     untimed = price_all([make_record()], ProfileChooser.only(PROFILE))  # CPU wall time: no span
-    assert json.loads(render(untimed, "json"))["rows"][0]["host_bound"] is None
+    assert json.loads(render_text(untimed, "json"))["rows"][0]["host_bound"] is None
     _, svg = write_plot(priced, PROFILE, tmp_path)
     assert "host-bound" in svg.read_text(encoding="utf-8")

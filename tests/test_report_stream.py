@@ -14,7 +14,7 @@ from roofline_fixtures import make_profile, make_record, write_profile, write_re
 from tileops.cli import main
 from tileops.profiles import ProfileChooser
 from tileops.records import RecordFileError, iter_records, jsonl_spans, load_records, to_json
-from tileops.report import compare, render
+from tileops.report import compare, render_text
 from tileops.report import summary as S
 from tileops.report import tables as T
 from tileops.report.baseline import TimeIndex
@@ -68,7 +68,7 @@ def test_the_streamed_command_prints_what_the_in_memory_report_renders(files, fm
     streamed = capsys.readouterr().out
     priced = price_all(load_records([new]), CHOOSER)
     comparison = compare(priced, price_all(load_records([old]), CHOOSER)) if baseline else None
-    assert streamed == render(priced, fmt, comparison=comparison, health=health(priced))
+    assert streamed == render_text(priced, fmt, comparison=comparison, health=health(priced))
     if fmt == "json":  # the document parses, with one object per row
         doc = json.loads(streamed)
         assert len(doc["rows"]) == 60 and doc["health"]["breaches"] == 1
@@ -99,7 +99,7 @@ def test_reading_in_parallel_gives_the_output_of_one_pass(files, fmt: str) -> No
     parallel = read_priced(two, CHOOSER, _sinks(fmt, True), jobs=4, min_span=1)
     assert len(one_pass[2]) == len(parallel[2]) and one_pass[2].rows == parallel[2].rows
     c = compare(price_all(load_records(two), CHOOSER), price_all(load_records([old]), CHOOSER))
-    assert _text(parallel, c) == _text(one_pass, c) == render(price_all(load_records(two), CHOOSER), fmt,
+    assert _text(parallel, c) == _text(one_pass, c) == render_text(price_all(load_records(two), CHOOSER), fmt,
                                                                 comparison=c)
 
 
@@ -275,7 +275,7 @@ def _backends_run(n: int) -> list:
 
 @pytest.mark.parametrize("fmt", ["table", "md", "csv", "json"])
 def test_rows_on_several_backends_read_in_parallel_give_the_output_of_one_pass(tmp_path: Path, fmt: str) -> None:
-    from tileops.report import rows
+    from tileops.report import columns
     from tileops.roofline import backend_races
 
     path = write_jsonl(tmp_path / "records.jsonl", _backends_run(40))
@@ -285,7 +285,7 @@ def test_rows_on_several_backends_read_in_parallel_give_the_output_of_one_pass(t
     many = read_priced([path], CHOOSER, _sinks(fmt, False), jobs=4, min_span=1)
     priced = price_all(load_records([path]), CHOOSER)
     text = _text(one_pass)
-    assert _text(forked) == _text(many) == text == render(priced, fmt)
+    assert _text(forked) == _text(many) == text == render_text(priced, fmt)
     races, of_row = backend_races(priced)
     assert len(races) == 40
     summary = S.summary_lines(priced)
@@ -295,7 +295,7 @@ def test_rows_on_several_backends_read_in_parallel_give_the_output_of_one_pass(t
     assert "triton skipped on 1 row(s): unsupported dtype" in summary
     if fmt == "json":  # every row's race columns and the backends list are those the rows give
         doc = json.loads(text)
-        assert doc["rows"] == [json.loads(json.dumps(rows.raw(p, race))) for p, race in zip(priced, of_row)]
+        assert doc["rows"] == [json.loads(json.dumps(columns.raw(p, race))) for p, race in zip(priced, of_row)]
         assert doc["backends"] == json.loads(json.dumps([r.as_dict() for r in races.values()]))
         assert doc["summary"] == summary
     elif fmt == "csv":
@@ -305,20 +305,20 @@ def test_rows_on_several_backends_read_in_parallel_give_the_output_of_one_pass(t
         assert [r["behind_best"] for r in got] == ["" if race.behind(p.record.backend) is None
                                                    else repr(race.behind(p.record.backend))
                                                    for p, race in zip(priced, of_row)]
-    else:  # the human formats: the compile time and vs best columns, each row's cell as rows.display gives it
+    else:  # the human formats: the compile time and vs best columns, each row's cell as columns.display gives it
         assert "compile time" in text and "vs best" in text
-        cells = [rows.display(p, race)["vs best"] for p, race in zip(priced, of_row)]
+        cells = [columns.display(p, race)["vs best"] for p, race in zip(priced, of_row)]
         assert sum(bool(c) for c in cells) == len(cells) - 2  # the skipped and the error row have no SOL
         assert all(c in text for c in cells) or fmt == "table"
         assert summary[-1] in text
 
 
 def test_a_digest_of_rows_on_several_backends_is_the_same_read_in_parallel(tmp_path: Path) -> None:
-    from tileops.report import rows
+    from tileops.report import columns
     from tileops.roofline import backend_races
 
     path = write_jsonl(tmp_path / "records.jsonl", _backends_run(40))
-    make = lambda: [S.RunFacts(), T.TableReport(limit=20), TimeIndex()]  # noqa: E731 - a digest above 20 rows
+    make = lambda: [S.RunFacts(), T.TableReport(limit=20), TimeIndex()]  # a digest above 20 rows
     one_pass = _text(read_priced([path], CHOOSER, make, jobs=1))
     assert _text(read_priced([path], CHOOSER, make, jobs=2, min_span=1)) == one_pass
     assert "rows, more than 20: summarised above" in one_pass
@@ -327,7 +327,7 @@ def test_a_digest_of_rows_on_several_backends_is_the_same_read_in_parallel(tmp_p
     priced = price_all(load_records([path]), CHOOSER)
     _, of_row = backend_races(priced)
     error = next((p, r) for p, r in zip(priced, of_row) if p.verdict == "error" and p.blank_reason == "error")
-    assert error[1] is not None and rows.display(*error)["vs best"] == ""  # listed as needing attention
+    assert error[1] is not None and columns.display(*error)["vs best"] == ""  # listed as needing attention
     assert "row7" in one_pass
 
 

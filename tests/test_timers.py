@@ -23,10 +23,11 @@ import torch
 
 from tileops.bench.execute import measure, warm_up
 from tileops.bench.stopping import NOISE_REACHED, StoppingRule, median_precision, rel_noise
-from tileops.bench.timers import (FLUSH_RANGE, ITER_PREFIX, AttributionError, CacheFlusher, CpuWallTimer,
-                                  TraceEvent, attribute, attribute_iterations, check_kernel_launches, check_timer,
-                                  classify, enclosing_range, group_by_range, join_launches, owners,
-                                  trace_events_from_chrome, trace_events_of_result, union_ns)
+from tileops.bench.cupti import (FLUSH_RANGE, ITER_PREFIX, AttributionError, TraceEvent, attribute,
+                                 attribute_iterations, check_kernel_launches, classify, enclosing_range,
+                                 group_by_range, join_launches, owners, trace_events_from_chrome,
+                                 trace_events_of_result, union_ns)
+from tileops.bench.timers import CacheFlusher, CpuWallTimer, check_timer
 from tileops.errors import TileOpsError
 
 DATA = Path(__file__).parent / "data"
@@ -447,7 +448,11 @@ class DroppingCupti:
     """Stands in for the CUPTI timer on a GPU whose profile lost records: attribution raises."""
 
     kind = "cupti"
+    first_batch = 1
     fallback_reason = None
+
+    def __init__(self) -> None:
+        self.spans: list[float] = []
 
     def sync(self) -> None:
         pass
@@ -486,6 +491,16 @@ def test_an_error_of_the_op_itself_is_not_hidden_by_the_fallback() -> None:
 
     with pytest.raises(ValueError, match="the op broke"):
         measure(op, BrokenCupti(), StoppingRule(min_time_s=0, max_time_s=0.05, warmup_s=0))
+
+
+def test_a_timer_without_a_fallback_lets_the_error_through_unchanged() -> None:
+    """The CPU's wall clock has nothing to fall back to: the op's error (or the timer's) is the row's."""
+    def op() -> None:
+        raise ValueError("the op broke")
+
+    assert CpuWallTimer(lambda: None).fallback("why") is None
+    with pytest.raises(ValueError, match="the op broke"):
+        measure(op, CpuWallTimer(lambda: None), StoppingRule(min_time_s=0, max_time_s=0.05, warmup_s=0))
 
 
 def test_a_row_measured_on_the_cpu_has_no_fallback_reason() -> None:
@@ -556,7 +571,7 @@ def test_cupti_attributes_a_real_profile_and_agrees_with_cuda_events() -> None: 
 
     x = torch.randn(32 * 2**20, dtype=torch.bfloat16, device="cuda")  # 64 MiB: tens of microseconds
     flush = CacheFlusher("cuda:0", torch.cuda.get_device_properties(0).L2_cache_size)
-    run = lambda: torch.relu(x)  # noqa: E731
+    run = lambda: torch.relu(x)
     run()
     busy = CuptiTimer(flush, "cuda:0").sample(run, 8)  # raises AttributionError if the rule fails on real events
     events = CudaEventTimer(flush, "cuda:0").sample(run, 8)
@@ -581,8 +596,9 @@ def test_a_gpu_row_is_timed_by_cupti_through_the_bench_path() -> None:  # pragma
     from tileops.bench.environment import run_environment
     from tileops.device import describe_device
 
+    gpu = describe_device("cuda:0")
     task = Task(op="linear", label=row.label, case="bfloat16", case_name="bfloat16", backend="torch",
-                device="cuda:0", rule=QUICK_RULE, env=run_environment(describe_device("cuda:0"), "gpu-test", None))
+                device=gpu, rule=QUICK_RULE, env=run_environment(gpu, "gpu-test", None))
     t = measure(run, make_timer(task, torch.cuda.get_device_properties(0).L2_cache_size), QUICK_RULE)
     assert t.timer == "cupti", t.fallback_reason
     assert t.fallback_reason is None and t.median_s > 0

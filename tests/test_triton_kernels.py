@@ -31,15 +31,15 @@ CUDA = torch.cuda.is_available()
 if not CUDA:
     os.environ["TRITON_INTERPRET"] = "1"  # read when a kernel module is imported (triton.jit)
 
-from backend_support import (  # noqa: E402
+from backend_support import (
     ENTRIES, EXACT_OPS, assert_close, assert_same_contract, cap_indices, largest_input, run_both,
 )
-from tileops.errors import BackendUnavailableError  # noqa: E402
-from tileops.ops.spec import Workload, dtype_case_name  # noqa: E402
-from tileops.ops import backends  # noqa: E402
-from tileops.ops.base import Op  # noqa: E402
-from tileops.ops.registry import load_all  # noqa: E402
-from tileops.ops.workload import bind_row  # noqa: E402
+from tileops.errors import BackendUnavailableError
+from tileops.ops.spec import Workload, dtype_case_name
+from tileops.ops import backends
+from tileops.ops.base import Op
+from tileops.ops.registry import load_all
+from tileops.ops.workload import bind_row
 
 # Masked lanes compute on fill values (0 / 0, rsqrt(0), -inf - -inf) that are never stored;
 # numpy warns about them in the interpreter.
@@ -162,7 +162,7 @@ def test_cpu_call_without_interpreter_fails_with_the_reason(monkeypatch: pytest.
 @pytest.mark.skipif(CUDA, reason="runs kernels on CPU tensors through the interpreter")
 def test_row_too_wide_is_refused() -> None:
     triton_installed()
-    from tileops.ops.triton_kernels.rows import MAX_ROW
+    from tileops.ops.triton_kernels.rowwise import MAX_ROW
 
     cls = CLASSES["rms_norm"]
     shapes = {"x": (2, MAX_ROW + 1), "weight": (MAX_ROW + 1,)}
@@ -231,7 +231,7 @@ def test_softmax_split_rows_hold_minus_infinity(gpu_tiles: bool, monkeypatch: py
     the sum, and a row of -inf only is NaN, as eager's."""
     triton_installed()
     from tileops.ops import triton_kernels
-    from tileops.ops.triton_kernels.rows import MAX_ROW
+    from tileops.ops.triton_kernels.rowwise import MAX_ROW
 
     monkeypatch.setattr(triton_kernels, "GPU_TILES", gpu_tiles)
     x = torch.randn(3, MAX_ROW + 3000)

@@ -18,7 +18,10 @@ import socket
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
+from collections.abc import Callable
+
+from tileops.records import device_key
 
 CPUINFO = Path("/proc/cpuinfo")
 CPU_SYSFS = Path("/sys/devices/system/cpu")
@@ -154,7 +157,7 @@ def cpu_max_mhz() -> float | None:
 def nvml_status() -> tuple[Any | None, str]:
     """(the initialised ``pynvml`` module, "") or (None, why not: the package missing, or NVML not starting)."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
     except Exception:
         return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py; the image's `gpu` extra has it)"
     try:
@@ -189,7 +192,11 @@ def _s(v: Any) -> str:
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    """One device as the bench, the calibration and the records see it."""
+    """One device as the bench, the calibration, the audit and the records see it: the one identity passed
+    around, described once per run (:func:`describe_device`), so nothing parses ``--device`` again.
+
+    :attr:`key` names it in the store and the metrics, :attr:`torch_device` is what torch is given.
+    """
 
     kind: Literal["cpu", "cuda"]
     name: str  # what profiles match: the driver's GPU name, or the CPU model
@@ -207,9 +214,14 @@ class DeviceInfo:
     hostname: str = field(default_factory=lambda: host_name())
 
     @property
-    def device(self) -> str:
+    def torch_device(self) -> str:
         """The torch device string: ``cpu`` or ``cuda:N``."""
         return "cpu" if self.kind == "cpu" else f"cuda:{self.index or 0}"
+
+    @property
+    def key(self) -> str:
+        """The device's stable key: its GPU (or MIG) uuid, or ``cpu-<hostname>`` (``tileops.records.device_key``)."""
+        return device_key(self.uuid, self.hostname)
 
     def machine_fields(self) -> dict[str, Any]:
         """The fields of ``tileops.records.Machine`` this device decides (records and calibrations share them)."""
@@ -269,7 +281,7 @@ def describe_device(device: str = "auto") -> DeviceInfo:
         import torch
 
         return DeviceInfo(kind="cpu", name=cpu.model, cpu_model=cpu.model, threads=torch.get_num_threads(),
-                          l2_bytes=cpu_llc_bytes(), memory_bytes=_mem_total(), clocks=read_clocks("cpu"))
+                          l2_bytes=cpu_llc_bytes(), memory_bytes=_mem_total(), clocks=_cpu_clocks())
     return _describe_cuda(index or 0, cpu)
 
 
@@ -306,20 +318,23 @@ def _describe_cuda(index: int, cpu: CpuInfo) -> DeviceInfo:  # pragma: no cover 
         cuda=torch.version.cuda, cpu_model=cpu.model, threads=torch.get_num_threads(),
         l2_bytes=int(getattr(props, "L2_cache_size", 0) or 0) or None, memory_bytes=int(props.total_memory),
         sm_count=int(props.multi_processor_count), capability=(props.major, props.minor),
-        clocks=read_clocks(f"cuda:{index}", uuid=uuid))
+        clocks=_gpu_clocks(index, uuid))
 
 
-def read_clocks(device: str, *, uuid: str | None = None) -> dict[str, Any] | None:
+def read_clocks(device: DeviceInfo) -> dict[str, Any] | None:
     """Clocks now: SM/memory MHz, temperature, power and throttle reasons via NVML on a GPU;
     the mean ``cpu MHz`` on a CPU. None when nothing can be read."""
-    kind, index = parse_device(device)
-    if kind == "cpu":
-        try:
-            mhz = [float(m) for m in re.findall(r"^cpu MHz\s*:\s*([\d.]+)", CPUINFO.read_text(), re.M)]
-        except OSError:
-            mhz = []
-        return {"cpu_mhz": round(sum(mhz) / len(mhz), 1)} if mhz else None
-    return _gpu_clocks(index or 0, uuid)  # pragma: no cover - needs a GPU
+    if device.kind == "cpu":
+        return _cpu_clocks()
+    return _gpu_clocks(device.index or 0, device.uuid)  # pragma: no cover - needs a GPU
+
+
+def _cpu_clocks() -> dict[str, Any] | None:
+    try:
+        mhz = [float(m) for m in re.findall(r"^cpu MHz\s*:\s*([\d.]+)", CPUINFO.read_text(), re.M)]
+    except OSError:
+        mhz = []
+    return {"cpu_mhz": round(sum(mhz) / len(mhz), 1)} if mhz else None
 
 
 def _gpu_uuid(index: int) -> str | None:  # pragma: no cover - needs a GPU
@@ -364,7 +379,7 @@ class ProcessCheck(NamedTuple):
     why: str = ""
 
 
-def other_gpu_processes(device: str) -> ProcessCheck:
+def other_gpu_processes(device: DeviceInfo) -> ProcessCheck:
     """Other processes on this GPU (NVML), excluding this one; or None and the reason it cannot tell.
 
     A calibration needs an idle device: another process's kernels would steal
@@ -378,30 +393,30 @@ def other_gpu_processes(device: str) -> ProcessCheck:
     process as another would call every device busy, missing another would call
     a busy one idle.
     """
-    kind, index = parse_device(device)
-    if kind == "cpu":
+    if device.kind == "cpu":
         return ProcessCheck([])
+    index, name = device.index, device.torch_device  # pragma: no cover - needs a GPU
     lib, why = nvml_status()  # pragma: no cover - needs a GPU
     if lib is None:  # pragma: no cover - needs a GPU
         return ProcessCheck(None, why)
     uuid = _gpu_uuid(index or 0)  # pragma: no cover - needs a GPU
     h = _nvml_handle(uuid)  # pragma: no cover - needs a GPU
     if h is None:  # pragma: no cover - needs a GPU
-        return ProcessCheck(None, f"NVML does not know {device} (uuid {uuid or 'unknown'})")
+        return ProcessCheck(None, f"NVML does not know {name} (uuid {uuid or 'unknown'})")
     listed = _nvml_processes(lib, h)  # pragma: no cover - needs a GPU
     if listed is None:  # pragma: no cover - needs a GPU
-        return ProcessCheck(None, f"NVML could not list the processes on {device}")
+        return ProcessCheck(None, f"NVML could not list the processes on {name}")
     mine = own_pids_in(listed, namespace_pids(), _holds_context(index or 0),  # pragma: no cover - needs a GPU
                        lambda: _probe_listing(lib, h, index or 0))
     if mine is None:  # pragma: no cover - needs a GPU
         return ProcessCheck(None, (
-            f"NVML lists {len(listed)} process(es) on {device} by host PID, and none is this process's PID (inside "
+            f"NVML lists {len(listed)} process(es) on {name} by host PID, and none is this process's PID (inside "
             f"a container PIDs differ), nor did a {PROBE_BYTES // 2**20} MiB allocation single this process out; "
             "run the container with --pid=host, or check with nvidia-smi on the host that nothing else runs"))
     return ProcessCheck([{"pid": pid, "used_memory_bytes": used} for pid, used in listed.items() if pid not in mine])
 
 
-def gpu_processes(device: str) -> list[dict[str, Any]] | None:
+def gpu_processes(device: DeviceInfo) -> list[dict[str, Any]] | None:
     """Other processes on this GPU, excluding this one; None when NVML cannot tell
     (:func:`other_gpu_processes` says why)."""
     return other_gpu_processes(device).others
@@ -441,8 +456,11 @@ def own_pids_in(listed: dict[int, int | None], own: set[int], holds_context: boo
     after = probe()
     if after is None:
         return None
-    grew = {pid for pid, used in after.items() if used is not None and (
-        pid not in listed or (listed[pid] is not None and used - listed[pid] >= PROBE_BYTES // 2))}
+    grew = set()
+    for pid, used in after.items():
+        before = listed.get(pid)
+        if used is not None and (pid not in listed or (before is not None and used - before >= PROBE_BYTES // 2)):
+            grew.add(pid)
     return grew if len(grew) == 1 else None
 
 

@@ -156,7 +156,7 @@ class ContainerOutcome:
         return self.error or f"exit code {self.exit_code}"
 
 
-def connect() -> "docker.DockerClient":
+def connect() -> docker.DockerClient:
     """A client for the local engine (DOCKER_HOST and friends honoured)."""
     import docker
 
@@ -169,7 +169,7 @@ def connect() -> "docker.DockerClient":
     return client
 
 
-def check_image(client: "docker.DockerClient", image: str) -> None:
+def check_image(client: docker.DockerClient, image: str) -> None:
     import docker
 
     try:
@@ -182,7 +182,7 @@ def check_image(client: "docker.DockerClient", image: str) -> None:
 Printer = Callable[[str], None]
 
 
-def launch(client: "docker.DockerClient", image: str, plans: Sequence[ContainerPlan], out_dir: Path, *,
+def launch(client: docker.DockerClient, image: str, plans: Sequence[ContainerPlan], out_dir: Path, *,
            seed_profiles: Path | None = None, echo: Printer = print) -> list[ContainerOutcome]:
     """Run every planned container at once, stream their logs, collect their volumes.
 
@@ -194,7 +194,7 @@ def launch(client: "docker.DockerClient", image: str, plans: Sequence[ContainerP
 
     out_dir.mkdir(parents=True, exist_ok=True)
     outcomes = {p.name: ContainerOutcome(device=p.device) for p in plans}
-    started: list[tuple[ContainerPlan, "Container"]] = []
+    started: list[tuple[ContainerPlan, Container]] = []
     try:
         for p in plans:
             try:
@@ -237,7 +237,7 @@ def _engine_message(exc: Exception) -> str:
     return str(getattr(exc, "explanation", None) or exc)
 
 
-def _stream(container: "Container", label: str, echo: Printer) -> None:
+def _stream(container: Container, label: str, echo: Printer) -> None:
     """Echo the container's output line by line, each line prefixed with its device."""
     pending = b""
     for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
@@ -250,7 +250,7 @@ def _stream(container: "Container", label: str, echo: Printer) -> None:
         echo(f"[{label}] {pending.decode(errors='replace')}")
 
 
-def _collect(container: "Container", dest: Path, outcome: ContainerOutcome) -> None:
+def _collect(container: Container, dest: Path, outcome: ContainerOutcome) -> None:
     """Copy the container's results and profile volumes to ``dest/results``, ``dest/profiles``."""
     from docker.errors import DockerException
 

@@ -41,7 +41,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 #: Paths (relative to the repository root, POSIX; a trailing "/" is a directory) that count by design.
 ALLOWED: dict[str, str] = {
@@ -209,7 +209,7 @@ class _Scanner(ast.NodeVisitor):
     def _has_waiver(self, first: int, last: int) -> bool:
         return any(WAIVER.search(self.lines[i - 1]) for i in range(first, last + 1) if 0 < i <= len(self.lines))
 
-    def waived(self, node: ast.AST) -> bool:
+    def waived(self, node: ast.stmt | ast.expr) -> bool:
         """A waiver on the flagged expression's lines, on its statement's, or on a comment line just above
         that statement (a simple statement's lines; a compound statement's header line)."""
         first, last = node.lineno, getattr(node, "end_lineno", node.lineno) or node.lineno
@@ -226,7 +226,7 @@ class _Scanner(ast.NodeVisitor):
         comment_above = 0 < above <= len(self.lines) and self.lines[above - 1].lstrip().startswith("#")
         return self._has_waiver(s_first, s_last) or (comment_above and self._has_waiver(above, above))
 
-    def judge(self, stmt: ast.AST, targets: list[str], value: ast.AST | None) -> None:
+    def judge(self, stmt: ast.stmt | ast.expr, targets: list[str], value: ast.AST | None) -> None:
         if value is None:
             return
         cost = [t for t in targets if is_cost_name(t)]
@@ -238,7 +238,7 @@ class _Scanner(ast.NodeVisitor):
                 if self.judge_value(stmt, rate[0], num, "'s numerator"):
                     break
 
-    def judge_value(self, stmt: ast.AST, target: str, value: ast.AST, what: str) -> bool:
+    def judge_value(self, stmt: ast.stmt | ast.expr, target: str, value: ast.AST, what: str) -> bool:
         """Record a finding when ``value`` computes a cost; True when it did."""
         src = size_source(value)
         arith = None if src is not None else formula_arithmetic(value)
@@ -368,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     findings = scan(args or None)
     for f in findings:
         print(f.render())
-    print(f"{len(findings)} finding(s)" if findings else "formula guard: no FLOP or byte arithmetic outside the manifest",
+    print(f"{len(findings)} finding(s)" if findings
+          else "formula guard: no FLOP or byte arithmetic outside the manifest",
           file=sys.stderr if findings else sys.stdout)
     return 1 if findings else 0
 

@@ -15,7 +15,7 @@ import signal
 import threading
 from contextlib import contextmanager
 from types import FrameType
-from typing import Iterator
+from collections.abc import Iterator
 
 from tileops import exitcodes
 

@@ -12,7 +12,7 @@ writes only that one; on an older torch only ``allow_tf32``.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 

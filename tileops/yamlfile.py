@@ -72,7 +72,7 @@ class _Guarded:
             for key_node, _ in node.value:
                 if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
                     continue
-                key = self.construct_object(key_node)  # type: ignore[attr-defined]
+                key = self.construct_object(key_node)  # type: ignore[attr-defined]  # a mixin of yaml's loader
                 try:
                     first = seen.get(key)
                 except TypeError:
@@ -82,7 +82,7 @@ class _Guarded:
                     seen[key] = line
                 else:
                     self.duplicates.append(DuplicateKey(key, first, line))
-        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]
+        return super().construct_mapping(node, deep=deep)  # type: ignore[misc]  # the loader's, after this mixin
 
 
 class _PyLoader(_Guarded, yaml.SafeLoader):
@@ -96,7 +96,7 @@ class _PyLoader(_Guarded, yaml.SafeLoader):
         return yaml.scanner.ScannerError(None, None, f"the document nests more than {MAX_NESTING} levels deep",
                                          self.get_mark())
 
-    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 (PyYAML's name)
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # PyYAML's name
         if self.flow_level >= MAX_NESTING:
             raise self._too_deep()
         super().fetch_flow_collection_start(TokenClass)

@@ -16,7 +16,7 @@ import sys
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 NO_CUDA = ("no CUDA device is visible to the audited process (torch.cuda.is_available() is False): the audit "
            "reads GPU DRAM counters and runs only on a GPU host (docker run --gpus all, a GPU node)")
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         CallFacts.failed(args.op, "no-cuda", f"{NO_CUDA} ({type(exc).__name__}: {exc})").write(args.facts)
         return 3
     try:
-        from tileops.audit.rows import find_row, manifest_entries
+        from tileops.audit.plan import find_row, manifest_entries
         from tileops.ops.workload import bind_row, build_inputs, instantiate
 
         entry = manifest_entries()[args.op]

@@ -22,7 +22,8 @@ from __future__ import annotations
 import ast
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from tileops.manifest import expr
 from tileops.ops.primitives import PRIMITIVES
@@ -52,7 +53,7 @@ class Scope:
     dtype_params: frozenset[str]
 
     @classmethod
-    def of(cls, op: str, sig: Signature) -> "Scope":
+    def of(cls, op: str, sig: Signature) -> Scope:
         dims = {d[1:] if d.startswith("*") else d for t in sig.inputs for d in t.shape if not d.isdigit()}
         params = {p.name for p in sig.params if p.type != "dtype"}
         return cls(op=op, values=frozenset(dims | params | {n for n, _ in sig.lets}),

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -131,7 +132,7 @@ def _line(lines: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int:
     return 1
 
 
-def _pydantic_problem(err: dict[str, Any]) -> str:
+def _pydantic_problem(err: Mapping[str, Any]) -> str:
     loc = tuple(err.get("loc", ()))
     field = loc[-1] if loc else ""
     if err.get("type") == "extra_forbidden":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 from tileops.records import AUDIT_FILE, AUDIT_PREMISE, AuditEntry, iter_jsonl, to_data
 
@@ -61,7 +61,7 @@ def read_entries(path: Path) -> list[AuditEntry]:
 
 def counts(entries: Iterable[AuditEntry]) -> dict[str, int]:
     """How many rows got each verdict, worst first, verdicts with no row left out."""
-    out = {v: 0 for v in VERDICTS}
+    out = dict.fromkeys(VERDICTS, 0)
     for e in entries:
         out[e.verdict] = out.get(e.verdict, 0) + 1
     return {k: n for k, n in out.items() if n}

@@ -55,7 +55,7 @@ class CallFacts(TensorFacts):
     # -- building and storing -----------------------------------------------------------
 
     @classmethod
-    def of_op(cls, op: Any, *, device_name: str | None = None, device_uuid: str | None = None) -> "CallFacts":
+    def of_op(cls, op: Any, *, device_name: str | None = None, device_uuid: str | None = None) -> CallFacts:
         """The facts of ``op.last_call`` and what the op says about it (read half, data terms)."""
         call = op.last_call
         inputs = {t.name for t in op.signature.inputs}
@@ -68,14 +68,14 @@ class CallFacts(TensorFacts):
             data_terms=_plain(op.roofline_data_terms()), device_name=device_name, device_uuid=device_uuid)
 
     @classmethod
-    def failed(cls, op: str, kind: str, message: str, **device: Any) -> "CallFacts":
+    def failed(cls, op: str, kind: str, message: str, **device: Any) -> CallFacts:
         return cls(op=op, error_kind=kind, error=message, **device)
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(_plain(asdict(self)), indent=1) + "\n", encoding="utf-8")
 
     @classmethod
-    def read(cls, path: Path) -> "CallFacts":
+    def read(cls, path: Path) -> CallFacts:
         raw = json.loads(path.read_text(encoding="utf-8"))
         raw["indices"] = {k: _tupled(v) for k, v in raw.get("indices", {}).items()}
         raw["shapes"] = {k: tuple(v) for k, v in raw.get("shapes", {}).items()}

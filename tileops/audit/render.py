@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from tileops.audit.entry import PREMISE, AuditEntry, counts, entry_data
 
@@ -57,7 +57,8 @@ def render_markdown(entries: Sequence[AuditEntry]) -> str:
     return "\n".join(lines) + f"\n\n{len(entries)} row(s): {summary}. Premises: {premises(entries)}.\n"
 
 
-def render(entries: Sequence[AuditEntry], fmt: str) -> str:
+def audit_text(entries: Sequence[AuditEntry], fmt: str) -> str:
+    """The entries as text in ``fmt`` (json, csv, md; the table is a terminal's, ``tileops.pipeline.audit``)."""
     if fmt == "json":
         return render_json(entries)
     if fmt == "csv":

@@ -32,7 +32,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 READ = "dram__bytes_read.sum"
 WRITE = "dram__bytes_write.sum"
@@ -178,8 +179,8 @@ def read_raw_csv(text: str) -> list[KernelReading]:
         if len(r) != len(header):
             raise ReportError("report", f"a kernel row has {len(r)} fields, the header {len(header)}: {r[:3]}...")
 
-        def cell(metric: str) -> str:
-            return r[col[metric]] if metric in col else ""
+        def cell(metric: str, row: list[str] = r) -> str:
+            return row[col[metric]] if metric in col else ""
 
         try:
             read = parse_count(cell(READ))

@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from tileops.audit.ncu import (CLOCK_CONTROLS, DEFAULT_REPLAY_MODE, FIX_MISSING, HOST_PROBLEMS, NVTX_RANGE, diagnose,
                                find_ncu, import_command, log_tail, ncu_version, nvtx_domain_available, nvtx_include,
@@ -28,8 +29,8 @@ from tileops.audit.config import ExemptConfig, load_config
 from tileops.audit.entry import AuditEntry, append_entry, start_file
 from tileops.audit.facts import CallFacts
 from tileops.audit.reports import Measurement, ReportError, import_ncu_report, read_ncu_rep, read_raw_csv, summarize
-from tileops.audit.rows import audit_plan, case_arg, manifest_entries, op_classes
-from tileops.audit.verdict import judge
+from tileops.audit.plan import audit_plan, case_arg, manifest_entries, op_classes
+from tileops.audit.verdict import Judgement, judge
 from tileops.bench.select import Planned, Selection
 from tileops.device import DeviceInfo, cuda_available, describe_device, host_name
 from tileops.errors import TileOpsError
@@ -132,7 +133,7 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
                     on_row(i, len(planned), entry)
                 continue
             try:
-                entry = _audit_row(p, i, out_dir, ncu, domain, device, config, opts)
+                entry = _audit_row(p, i, out_dir, ncu, domain, device, config, opts, version)
             except Exception as exc:  # a driver bug must not lose the sweep: this row says so, the rest run
                 entry = _entry(p, judge(declared=None, measured=None, error=f"the audit itself failed on this "
                                         f"row: {type(exc).__name__}: {exc}"), error_kind="internal")
@@ -160,7 +161,7 @@ def _finish(entry: AuditEntry, common: dict, started: str) -> None:
     entry.started_at, entry.finished_at = started, _now()
 
 
-def _entry(p: Planned, j, **extra) -> AuditEntry:
+def _entry(p: Planned, j: Judgement, **extra: Any) -> AuditEntry:
     lim = j.limits
     extra.setdefault("params", dict(p.row.params))
     return AuditEntry(op=p.op, label=p.row.label, dtype=p.case_name, backend=p.backend, verdict=j.verdict,
@@ -173,7 +174,8 @@ def _no_cuda_hint(device: DeviceInfo | None) -> str:
 
 
 def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str | None,
-               device: DeviceInfo | None, config: ExemptConfig, opts: AuditOptions) -> AuditEntry:
+               device: DeviceInfo | None, config: ExemptConfig, opts: AuditOptions,
+               version: str | None = None) -> AuditEntry:
     if p.skip_reason:
         return _entry(p, judge(declared=None, measured=None, skip_reason=p.skip_reason))
     if ncu is None:
@@ -184,7 +186,7 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
     for f in (report, facts_path):
         f.unlink(missing_ok=True)
     child = ["--op", p.op, "--label", p.row.label, "--case", case_arg(p.case), "--backend", p.backend,
-             "--device", device.device if device else opts.device, "--warmup", str(opts.warmup),
+             "--device", device.torch_device if device else opts.device, "--warmup", str(opts.warmup),
              "--nvtx-domain", domain or "", "--nvtx-range", NVTX_RANGE, "--facts", str(facts_path)]
     cmd = profile_command(ncu, report, child, domain=domain, replay_mode=opts.replay_mode,
                           clock_control=opts.clock_control)
@@ -206,7 +208,8 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
 
     if rc is None:
         return error("timeout", f"the row ran past --row-timeout {opts.row_timeout_s:g} s under ncu and was "
-                                f"killed (ncu runs the call once per metric pass, and --replay-mode kernel replays each kernel: a call "
+                                "killed (ncu runs the call once per metric pass, and --replay-mode kernel replays each "
+                                "kernel: a call "
                                 f"with many kernels is slow); raise "
                                 f"--row-timeout or audit fewer rows; ncu's output: {REPORTS_DIR}/{log_path.name}")
     problem = diagnose(log, generic=False)  # the profiler's own refusals first: they explain the rest

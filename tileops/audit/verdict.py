@@ -36,6 +36,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tileops.records import AuditVerdict
+
 #: One DRAM sector: the unit dram__bytes_read counts in.
 SECTOR_BYTES = 32
 SHORT_FRACTION = 0.01
@@ -70,7 +72,7 @@ class Exemption:
 
 @dataclass(frozen=True)
 class Judgement:
-    verdict: str
+    verdict: AuditVerdict
     reason: str
     limits: Limits | None = None
 

@@ -20,7 +20,8 @@ call with the op's own generated formula.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from tileops.errors import OpNotAvailableError, TileOpsError
 from tileops.ops.catalog import load_emitted
@@ -130,8 +131,9 @@ def adhoc_row(entry: OpEntry, text: str, labels: list[str]) -> tuple[Workload, l
             raise TileOpsError(f"--shape {text!r}: {name} = {lets.get(name, '?')} is computed, not one index; give "
                                f"the indices it comes from ({', '.join(indices)})")
         if isinstance(size, tuple) != isinstance(indices[target], tuple):
-            raise TileOpsError(f"--shape {text!r}: {name} is {'a list of sizes' if isinstance(indices[target], tuple) else 'one size'}"
-                               f" in {entry.name} (e.g. {name}={'4x16' if isinstance(indices[target], tuple) else '4096'})")
+            many = isinstance(indices[target], tuple)
+            raise TileOpsError(f"--shape {text!r}: {name} is {'a list of sizes' if many else 'one size'}"
+                               f" in {entry.name} (e.g. {name}={'4x16' if many else '4096'})")
         given[name] = size
         indices[target] = size
     for group in tied:
@@ -179,7 +181,7 @@ def check_call(entry: OpEntry, row: Workload, case: Any, text: str) -> None:
         return
     except TileOpsError as exc:
         raise TileOpsError(f"--shape {text!r} ({dtype_case_name(case)}): {exc}") from None
-    except Exception:  # noqa: BLE001 - meta tensors' limits, not the shape's: the run tells
+    except Exception:  # meta tensors' limits, not the shape's: the run tells
         return
 
 

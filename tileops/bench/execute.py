@@ -16,18 +16,21 @@ import statistics
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import torch
 
 from tileops.bench.stopping import StoppingRule, quantile, rel_noise
-from tileops.bench.timers import (CUPTI_FIX, AttributionError, CacheFlusher, CpuWallTimer, CudaEventTimer,
-                                  CuptiTimer, Timer, cupti_unavailable_reason)
+from tileops.bench.cupti import AttributionError
+from tileops.bench.timers import (CUPTI_FIX, CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, Timer,
+                                  cupti_unavailable_reason)
+from tileops.device import DeviceInfo
 from tileops.errors import BackendUnavailableError, CompileError, TileOpsError
 from tileops.ops.catalog import load_entries
 from tileops.ops.spec import Workload
 from tileops.ops.workload import bind_row, build_inputs, instantiate
-from tileops.records import Environment, ErrorInfo, Record, Timing, utcnow
+from tileops.records import Environment, ErrorInfo, ErrorKind, Record, Timing, utcnow
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class Task:
     case: Any  # the dtype case as written in the manifest (a name or a mapping)
     case_name: str
     backend: str
-    device: str
+    device: DeviceInfo  # described once by the runner, sent with every row
     rule: StoppingRule
     env: Environment  # fixed for the run; each record adds the clocks around its row
     timer: str = "auto"  # auto | cupti | cuda-events | cpu-wall
@@ -68,18 +71,19 @@ def _flusher(device: str, cache_bytes: int | None) -> CacheFlusher:
 def make_timer(task: Task, cache_bytes: int | None) -> Timer:
     """The row's timer. ``auto`` on a GPU is CUPTI when it works here, else CUDA events that say why;
     ``cupti`` without CUPTI raises (the runner's ``check_timer`` refused it before the first row)."""
-    flush = _flusher(task.device, cache_bytes)
-    if task.device == "cpu":
+    device = task.device.torch_device
+    flush = _flusher(device, cache_bytes)
+    if task.device.kind == "cpu":
         return CpuWallTimer(flush)
     if task.timer == "cuda-events":  # pragma: no cover - GPU
-        return CudaEventTimer(flush, task.device)
+        return CudaEventTimer(flush, device)
     why = cupti_unavailable_reason()  # pragma: no cover - GPU
     if why is None:  # pragma: no cover - GPU
         trace = os.path.join(task.trace_dir, task.trace_name) if task.trace_dir else None
-        return CuptiTimer(flush, task.device, trace_path=trace)
+        return CuptiTimer(flush, device, trace_path=trace)
     if task.timer == "cupti":  # pragma: no cover - GPU
         raise TileOpsError(f"--timer cupti: CUPTI is unavailable here: {why}. Fix: {CUPTI_FIX}")
-    return CudaEventTimer(flush, task.device,  # pragma: no cover - GPU
+    return CudaEventTimer(flush, device,  # pragma: no cover - GPU
                           fallback_reason=f"CUPTI is unavailable here ({why}); fix: {CUPTI_FIX}")
 
 
@@ -99,23 +103,26 @@ def warm_up(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> int:
 
 def measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timing:
     """Time ``fn`` until the rule stops. Any failure of a timer that can fall back (CUPTI: its attribution
-    refused, or the profiler itself failing) re-times the row with CUDA events, and the record says why
-    (``fallback_reason``): the roofline tool prices it blank. An error of the op itself fails again there
-    and becomes the row's error record."""
-    fallback = getattr(timer, "fallback", None)
-    if fallback is None:
-        return _measure(fn, timer, rule)
+    refused, or the profiler itself failing) re-times the row with the timer it falls back to (CUDA events),
+    and the record says why (``fallback_reason``): the roofline tool prices it blank. An error of the op
+    itself fails again there and becomes the row's error record; a timer with nothing to fall back to (the
+    CPU's) lets it through at once."""
     try:
         return _measure(fn, timer, rule)
     except AttributionError as exc:
-        return _measure(fn, fallback(
+        other = timer.fallback(
             f"CUPTI attribution failed ({exc}); re-timed with CUDA events. Fix: run the bench without another "
             "profiler attached (nsys and ncu hold CUPTI); if it persists, run scripts/device-check and report "
-            "its cupti trace"), rule)
+            "its cupti trace")
+        if other is None:
+            raise
     except Exception as exc:
-        return _measure(fn, fallback(
+        other = timer.fallback(
             f"the CUPTI timer failed ({type(exc).__name__}: {str(exc)[:300]}); re-timed with CUDA events. Fix: "
-            "run scripts/device-check on this machine and report its log and cupti trace"), rule)
+            "run scripts/device-check on this machine and report its log and cupti trace")
+        if other is None:
+            raise
+    return _measure(fn, other, rule)
 
 
 def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timing:
@@ -123,7 +130,7 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timi
     warm = warm_up(fn, timer, rule)
     t0 = time.perf_counter()
     samples: list[float] = []
-    first = batch = getattr(timer, "first_batch", 1)
+    first = batch = timer.first_batch
     while True:
         samples.extend(timer.sample(fn, batch))
         elapsed = time.perf_counter() - t0
@@ -135,17 +142,16 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timi
         left = max(1, math.ceil((rule.max_time_s - elapsed) / per_sample)) if per_sample > 0 else 64
         batch = max(1, min(max(first, len(samples) // 2), 64, left, rule.max_samples - len(samples)))
     s = sorted(samples)
-    spans = getattr(timer, "spans", None)
+    spans = timer.spans
     return Timing(
         timer=timer.kind, median_s=statistics.median(s), min_s=s[0], mean_s=statistics.fmean(s),
         p10_s=quantile(s, 0.10), p90_s=quantile(s, 0.90), n=len(s), rel_noise=rel_noise(s), warmup=warm,
-        total_s=time.perf_counter() - t_start, stop_reason=reason,
-        fallback_reason=getattr(timer, "fallback_reason", None),
+        total_s=time.perf_counter() - t_start, stop_reason=reason, fallback_reason=timer.fallback_reason,
         span_s=statistics.median(spans) if spans else None,
     )
 
 
-def _error_kind(exc: BaseException) -> str:
+def _error_kind(exc: BaseException) -> ErrorKind:
     if isinstance(exc, CompileError):  # the compile or triton backend failed on its first call
         return "compile"
     if isinstance(exc, BackendUnavailableError):
@@ -162,10 +168,10 @@ def _error_kind(exc: BaseException) -> str:
 
 def load_compiler(backend: str) -> None:
     """Import torch.compile's compiler (inductor) once per worker, before its first compile row: that
-    takes seconds (tens on a loaded host), a cost of the process like importing torch, not of the row
+    takes long, a cost of the process like importing torch, not of the row
     that happens to come first, whose compile time would otherwise not compare with the others'."""
     if backend == "compile":
-        import torch._inductor.compile_fx  # noqa: F401
+        import torch._inductor.compile_fx  # noqa: F401  # imported for its cost, here: nothing of it is used
 
 
 def find_row(op: str, label: str) -> Workload:
@@ -188,13 +194,13 @@ def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[
     entry = load_entries()[task.op]
     row = task.row if task.row is not None else find_row(task.op, task.label)
     bound = bind_row(entry, row, task.case)
-    base = dict(run_id=task.env.run_id, op=task.op, family=entry.family, label=task.label,
-                dtype=task.case_name, backend=task.backend, params=dict(row.params),
-                shapes={k: list(v) for k, v in bound.shapes.items()}, tags=list(row.tags))
+    base: dict[str, Any] = dict(run_id=task.env.run_id, op=task.op, family=entry.family, label=task.label,
+                                dtype=task.case_name, backend=task.backend, params=dict(row.params),
+                                shapes={k: list(v) for k, v in bound.shapes.items()}, tags=list(row.tags))
     clocks_before = read_clocks(task.device)
     try:
         op = instantiate(entry, row, task.backend)
-        inputs = build_inputs(op, bound, task.device)
+        inputs = build_inputs(op, bound, task.device.torch_device)
         timer = make_timer(task, cache_bytes)
         load_compiler(task.backend)
         prepared = op.prepare(**inputs)  # one checked call (last_call is what eval_roofline prices), compiled

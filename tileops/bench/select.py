@@ -19,9 +19,11 @@ compiler) is a ``skipped`` record with the reason the op class gives
 
 from __future__ import annotations
 
+import copy
 import difflib
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
 
 from tileops.bench.adhoc import adhoc_rows
 from tileops.device import DeviceInfo
@@ -29,6 +31,10 @@ from tileops.errors import TileOpsError
 from tileops.ops.backends import BACKENDS
 from tileops.ops.spec import OpEntry, Workload, dtype_case_name
 from tileops.ops.workload import BoundRow, bind_row, build_inputs, instantiate
+from tileops.records import SELECTION_FIELDS, RunOptions
+
+if TYPE_CHECKING:
+    from tileops.ops.base import Op
 
 #: ``--backend all``: every backend the op offers.
 ALL = "all"
@@ -46,6 +52,11 @@ class Selection:
     dtypes: list[str] = field(default_factory=list)
     all_rows: bool = False  # on a CPU, lift the default `cpu` tag filter
     shapes: list[str] = field(default_factory=list)  # --shape: ad-hoc rows of the --op ops (tileops.bench.adhoc)
+
+    @classmethod
+    def of(cls, options: RunOptions) -> Selection:
+        """The selection a run's options make (their :data:`~tileops.records.SELECTION_FIELDS`)."""
+        return cls(**{k: copy.copy(getattr(options, k)) for k in SELECTION_FIELDS})
 
     @property
     def rows_named(self) -> bool:
@@ -118,7 +129,7 @@ def wanted_backends(sel: Selection, device: DeviceInfo) -> tuple[str, ...]:
     return BACKENDS if ALL in sel.backends else tuple(sel.backends)
 
 
-def plan(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection, device: DeviceInfo,
+def plan(entries: dict[str, OpEntry], classes: dict[str, type[Op]], sel: Selection, device: DeviceInfo,
          notes: list[str] | None = None) -> list[Planned]:
     """Every (op, row, dtype case, backend) to run or skip, in manifest order, a row's backends side by side.
 
@@ -167,17 +178,17 @@ def _skip_reason(entry: OpEntry, row: Workload, case: Any, device: DeviceInfo) -
     if device.kind == "cuda" and device.memory_bytes:
         need = footprint(entry, row, case)
         if need is not None and need > 0.85 * device.memory_bytes:
-            return f"needs {need / 2**30:.1f} GiB of device memory, the device has {device.memory_bytes / 2**30:.1f} GiB"
+            return (f"needs {need / 2**30:.1f} GiB of device memory, the device has "
+                    f"{device.memory_bytes / 2**30:.1f} GiB")
     return None
 
 
-def _backend_skip(cls: type, backend: str, bound: BoundRow | None, device: DeviceInfo) -> str | None:
+def _backend_skip(cls: type[Op], backend: str, bound: BoundRow | None, device: DeviceInfo) -> str | None:
     """Why the op cannot run this (row, dtype case) on ``backend`` here (the op class decides), or None.
     Eager runs wherever the row does, so only the other backends are asked."""
     if backend == "torch" or bound is None:
         return None
-    return cls.unsupported(backend, device.device, bound.dtypes, bound.shapes,  # type: ignore[attr-defined]
-                           bound.row.params)
+    return cls.unsupported(backend, device.torch_device, bound.dtypes, bound.shapes, bound.row.params)
 
 
 # --------------------------------------------------------------------------- a selection that matches nothing
@@ -196,7 +207,7 @@ def _offer(value: str, known: Iterable[str], flag: str, what: str) -> str:
     return f"{flag} {value}: matches no {what}{hint}; valid: {', '.join(known)}"
 
 
-def check_filters(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection) -> None:
+def check_filters(entries: dict[str, OpEntry], classes: dict[str, type[Op]], sel: Selection) -> None:
     """TileOpsError naming every filter value that names nothing at all (a typo, ``--dtype fp16``), with the
     valid values: checked before planning, so a misspelt filter is never silently narrower than meant."""
     implemented = {n: e for n, e in entries.items() if e.status == "implemented" and n in classes}
@@ -220,7 +231,7 @@ def check_filters(entries: dict[str, OpEntry], classes: dict[str, type], sel: Se
         raise TileOpsError("; ".join(problems))
 
 
-def why_empty(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection, device: DeviceInfo) -> str:
+def why_empty(entries: dict[str, OpEntry], classes: dict[str, type[Op]], sel: Selection, device: DeviceInfo) -> str:
     """Why a selection whose every value names something still matches no row: which filters together."""
     given = [f"{flag} {', '.join(vals)}" for flag, vals in (("--op", sel.ops), ("--family", sel.families),
                                                            ("--label", sel.labels), ("--tag", sel.tags),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 NOISE_REACHED = "median precision reached"
 TIME_CAP = "time cap"

@@ -29,7 +29,7 @@ from tileops.bench.select import Planned, Selection, check_filters, plan, why_em
 from tileops.bench.stopping import CPU_RULE, GPU_RULE, QUICK_RULE, StoppingRule
 from tileops.bench.timers import check_timer
 from tileops.bench.worker import Worker, default_threads
-from tileops.device import DeviceInfo, describe_device
+from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
 from tileops.interrupts import deferred, exit_code, signal_name
 from tileops.ops.backends import cache_env
@@ -56,24 +56,6 @@ class RunWriteError(TileOpsError):
 
 def describe_oserror(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
-
-
-@dataclass
-class SweepOptions:
-    """What to measure and where to write it (the bench command's measuring flags)."""
-
-    selection: Selection = field(default_factory=Selection)
-    device: str = "auto"
-    out: Path | None = None
-    resume: Path | None = None
-    row_timeout_s: float | None = None
-    quick: bool = False
-    timer: str = "auto"
-    compile_cache: Path | None = None  # None: <run dir's parent>/.compile-cache
-    compile_timeout_s: float | None = None  # None: DEFAULT_COMPILE_TIMEOUT_S
-    argv: list[str] = field(default_factory=list)
-    #: The options run.json keeps for ``--resume`` (a new run writes them; a resumed run keeps its own).
-    run_options: RunOptions = field(default_factory=RunOptions)
 
 
 class SweepObserver(Protocol):
@@ -241,36 +223,38 @@ def _open_new(run_dir: Path) -> RunLock:
     return lock
 
 
-def prepare(opts: SweepOptions) -> PreparedSweep:
-    """Describe the device, plan the rows, lock and open the run directory (run.json says "running").
+def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None, resume: Path | None = None,
+            argv: list[str] | None = None) -> PreparedSweep:
+    """Plan the rows, lock and open the run directory (run.json says "running").
 
-    Every input is checked here, before the first row: the device, the
-    selection, the run directory (writable, not held by another runner, its
-    run file and records readable).
+    The sweep's view of the run's ``options``: the selection, the timer, the stopping rule, the timeouts,
+    the compile cache, the traces. ``device`` is the one the run measures, described once by the caller.
+    ``out``: a new run's directory (default ``results/<run id>``); ``resume``: the stopped run to finish
+    (its run file's options are the ones it keeps). Every input is checked here, before the first row: the
+    timer, the selection, the run directory (writable, not held by another runner, its run file and records
+    readable).
     """
-    try:
-        device = describe_device(opts.device)
-    except ValueError as exc:
-        raise TileOpsError(str(exc)) from None
-    check_timer(opts.timer, device.kind)  # --timer cupti without CUPTI: exit 2 before anything is written
+    check_timer(options.timer, device.kind)  # --timer cupti without CUPTI: exit 2 before anything is written
     notices: list[str] = []
-    planned = plan_rows(opts.selection, device, notices, strict=opts.resume is None)
-    if opts.resume is not None:
-        run_dir = Path(opts.resume)
+    planned = plan_rows(Selection.of(options), device, notices, strict=resume is None)
+    if resume is not None:
+        run_dir = Path(resume)
         lock, info, done, repaired = _open_resumed(run_dir)
         notices += repaired
     else:
         run_id = new_run_id()
-        run_dir = Path(opts.out) if opts.out else Path("results") / run_id
+        run_dir = Path(out) if out else Path("results") / run_id
         lock = _open_new(run_dir)
-        info = RunInfo(run_id=run_id, started_at=utcnow(), argv=opts.argv or sys.argv[1:],
-                       selection={**opts.selection.as_dict(), "device": device.device}, options=opts.run_options)
+        info = RunInfo(run_id=run_id, started_at=utcnow(), argv=list(argv) if argv is not None else sys.argv[1:],
+                       selection={**Selection.of(options).as_dict(), "device": device.torch_device},
+                       options=options)
         done = set()
     lock.reserve()
     threads = default_threads() if device.kind == "cpu" else None
     todo = [p for p in planned if p.key not in done]
     compiles = any(p.backend != "torch" and not p.skip_reason for p in todo)
-    compile_env = compile_cache_env(opts.compile_cache, run_dir) if compiles else {}
+    compile_cache = Path(options.compile_cache) if options.compile_cache else None
+    compile_env = compile_cache_env(compile_cache, run_dir) if compiles else {}
     info.rows_total = len(planned)
     trace_dir = None
     if info.options.keep_traces and device.kind == "cuda":
@@ -287,10 +271,10 @@ def prepare(opts: SweepOptions) -> PreparedSweep:
         raise
     return PreparedSweep(
         device=device, run_dir=run_dir, info=info, env=run_environment(device, info.run_id, threads),
-        planned=planned, todo=todo, done=len(planned) - len(todo), rule=stopping_rule(device, opts.quick),
-        row_timeout_s=opts.row_timeout_s or DEFAULT_ROW_TIMEOUT_S[device.kind], threads=threads,
-        timer=opts.timer, lock=lock, notices=notices,
-        compile_timeout_s=opts.compile_timeout_s or DEFAULT_COMPILE_TIMEOUT_S, compile_env=compile_env,
+        planned=planned, todo=todo, done=len(planned) - len(todo), rule=stopping_rule(device, options.quick),
+        row_timeout_s=options.row_timeout_s or DEFAULT_ROW_TIMEOUT_S[device.kind], threads=threads,
+        timer=options.timer, lock=lock, notices=notices,
+        compile_timeout_s=options.compile_timeout_s or DEFAULT_COMPILE_TIMEOUT_S, compile_env=compile_env,
         trace_dir=trace_dir)
 
 
@@ -349,7 +333,7 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
                 rec = _skipped(p, family, prep.env)
             else:
                 task = Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
-                            device=prep.device.device, rule=prep.rule, env=prep.env, timer=prep.timer,
+                            device=prep.device, rule=prep.rule, env=prep.env, timer=prep.timer,
                             trace_dir=prep.trace_dir, row=p.row)
                 rec = worker.run(task, family, prep.row_timeout_s, prep.compile_timeout_s).record
             try:

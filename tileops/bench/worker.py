@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from tileops.bench.execute import Task, run_task
-from tileops.records import ErrorInfo, Record, utcnow
+from tileops.records import ErrorInfo, ErrorKind, Record, utcnow
 
 _CTX = mp.get_context("spawn")  # a fresh interpreter: no inherited CUDA context, no forked locks
 #: How long a new worker may take to import torch before its row is recorded as a crash.
@@ -131,8 +131,8 @@ class Worker:
         assert self.conn is not None
         started = utcnow()
         compiling = task.backend != "torch" and compile_timeout_s is not None
-        limit = compile_timeout_s if compiling else timeout_s
-        deadline = time.monotonic() + limit  # type: ignore[operator]
+        limit = compile_timeout_s if compiling and compile_timeout_s is not None else timeout_s
+        deadline = time.monotonic() + limit
         self.conn.send(task)
         while self.conn.poll(max(0.0, deadline - time.monotonic())):
             try:
@@ -177,9 +177,9 @@ class Worker:
         self.kill()
 
 
-def _error(task: Task, family: str, started: datetime, kind: str, message: str) -> Record:
+def _error(task: Task, family: str, started: datetime, kind: ErrorKind, message: str) -> Record:
     return Record(run_id=task.env.run_id, op=task.op, family=family, label=task.label, dtype=task.case_name,
-                  backend=task.backend, status="error", error=ErrorInfo(kind=kind, message=message),  # type: ignore[arg-type]
+                  backend=task.backend, status="error", error=ErrorInfo(kind=kind, message=message),
                   env=task.env, started_at=started, finished_at=utcnow())
 
 

@@ -1,6 +1,6 @@
 """Calibration microbenchmarks (§5.1): bandwidth mixes, compute roofs, latency floor.
 
-``calibrate_cpu`` / ``calibrate_gpu`` measure this host's device and return its
+``calibrate_device`` (``calibrate_cpu``) measures a device and returns its
 calibrated Profile without writing it; ``tileops calibrate`` writes it to the
 profile store. See docs/profiles.md.
 
@@ -18,7 +18,7 @@ _LAZY = {
     "DeviceCalibration": "tileops.calibrate.results", "build_profile": "tileops.calibrate.results",
     "load_device_results": "tileops.calibrate.results",
     "CalibrationOutcome": "tileops.calibrate.run", "calibrate_cpu": "tileops.calibrate.run",
-    "calibrate_device": "tileops.calibrate.run", "calibrate_gpu": "tileops.calibrate.run",
+    "calibrate_device": "tileops.calibrate.run",
     "measure_device": "tileops.calibrate.run",
 }
 __all__ = sorted(_LAZY)

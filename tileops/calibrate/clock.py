@@ -1,9 +1,9 @@
 """The clock a CPU's cores reach under FMA load, measured (``clock.c``), for the theoretical peak.
 
 A CPU's peak is an upper bound only if its clock is: the clock /proc/cpuinfo
-states is the nominal one, and turbo runs the cores faster (issue 29: 31-37 %
-on the development VM), so a correct gemm formula read above a peak built on
-it. ``clock.c`` times a chain of dependent integer adds (one per cycle) on every
+states is the nominal one, and turbo runs the cores faster (issue 29;
+docs/profiles.md has what the development VM showed), so a correct gemm
+formula read above a peak built on it. ``clock.c`` times a chain of dependent integer adds (one per cycle) on every
 thread the bench uses, with FMAs on the vector pipes beside it, and the peak
 takes the highest of that and the stated clock (``cpupeak.decide_peak``).
 
@@ -68,7 +68,7 @@ def build(compiler: str) -> ClockKernel:
                        chain=lib.tileops_clock_chain().decode(), load=lib.tileops_clock_load().decode())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached(compiler: str) -> ClockKernel:
     return build(compiler)
 
@@ -124,7 +124,8 @@ def highest(samples: list[tuple[ClockMeasurement | None, str]], when: list[str])
     if len(got) == 1:
         return best, ""
     each = ", ".join(f"{m.ghz:.4g} GHz {w}" for m, w in got)
-    return best.model_copy(update={"method": f"the highest of {len(got)} measurements ({each}), each a {best.method}"}), ""
+    method = f"the highest of {len(got)} measurements ({each}), each a {best.method}"
+    return best.model_copy(update={"method": method}), ""
 
 
 def measure_clock(threads: int, *, blocks: int = BLOCKS, rounds: int = ROUNDS) -> tuple[ClockMeasurement | None, str]:

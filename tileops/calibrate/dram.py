@@ -91,8 +91,8 @@ def parse_dmidecode(text: str) -> DramNominal | None:
     for block in re.split(r"\n(?=Handle )", text):
         if "Memory Device" not in block:
             continue
-        fields = dict((k.strip(), v.strip()) for k, _, v in
-                      (ln.partition(":") for ln in block.splitlines() if ":" in ln))
+        fields = {k.strip(): v.strip() for k, _, v in
+                  (ln.partition(":") for ln in block.splitlines() if ":" in ln)}
         size = fields.get("Size", "")
         if not size or "No Module" in size or size.startswith("0"):
             continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -58,7 +58,7 @@ def gpu_sizes(l2_bytes: int | None, mem_bytes: int | None, quick: bool) -> Sizes
     arr = max(arr, 8 * (l2_bytes or 0))
     if mem_bytes:
         arr = min(arr, mem_bytes // 8)
-    gemms = (4096,) if quick else (4096, 8192, 16384)
+    gemms: tuple[int, ...] = (4096,) if quick else (4096, 8192, 16384)
     if mem_bytes:  # three fp32 operands within a quarter of the device
         gemms = tuple(n for n in gemms if 12 * n * n <= mem_bytes // 4) or (2048,)
     return Sizes(arr, 5 if quick else 20, (), 0.002 if quick else 0.01, 4096 if quick else 8192, 3 if quick else 10,
@@ -108,7 +108,10 @@ def _calls_for(fn: Callable[[], object], device: torch.device, target_s: float) 
 
 
 def _arrays(device: torch.device, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return tuple(torch.empty(n, dtype=torch.float32, device=device) for _ in range(3))  # type: ignore[return-value]
+    def array() -> torch.Tensor:
+        return torch.empty(n, dtype=torch.float32, device=device)
+
+    return array(), array(), array()
 
 
 def _record(mix: str, n: int, t: float, reps: int, kernel: str) -> MixMeasurement:
@@ -148,8 +151,8 @@ def streaming_mixes(kernels: StreamingKernels, sizes: Sizes, threads: int | None
     out: dict[str, MixMeasurement] = {}
     for mix in MIXES:
         step(f"bandwidth: {mix}")
-        t, _ = kernels.run(mix, a, b, c, reps=sizes.mix_reps, threads=threads)
-        out[mix] = _record(mix, n, t, sizes.mix_reps, kernels.describe(mix, threads))
+        best, _ = kernels.run(mix, a, b, c, reps=sizes.mix_reps, threads=threads)
+        out[mix] = _record(mix, n, best, sizes.mix_reps, kernels.describe(mix, threads))
     return out
 
 
@@ -193,7 +196,9 @@ def cpu_fma_path(sizes: Sizes) -> RoofMeasurement:
     for n in sizes.fma_sizes:
         x, y = torch.randn(batch, n, n), torch.randn(batch, n, n)
         z = torch.empty(batch, n, n)
-        one = lambda: torch.bmm(x, y, out=z)  # noqa: E731
+        def one(x: torch.Tensor = x, y: torch.Tensor = y, z: torch.Tensor = z) -> object:
+            return torch.bmm(x, y, out=z)
+
         k = _calls_for(one, cpu, sizes.fma_target_s)
         r = _gemm_rate(_repeat(one, k), 2.0 * batch * n**3 * k, cpu, reps=5, warmup=1,
                        method=f"cache-resident fp32 GEMMs, bmm {batch}x{n}x{n}x{n} x{k} calls "
@@ -246,8 +251,10 @@ def _gpu_gemm_at(key: str, device: torch.device, n: int, reps: int) -> RoofMeasu
         a = torch.randn(n, n, device=device, generator=gen).to(torch.float8_e4m3fn)
         bt = torch.randn(n, n, device=device, generator=gen).to(torch.float8_e4m3fn)  # (N, K) row-major
         one = torch.tensor(1.0, device=device)
-        fn = lambda: torch._scaled_mm(a, bt.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,  # noqa: E731
-                                      use_fast_accum=True)
+        def fn() -> object:
+            return torch._scaled_mm(a, bt.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                    use_fast_accum=True)
+
         return _gemm_rate(fn, flops, device, reps, 3, f"fp8 e4m3 GEMM {n}^3 (torch._scaled_mm, fast accum)")
     if key == "tensor_core.int8":
         if not hasattr(torch, "_int_mm"):

@@ -14,11 +14,13 @@ import secrets
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from tileops.durations import format_age
 from tileops.fsutil import read_regular, write_atomic
 from tileops.profiles import MIXES, MemoryRoof, Profile, ProfileError, Provenance, Roof, store_dir
 from tileops.records import Machine
@@ -99,7 +101,7 @@ class DeviceCalibration(BaseModel):
 
     #: The device's calibration before this one, as :func:`with_previous` found it in the store's history;
     #: not part of the file.
-    _previous: "DeviceCalibration | None" = PrivateAttr(None)
+    _previous: DeviceCalibration | None = PrivateAttr(None)
 
     @model_validator(mode="before")
     @classmethod
@@ -163,14 +165,9 @@ class DeviceCalibration(BaseModel):
         return self.machine.device_key
 
     @property
-    def previous(self) -> "DeviceCalibration | None":
+    def previous(self) -> DeviceCalibration | None:
         """This device's previous calibration of the same mode (quick or full), or None (no history read)."""
         return self._previous
-
-
-def device_key(uuid: str | None, hostname: str) -> str:
-    """A device's name in the store: its GPU (or MIG) uuid, or ``cpu-<hostname>`` for a host's CPU."""
-    return uuid or f"cpu-{hostname}"
 
 
 #: The real forms of a device key: an NVML GPU or MIG uuid, or ``cpu-`` and a host name (at most 64
@@ -259,30 +256,8 @@ def load_device_results(store: Path | None = None) -> list[DeviceCalibration]:
 
 # --------------------------------------------------------------------------- staleness (--max-age)
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)([smhdw]))+")
-
 #: A stored result may finish this far in the future (clocks of a host drift) and still count.
 CLOCK_SLACK = dt.timedelta(minutes=5)
-
-
-def parse_duration(text: str) -> dt.timedelta:
-    """``90m``, ``12h``, ``7d``, ``2w`` or a sum such as ``1d12h``, as a positive timedelta."""
-    s = text.strip().lower()
-    if not _DURATION.fullmatch(s):
-        raise ValueError(f"{text!r} is not a duration: give a number and a unit (s, m, h, d, w), e.g. 12h, 7d, 1d12h")
-    seconds = sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([smhdw])", s))
-    if seconds <= 0:
-        raise ValueError(f"{text!r} is not a positive duration (to recalibrate every time, leave --max-age out)")
-    return dt.timedelta(seconds=seconds)
-
-
-def format_age(age: dt.timedelta) -> str:
-    """``3d 4h``, ``2h 5m``, ``40s``: the two largest units, for a person."""
-    s = max(int(age.total_seconds()), 0)
-    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
-    shown = [f"{n}{u}" for n, u in parts if n][:2]
-    return " ".join(shown) or "0s"
 
 
 @dataclass(frozen=True)
@@ -369,7 +344,7 @@ def _decide_cpu_peak(base: Profile, runs: list[DeviceCalibration]) -> tuple[Prof
     basis = base.compute[keys[0]].peak
     assert basis is not None
     measured = [r for r in runs if r.clock is not None]
-    best = max(measured, key=lambda r: r.clock.ghz) if measured else None  # type: ignore[union-attr]
+    best = max(measured, key=lambda r: r.clock.ghz if r.clock else 0.0) if measured else None
     rates = [_median([r.roofs[k].flops_per_s for r in runs if k in r.roofs]) for k in keys
              if any(k in r.roofs for r in runs)]
     why_not = next((r.clock_not_measured for r in runs if r.clock_not_measured), None) or (
@@ -470,7 +445,7 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
 
     l2 = [r.l2_bytes for r in runs if r.l2_bytes]
     if l2:
-        data["l2_bytes"] = int(_median(l2))
+        data["l2_bytes"] = int(_median([float(x) for x in l2]))
     floors = [r.latency_floor_s for r in runs if r.latency_floor_s]
     if floors:
         data["latency_floor_s"] = _median(floors)

@@ -1,7 +1,8 @@
 """Running a calibration: measure one device, build its profile, or calibrate every device in turn.
 
-Measuring and writing are separate: ``calibrate_cpu``/``calibrate_gpu`` return a
-Profile and write nothing (the bench and tests call them); the command writes.
+Measuring and writing are separate: ``calibrate_device`` (and ``calibrate_cpu``)
+return a Profile and write nothing; the composing layer (``tileops.pipeline``)
+writes. Each takes the device as described once (``tileops.device.DeviceInfo``).
 ``run_children`` calibrates each visible device in its own process, so one
 device's CUDA context, allocator state or crash never touches another's run.
 """
@@ -15,7 +16,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -63,21 +64,20 @@ def idle_warnings(info: DeviceInfo) -> list[str]:
             return [f"the host is busy (1-minute load {load:.2f} per usable CPU): other work competes with the "
                     "calibration, so its figures may be low; calibrate on an idle host"]
         return []
-    procs, why = other_gpu_processes(info.device)
+    procs, why = other_gpu_processes(info)
     if procs is None:
-        return [f"could not check that {info.device} is idle: {why}"]
+        return [f"could not check that {info.torch_device} is idle: {why}"]
     if procs:
         pids = ", ".join(str(p["pid"]) for p in procs)
-        return [f"{len(procs)} other process(es) on {info.device} (pid {pids}): the GPU is not idle, so its "
+        return [f"{len(procs)} other process(es) on {info.torch_device} (pid {pids}): the GPU is not idle, so its "
                 "figures may be low; calibrate an idle device"]
     return []
 
 
-def measure_device(device: str = "auto", *, quick: bool = False, progress: Progress | None = None,
+def measure_device(info: DeviceInfo, *, quick: bool = False, progress: Progress | None = None,
                    run_id: str | None = None) -> DeviceCalibration:
-    """Measure ``device``'s mixes, roofs and latency floor. Writes nothing."""
-    info = describe_device(device)
-    dev = torch.device(info.device)
+    """Measure the device's mixes, roofs and latency floor. Writes nothing."""
+    dev = torch.device(info.torch_device)
     started = dt.datetime.now(dt.timezone.utc)
     warnings = idle_warnings(info)
     steps = _steps(info.kind)
@@ -88,7 +88,7 @@ def measure_device(device: str = "auto", *, quick: bool = False, progress: Progr
             progress(what, done[0], len(steps))
         done[0] += 1
 
-    clocks_before = info.clocks
+    clocks_before = read_clocks(info)  # now, not when the device was described
     if info.kind == "cpu":
         sizes = measure.cpu_sizes(info.l2_bytes, info.memory_bytes, quick)
     else:  # pragma: no cover - needs a GPU
@@ -132,21 +132,21 @@ def measure_device(device: str = "auto", *, quick: bool = False, progress: Progr
                       git_revision=git_revision())
     return DeviceCalibration(
         run_id=run_id or new_run_id(), started_at=started, finished_at=dt.datetime.now(dt.timezone.utc),
-        quick=quick, machine=machine, clocks_before=clocks_before, clocks_after=read_clocks(info.device, uuid=info.uuid), mixes=mixes,
+        quick=quick, machine=machine, clocks_before=clocks_before, clocks_after=read_clocks(info),
+        mixes=mixes,
         roofs=roofs, not_measured=not_measured, latency_floor_s=floor, latency_method=how, clock=clock,
         clock_not_measured=clock_why or None, warnings=warnings)
 
 
-def calibrate_device(device: str = "auto", *, quick: bool = False, progress: Progress | None = None,
+def calibrate_device(info: DeviceInfo, *, quick: bool = False, progress: Progress | None = None,
                      options: TheoryOptions | None = None,
                      profiles: Iterable[Profile] | None = None) -> CalibrationOutcome:
-    """Measure ``device`` and build its calibrated profile (theoretical figures resolved first, so a
+    """Measure the device and build its calibrated profile (theoretical figures resolved first, so a
     missing clock fails before minutes of measuring). Writes nothing. Without ``options``, what the
     environment states (``TheoryOptions.from_env``: ``$TILEOPS_DRAM_BANDWIDTH``)."""
     options = options if options is not None else TheoryOptions.from_env()
-    info = describe_device(device)
     base, notes = base_profile(info.kind, info.name, options, profiles)
-    run = measure_device(device, quick=quick, progress=progress)
+    run = measure_device(info, quick=quick, progress=progress)
     run.warnings += physics_warnings(info, base, run)  # kept in the device's result: --all-devices prints them too
     profile, warnings = build_profile(base, [run])
     return CalibrationOutcome(profile=profile, run=run, warnings=[*run.warnings, *notes, *warnings])
@@ -166,13 +166,7 @@ def physics_warnings(info: DeviceInfo, base: Profile, run: DeviceCalibration) ->
 def calibrate_cpu(quick: bool = False, progress: Progress | None = None,
                   options: TheoryOptions | None = None) -> Profile:
     """The calibrated CPU profile of this host (not written anywhere)."""
-    return calibrate_device("cpu", quick=quick, progress=progress, options=options).profile
-
-
-def calibrate_gpu(index: int = 0, quick: bool = False, progress: Progress | None = None,
-                  options: TheoryOptions | None = None) -> Profile:  # pragma: no cover - needs a GPU
-    """The calibrated profile of GPU ``cuda:index`` (not written anywhere)."""
-    return calibrate_device(f"cuda:{index}", quick=quick, progress=progress, options=options).profile
+    return calibrate_device(describe_device("cpu"), quick=quick, progress=progress, options=options).profile
 
 
 # --------------------------------------------------------------------------- every device, one process each

@@ -88,7 +88,7 @@ def build(compiler: str) -> StreamingKernels:
                             stores=lib.tileops_stores().decode())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached(compiler: str) -> StreamingKernels:
     return build(compiler)
 

@@ -47,7 +47,7 @@ def fmt_frac(x: float | None) -> str:
 def fmt_source(p: Provenance | None) -> str:
     if p is None:
         return "-"
-    bits = [p.source]
+    bits: list[str] = [p.source]
     if p.run_id:
         bits.append(p.run_id)
     if p.date:
@@ -154,8 +154,8 @@ def peak_lines(profile: Profile) -> list[Text]:
         stated = (f"stated {peak.stated_ghz:.4g} GHz ({peak.stated_source})" if peak.stated_ghz is not None
                   else "no clock stated")
         if peak.measured_ghz is not None:
-            clock = (f"clock {peak.ghz:.4g} GHz, {peak.ghz_source}: the highest of measured {peak.measured_ghz:.4g} GHz "
-                     f"and {stated}; measured by {peak.measurement}")
+            clock = (f"clock {peak.ghz:.4g} GHz, {peak.ghz_source}: the highest of measured "
+                     f"{peak.measured_ghz:.4g} GHz and {stated}; measured by {peak.measurement}")
         else:
             clock = f"clock {peak.ghz:.4g} GHz, {stated}; not measured: {peak.not_measured or 'no reason recorded'}"
         units = (f"FMA units per core: {peak.fma_units}, from the table: {peak.fma_table}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from tileops.calibrate.cpupeak import cpu_peak, peak_provenance
 from tileops.calibrate.dram import DramNominal, bandwidth_from_env, read_dmi
@@ -43,7 +43,7 @@ class TheoryOptions:
     cpu_ghz: float | None = None
 
     @classmethod
-    def from_env(cls) -> "TheoryOptions":
+    def from_env(cls) -> TheoryOptions:
         """What the environment states (``$TILEOPS_DRAM_BANDWIDTH``): the default of a calibration nobody
         passed options to, such as the bench's automatic one. ValueError when the variable is malformed."""
         got = bandwidth_from_env()

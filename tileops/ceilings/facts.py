@@ -180,10 +180,10 @@ def read_facts(info: DeviceInfo, lib: Any | None = None, props: Any | None = Non
     if lib is not None:
         handle = _handle(lib, info)
         if handle is None:
-            why_nvml = f"NVML does not know {info.device} (uuid {info.uuid or 'unknown'})"
+            why_nvml = f"NVML does not know {info.torch_device} (uuid {info.uuid or 'unknown'})"
     refs: dict[str, str] = {}
     missing: dict[str, str] = {}
-    where = f"NVML on {info.device}"
+    where = f"NVML on {info.torch_device}"
 
     def nvml_read(fact: str, call: str, *args: Any) -> Any:
         if handle is None:
@@ -203,15 +203,15 @@ def read_facts(info: DeviceInfo, lib: Any | None = None, props: Any | None = Non
     if bus is None:
         bus = _prop(props if props is not None else _torch_props(info), "memory_bus_width")
         if bus:
-            refs["bus_width_bits"] = f"CUDA device properties of {info.device}: memory_bus_width"
+            refs["bus_width_bits"] = f"CUDA device properties of {info.torch_device}: memory_bus_width"
             missing.pop("bus_width_bits", None)
     for fact, value, where_from in (("sm_count", info.sm_count, "multi_processor_count"),
                                     ("capability", info.capability, "major.minor")):
         if value is None:
-            missing[fact] = f"the CUDA driver's properties of {info.device} do not give {where_from}"
+            missing[fact] = f"the CUDA driver's properties of {info.torch_device} do not give {where_from}"
         else:
-            refs[fact] = f"CUDA device properties of {info.device}: {where_from}"
-    facts = DeviceFacts(info.name, tuple(info.capability) if info.capability else None, info.sm_count,
+            refs[fact] = f"CUDA device properties of {info.torch_device}: {where_from}"
+    facts = DeviceFacts(info.name, info.capability, info.sm_count,
                         _positive(max_sm), _positive(max_mem), int(bus) if _positive(bus) else None,
                         origin=where, refs=refs, missing=missing)
     return FactsReading(with_published_tensor_clock(facts))

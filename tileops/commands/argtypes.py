@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 #: The longest wait any flag accepts: about 11.6 days, past any row or push, below what timers can hold.
 MAX_SECONDS = 1e6

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 from pathlib import Path
 
@@ -21,11 +20,16 @@ breach (a formula claims the impossible); 4 results written but the push failed;
 Ctrl-C, 143 stopped by SIGTERM (docker stop): resume with --resume DIR.
 """
 
-#: Flags kept in run.json (tileops.pipeline.bench.SELECTION_FLAGS / OPTION_FLAGS): they default to None
-#: here, so that a resumed run can tell a flag given again from one left out.
-RESTORED = ("ops", "families", "labels", "tags", "backends", "dtypes", "all_rows", "shapes", "device", "quick",
-            "row_timeout_s", "timer", "profile", "calibrate", "plot", "push_url", "textfile_dir", "job", "instance",
-            "compile_cache", "compile_timeout_s", "keep_traces")
+#: The flags that say where a run is or what to do with it, not how it runs: every other flag is a field of
+#: the run's options (tileops.records.RunOptions, kept in run.json) and defaults to None here, so that a resumed
+#: run can tell a flag given again from one left out.
+NOT_RESTORED = frozenset({"help", "list_only", "out", "resume"})
+
+
+def restored_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each restored option of ``parser`` (its RunOptions field) and the flag a person writes for it."""
+    return {a.dest: next((o for o in a.option_strings if o.startswith("--")), a.option_strings[0])
+            for a in parser._actions if a.option_strings and a.dest not in NOT_RESTORED}
 
 
 def add_backend_argument(group: argparse._ArgumentGroup, default: object, what: str) -> None:
@@ -37,11 +41,12 @@ def add_backend_argument(group: argparse._ArgumentGroup, default: object, what: 
                                                          f"op has); {what} (docs/ops.md, Backends)")
 
 
-def _duration(text: str) -> "dt.timedelta":
-    from tileops.calibrate.results import parse_duration
+def _duration_s(text: str) -> float:
+    """``--calibration-max-age``: a duration (12h, 7d, 1d12h), in seconds as run.json keeps it."""
+    from tileops.durations import parse_duration
 
     try:
-        return parse_duration(text)
+        return parse_duration(text).total_seconds()
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -96,40 +101,36 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="calibrate the device first when the profile store holds no calibration of it, or one "
                         "older than --calibration-max-age: auto (the default) is quick on a GPU, full on a CPU; "
                         "never leaves uncalibrated rows blank (docs/profiles.md)")
-    p.add_argument("--calibration-max-age", type=_duration, default=None, metavar="DURATION",
+    p.add_argument("--calibration-max-age", dest="calibration_max_age_s", type=_duration_s, default=None,
+                   metavar="DURATION",
                    help="how old a device's calibration may be before it is measured again: 12h, 7d, 1d12h "
                         "(default 7d)")
     p.add_argument("--no-plot", dest="plot", action="store_false", default=None,
                    help="do not write the roofline plot")
     from tileops.commands.export import add_sink_arguments
 
-    add_sink_arguments(p.add_argument_group("metrics at the end of the run (docs/metrics.md)"))
-    p.set_defaults(func=run)
+    add_sink_arguments(p.add_argument_group("metrics at the end of the run (docs/metrics.md)"), restorable=True)
+    p.set_defaults(func=run, flags=restored_flags(p))
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tileops.commands.export import retry_policy
     from tileops.pipeline.bench import new_request, resume_request, run_bench  # torch loads here
 
-    args.push_url, args.textfile_dir = args.push, args.textfile
-    flags = {k: getattr(args, k) for k in RESTORED}
+    given = {k: getattr(args, k) for k in args.flags}
     if args.resume is not None:
-        req = resume_request(args.resume, flags, out=args.out, argv=sys.argv[1:], push_policy=retry_policy(args))
+        req = resume_request(args.resume, given, flags=args.flags, out=args.out, argv=sys.argv[1:])
     else:
-        req = new_request(flags, out=args.out, argv=sys.argv[1:], push_policy=retry_policy(args))
-    req.output.metrics_detail = args.metrics_detail  # how much the sinks publish; not part of the measurement
-    if args.calibration_max_age is not None:
-        req.output.calibration_max_age = args.calibration_max_age
+        req = new_request(given, out=args.out, argv=sys.argv[1:])
     console = Console()  # stdout: the run's header, the SOL table and health, the files written
     if not console.is_terminal:  # logs (docker, CI, files): wide enough for the SOL table
         console = Console(width=200)
     if args.list_only:
         from tileops.pipeline.listing import list_plan
 
-        return list_plan(req, console)
+        return list_plan(req, console).exit_code
     err = Console(stderr=True)  # stderr: progress, notes, warnings and errors
     if not err.is_terminal:
         err = Console(stderr=True, width=200)
-    return run_bench(req, console, err)
+    return run_bench(req, console, err).exit_code

@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         current = target.exists() and target.read_text(encoding="utf-8") == text
         if not current:
-            print(f"{target} is stale: run `tileops codegen`" + (f" --manifest {args.manifest}" if args.manifest else ""),
+            again = f" --manifest {args.manifest}" if args.manifest else ""
+            print(f"{target} is stale: run `tileops codegen`{again}",
                   file=sys.stderr)
             return 1
         print(f"{target} is current ({len(report.entries())} entries)")

@@ -7,17 +7,16 @@ every device succeeded, 1 naming each device that failed, 2 when nothing could
 start (no engine, no image, no GPU).
 
 Arguments after ``--`` go to the command in the container, e.g.
-``tileops fleet calibrate --cpu -- --quick``.
+``tileops fleet calibrate --cpu -- --quick``. The workflow is
+``tileops.pipeline.fleet``; this module parses its arguments.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
-from tileops import exitcodes
 from tileops.commands import argtypes
 
 
@@ -44,33 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tileops import fleet
-    from tileops.profiles import store_dir
+    from tileops.pipeline.fleet import FleetOptions, run_fleet
 
     extra = list(args.args)
     if extra[:1] == ["--"]:
         extra = extra[1:]
-    devices = [fleet.CPU] if args.cpu else fleet.enumerate_gpus()
-    run_id = fleet.new_run_id()
-    plans = fleet.plan(args.task, devices, extra, run_id)
-    client = fleet.connect()
-    fleet.check_image(client, args.image)
-    out = args.out or Path("results") / f"fleet-{run_id}"
-    store = args.profile_dir or store_dir()
-
-    print(f"tileops fleet {args.task}: {len(plans)} container(s) of {args.image}: "
-          + ", ".join(p.device.describe() for p in plans), flush=True)
-    outcomes = fleet.launch(client, args.image, plans, out,
-                            seed_profiles=store if args.task == "bench" else None,
-                            echo=lambda line: print(line, flush=True))
-
-    if args.task == "calibrate":
-        for path in fleet.install_profiles(outcomes, store):
-            print(f"installed {path}")
-    failed = [o for o in outcomes if not o.ok]
-    for o in outcomes:
-        where = f" -> {o.collected}" if o.collected else ""
-        print(f"{o.device.describe()}: {'ok' if o.ok else 'FAILED: ' + o.reason()}{where}")
-    for o in failed:
-        print(f"tileops fleet {args.task}: device {o.device.describe()} failed: {o.reason()}", file=sys.stderr)
-    return exitcodes.FAILED if failed else exitcodes.OK
+    return run_fleet(FleetOptions(task=args.task, image=args.image, cpu=args.cpu, out=args.out,
+                                  profile_dir=args.profile_dir, args=extra)).exit_code

@@ -128,8 +128,10 @@ def detail(entry: OpEntry, tag: str | None, run_ops: bool = True) -> dict[str, A
                     for t in sig.outputs],
         "params": [{"name": p.name, "type": p.type, "default": None if p.required else p.default} for p in sig.params],
         "let": dict(sig.lets),
-        "roofline": {k: v for k, v in (("flops", r.flops), ("bytes", r.bytes or ("derived" if r.mode == "inline" else None)),
-                                       ("read_bytes", r.read_bytes), ("func", r.func), ("read_func", r.read_func)) if v},
+        "roofline": {k: v for k, v in (("flops", r.flops),
+                                       ("bytes", r.bytes or ("derived" if r.mode == "inline" else None)),
+                                       ("read_bytes", r.read_bytes), ("func", r.func), ("read_func", r.read_func))
+                     if v},
         "workloads": [
             {"label": w.label, "indices": {k: list(v) if isinstance(v, tuple) else v for k, v in w.indices.items()},
              "params": w.params, "present": list(w.present), "tags": list(w.tags), "seed": w.seed}
@@ -151,9 +153,10 @@ def _fmt(n: int | None) -> str:
 
 def render_list(rows: list[dict[str, Any]], console: Console) -> None:
     t = Table(title=f"{len(rows)} ops", header_style="bold")
-    for col, kw in (("op", {"style": "bold"}), ("family", {}), ("status", {}), ("mode", {}),
-                    ("roof key(s)", {}), ("rows", {"justify": "right"}), ("cases", {"justify": "right"}),
-                    ("cpu rows", {"justify": "right"})):
+    columns: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("op", {"style": "bold"}), ("family", {}), ("status", {}), ("mode", {}), ("roof key(s)", {}),
+        ("rows", {"justify": "right"}), ("cases", {"justify": "right"}), ("cpu rows", {"justify": "right"}))
+    for col, kw in columns:
         t.add_column(col, **kw)
     for r in rows:
         status = r["status"] if r["status"] == "implemented" else f"[yellow]{r['status']}[/]"
@@ -191,8 +194,10 @@ def render_detail(d: dict[str, Any], console: Console) -> None:
     by_label = {w["label"]: w for w in d["workloads"]}
     wt = Table(title=f"workload rows ({d['rows']} rows, {d['cases']} cases), priced by eval_roofline() on meta tensors",
                header_style="bold")
-    for col, kw in (("label", {"style": "bold"}), ("indices / params", {}), ("dtypes", {}), ("tags", {}),
-                    ("FLOPs", {"justify": "right"}), ("bytes", {"justify": "right"}), ("roof key", {})):
+    columns: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("label", {"style": "bold"}), ("indices / params", {}), ("dtypes", {}), ("tags", {}),
+        ("FLOPs", {"justify": "right"}), ("bytes", {"justify": "right"}), ("roof key", {}))
+    for col, kw in columns:
         wt.add_column(col, **kw)
     last = None
     for p in d["priced"]:

@@ -4,21 +4,18 @@
 readable, else 503; it lists the runs and profiles it had to leave out). Runs
 until interrupted (Ctrl-C or SIGTERM); exit 0. Binds 127.0.0.1 unless told
 otherwise: on a host, results are not published to the network by accident.
+The workflow is ``tileops.pipeline.serve``; this module parses its arguments.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
-from tileops import exitcodes, interrupts
 from tileops.commands import argtypes
 from tileops.commands.export import add_detail_argument
-from tileops.errors import TileOpsError
-from tileops.export.server import (DEFAULT_MAX_FILE_BYTES, DEFAULT_PORT, CachedProfiles, DirectorySource,
-                                   make_http_server)
+from tileops.pipeline.serve import DEFAULT_MAX_FILE_BYTES, DEFAULT_PORT
 
 #: The bind address when --host is not given: the image sets it to 0.0.0.0 (Dockerfile).
 HOST_ENV = "TILEOPS_SERVE_HOST"
@@ -46,31 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    profiles = CachedProfiles(args.profile)
-    try:
-        profiles()  # fail now, not at the first scrape
-    except TileOpsError as exc:
-        print(f"tileops serve: error: {exc}", file=sys.stderr)
-        return exitcodes.USAGE
-    for name, problem in profiles.problems.items():  # served without them, and listed in /healthz
-        print(f"tileops serve: warning: profile {name} skipped: {problem}", file=sys.stderr)
-    if not args.directory.is_dir():
-        print(f"tileops serve: warning: {args.directory} does not exist yet; /healthz answers 503 until it does",
-              file=sys.stderr)
-    source = DirectorySource(args.directory, profiles, max_file_bytes=int(args.max_file_mb * 2**20))
-    try:
-        server = make_http_server(source, args.host, args.port, detail=args.metrics_detail)
-    except OSError as exc:
-        print(f"tileops serve: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
-              file=sys.stderr)
-        return exitcodes.USAGE
-    host, port = server.server_address[:2]
-    print(f"tileops serve: http://{host}:{port}/metrics (results in {args.directory})", flush=True)
-    try:
-        with interrupts.handled():  # SIGTERM (docker stop, Kubernetes) stops it like Ctrl-C: exit 0
-            server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return exitcodes.OK
+    from tileops.pipeline.serve import ServeOptions, serve
+
+    return serve(ServeOptions(directory=args.directory, host=args.host, port=args.port,
+                              max_file_bytes=int(args.max_file_mb * 2**20), profile=args.profile,
+                              detail=args.metrics_detail)).exit_code

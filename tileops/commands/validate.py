@@ -80,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
             print(u, file=sys.stderr)
         for d in defects:
             print(d.render())
-        for u in unreached:
-            print(u.render())
+        for gap in unreached:
+            print(gap.render())
         n = len(report.analyses)
         if defects or report.unreadable:
             print(f"\n{len(defects)} defect(s) in {n} entr{'y' if n == 1 else 'ies'}"

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from tileops.calibrate.results import DeviceCalibration
 
 _MAX_BYTES = 2**20  # a calibration result is a page of YAML
-_cache: dict[Path, tuple[tuple[int, int], "DeviceCalibration | None"]] = {}
+_cache: dict[Path, tuple[tuple[int, int], DeviceCalibration | None]] = {}
 _lock = threading.Lock()
 
 

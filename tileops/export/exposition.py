@@ -1,8 +1,8 @@
 """The Prometheus text exposition format (0.0.4), written fast.
 
 prometheus_client's ``generate_latest`` validates and escapes every label
-*name* of every sample; at 10,000 series that alone takes several hundred
-milliseconds on a small machine, five times the budget for a scrape. Our
+*name* of every sample, which at 10,000 series is several times a scrape's
+budget (``benchmarks/exposition.py``; docs/architecture.md, "Figures behind the code"). Our
 label names are fixed by the catalogue, so they are checked once (in the
 catalogue's test) and written as prepared prefixes here; only label *values*
 are escaped per sample. A test parses this output with prometheus_client's
@@ -13,15 +13,23 @@ from __future__ import annotations
 
 import math
 from operator import add
-from typing import Iterable, Protocol, Sequence
+from typing import Protocol
+from collections.abc import Iterable, Sequence
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class _Spec(Protocol):
-    name: str
-    help: str
-    labels: tuple[str, ...]
+    """A metric's name, help text and label names (``tileops.export.metrics.MetricSpec``), read only."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def help(self) -> str: ...
+
+    @property
+    def labels(self) -> tuple[str, ...]: ...
 
 
 def _escape_value(v: str) -> str:
@@ -43,7 +51,7 @@ def format_value(v: float) -> str:
     return "+Inf" if v > 0 else "-Inf"
 
 
-def render_text(items: Iterable[tuple[_Spec, Sequence[tuple[tuple[str, ...], float]]]]) -> bytes:
+def format_samples(items: Iterable[tuple[_Spec, Sequence[tuple[tuple[str, ...], float]]]]) -> bytes:
     """``# HELP`` / ``# TYPE gauge`` and one line per sample, for each (spec, samples) pair."""
     out: list[str] = []
     append = out.append

@@ -2,10 +2,9 @@
 
 Every metric is a gauge built fresh from snapshots at collection time, so
 nothing is left over from a previous run and no global state is touched.
-:func:`render` writes the text format through our fast writer
-(``exposition.py``); :class:`SnapshotCollector` / :func:`registry_for` give the
-same metrics as prometheus_client families, for a custom registry (OpenMetrics,
-embedding in another exporter), and a test holds the two equal. Names follow Prometheus
+:func:`exposition` writes the text format through our fast writer
+(``exposition.py``: the one writer every sink uses), and a test holds it equal
+to prometheus_client's ``generate_latest`` of the same samples. Names follow Prometheus
 conventions: base units (``_seconds``, ``_bytes_per_second``), ratios in 0–1
 (``_ratio``), ``_info`` series with value 1 for descriptive labels, and
 ``_timestamp_seconds`` for Unix times.
@@ -31,11 +30,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Iterable, Iterator, Sequence
-
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from collections.abc import Iterable, Iterator, Sequence
 
 from tileops import __version__
 from tileops.profiles import MIXES
@@ -43,7 +38,8 @@ from tileops.records import AUDIT_VERDICTS
 from tileops.revision import git_revision
 from tileops.roofline import HEALTH_STATES, VERDICTS
 
-from .exposition import render_text
+from .exposition import format_samples
+from .rowseries import RowSeries
 from .snapshot import AuditSnapshot, RunSnapshot, Snapshot
 
 DEVICE_LABELS: tuple[str, ...] = ("Hostname", "UUID", "modelName")
@@ -184,8 +180,7 @@ class Samples:
 
     Plain tuples rather than prometheus_client ``Metric`` objects: building
     10,000 of those costs more than the whole exposition may (see
-    ``benchmarks/exposition.py``). :func:`to_families` turns them into
-    prometheus_client families when a registry needs them.
+    ``benchmarks/exposition.py``).
     """
 
     __slots__ = ("data",)
@@ -206,9 +201,8 @@ class Samples:
         return sum(len(rows) for rows in self.data.values())
 
 
-def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[tuple], full: bool) -> None:
-    """Each row's series, appended straight to their lists (a run may hold 100,000 rows). The indices are
-    the row tuple's layout, documented in ``tileops.export.rows``."""
+def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[RowSeries], full: bool) -> None:
+    """Each row's series, appended straight to their lists (a run may hold 100,000 rows)."""
     d = fam.data
     times, sols, states = (d["tileops_device_time_seconds"], d["tileops_sol_ratio"], d["tileops_row_verdict"])
     breach_ratio, host_bound = d["tileops_physics_breach_ratio"], d["tileops_row_host_bound_ratio"]
@@ -217,32 +211,33 @@ def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[tuple], full: bool)
         bytes_rates, flops_rates = d["tileops_achieved_bytes_per_second"], d["tileops_achieved_flops_per_second"]
         spans, infos = d["tileops_row_span_seconds"], d["tileops_row_info"]
     for row in rows:
-        lab = dev + row[:4]
-        if row[4] is not None:
-            times.append((lab, row[4]))
-        if row[5] is not None:
-            sols.append((lab, row[5]))
-        states.append((lab + row[6:11], 1.0))
-        for ceiling, ratio in row[11]:
+        lab = dev + row.key
+        if row.device_time_s is not None:
+            times.append((lab, row.device_time_s))
+        if row.sol_ratio is not None:
+            sols.append((lab, row.sol_ratio))
+        states.append((lab + row.state, 1.0))
+        for ceiling, ratio in row.breaches:
             breach_ratio.append((lab + (ceiling,), ratio))
-        if row[12] is not None:
-            host_bound.append((lab, row[12]))
+        if row.host_bound_ratio is not None:
+            host_bound.append((lab, row.host_bound_ratio))
         if not full:
             continue
-        for values, value in ((compiles, row[13]), (sol_times, row[14]), (bytes_rates, row[15]),
-                              (flops_rates, row[16]), (spans, row[17])):
+        for values, value in ((compiles, row.compile_s), (sol_times, row.sol_time_s),
+                              (bytes_rates, row.achieved_bytes_per_s), (flops_rates, row.achieved_flops_per_s),
+                              (spans, row.span_s)):
             if value is not None:
                 values.append((lab, value))
-        infos.append((lab + row[18:], 1.0))
+        infos.append((lab + row.info, 1.0))
 
 
 def _races(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
     """One series per row run on several backends with two priced: the best backend's lead."""
     for race in s.races:
-        if race.margin is not None:
+        best, runner_up, margin = race.best, race.runner_up, race.margin
+        if margin is not None and best is not None and runner_up is not None:  # a margin needs both
             _, op, label, dtype = race.key
-            fam.add("tileops_best_backend_margin_ratio", dev + (op, label, dtype, race.best, race.runner_up),
-                    race.margin)
+            fam.add("tileops_best_backend_margin_ratio", dev + (op, label, dtype, best, runner_up), margin)
 
 
 def _run(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
@@ -329,7 +324,7 @@ def _audit(fam: Samples, dev: tuple[str, ...], s: Snapshot) -> None:
         lab = dev + a.key
         if a.verdict in AUDIT_VERDICTS:
             fam.add("tileops_audit_verdict", lab + (a.verdict,), 1)
-        fam.add("tileops_audit_read_bytes_ratio", lab, a.read_bytes_ratio)
+        fam.add("tileops_audit_read_bytes_ratio", lab, a.read_ratio)
 
 
 @lru_cache(maxsize=1)
@@ -367,49 +362,10 @@ def collect_samples(snapshots: Iterable[Snapshot], *, build_info: bool = True,
     return fam
 
 
-def to_families(samples: Samples) -> list[Metric]:
-    """prometheus_client gauge families of these samples, in catalogue order."""
-    out: list[Metric] = []
-    for spec, rows in samples.items():
-        fam = GaugeMetricFamily(spec.name, spec.help, labels=list(spec.labels))
-        for labels, value in rows:
-            fam.add_metric(labels, value)
-        out.append(fam)
-    return out
-
-
-def families(snapshots: Iterable[Snapshot], *, build_info: bool = True,
-             detail: str = DEFAULT_DETAIL) -> list[Metric]:
-    """Every metric family for these snapshots as prometheus_client objects."""
-    return to_families(collect_samples(snapshots, build_info=build_info, detail=detail))
-
-
-class SnapshotCollector(Collector):
-    """A collector over whatever ``source`` returns at scrape time (a fixed list, or a directory scan)."""
-
-    def __init__(self, source: Callable[[], Iterable[Snapshot]], *, build_info: bool = True,
-                 detail: str = DEFAULT_DETAIL) -> None:
-        _check_detail(detail)
-        self._source = source
-        self._build_info = build_info
-        self._detail = detail
-
-    def collect(self) -> Iterator[Metric]:
-        yield from families(self._source(), build_info=self._build_info, detail=self._detail)
-
-
-def registry_for(source: Callable[[], Iterable[Snapshot]], *, build_info: bool = True,
-                 detail: str = DEFAULT_DETAIL) -> CollectorRegistry:
-    """A private registry (no process/platform collectors) holding only our metrics."""
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(SnapshotCollector(source, build_info=build_info, detail=detail))
-    return reg
-
-
-def render(snapshots: Iterable[Snapshot], *, build_info: bool = True, detail: str = DEFAULT_DETAIL) -> bytes:
+def exposition(snapshots: Iterable[Snapshot], *, build_info: bool = True, detail: str = DEFAULT_DETAIL) -> bytes:
     """The Prometheus text exposition (format 0.0.4) of these snapshots at ``detail`` (``lean`` or ``full``).
 
-    Written by :func:`tileops.export.exposition.render_text`, which a test holds
-    equal to prometheus_client's ``generate_latest`` of :class:`SnapshotCollector`.
+    Written by :func:`tileops.export.exposition.format_samples`, which a test holds equal to prometheus_client's
+    ``generate_latest`` of the same samples as its gauge families.
     """
-    return render_text(collect_samples(snapshots, build_info=build_info, detail=detail).items())
+    return format_samples(collect_samples(snapshots, build_info=build_info, detail=detail).items())

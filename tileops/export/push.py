@@ -28,11 +28,11 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import quote, urlparse
 
 from .exposition import CONTENT_TYPE
-from .metrics import DEFAULT_DETAIL, render
+from .metrics import DEFAULT_DETAIL, exposition
 from .snapshot import AuditSnapshot, DeviceLabels, Snapshot
 
 DEFAULT_JOB = "tileops"
@@ -83,7 +83,7 @@ def check_gateway_url(url: str) -> str:
     try:
         base = gateway_base(url)
         parsed = urlparse(base)
-        parsed.port  # noqa: B018 - raises ValueError for a port that is not a number in 0-65535
+        _ = parsed.port  # raises ValueError for a port that is not a number in 0-65535
     except ValueError as exc:
         raise ValueError(f"--push {url!r} is not a usable URL ({exc}); {fix}") from None
     if not parsed.hostname:
@@ -130,7 +130,7 @@ def _describe(exc: BaseException) -> str:
         body = ""
         try:
             body = exc.read().decode("utf-8", "replace").strip()
-        except Exception:  # noqa: BLE001 - the body is a courtesy
+        except Exception:  # the body is a courtesy
             pass
         return f"HTTP {exc.code} {exc.reason}" + (f": {body[:300]}" if body else "")
     if isinstance(exc, urllib.error.URLError):
@@ -180,7 +180,7 @@ def push_snapshot(url: str, snapshot: Snapshot, *, job: str = DEFAULT_JOB, insta
         snap: Snapshot = snapshot
     else:
         snap = snapshot.with_last_success(previous_last_success(url, job, key, policy.timeout_s))
-    body = render([snap], detail=detail)
+    body = exposition([snap], detail=detail)
     base = gateway_base(url)
     target = group_url(base, job, key)
     error: str | None = None
@@ -188,7 +188,7 @@ def push_snapshot(url: str, snapshot: Snapshot, *, job: str = DEFAULT_JOB, insta
         try:
             put_group(target, body, policy.timeout_s)
             return PushResult(snapshot.device, base, True, attempt, job=job)
-        except Exception as exc:  # noqa: BLE001 - every failure is reported, none may lose the run
+        except Exception as exc:  # every failure is reported, none may lose the run
             error = _describe(exc)
             if not _retryable(exc) or attempt == policy.attempts:
                 return PushResult(snapshot.device, base, False, attempt, error, job=job)

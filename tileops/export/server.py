@@ -31,7 +31,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from socketserver import ThreadingMixIn
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from tileops.calibrate.results import device_profile_reader
@@ -43,13 +43,13 @@ from tileops.records import AUDIT_FILE, RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYT
 
 from .calibration import device_calibrations
 from .exposition import CONTENT_TYPE
-from .metrics import DEFAULT_DETAIL, render
+from .metrics import DEFAULT_DETAIL, exposition
 from .snapshot import Snapshot, find_run_dirs, latest_per_device, load_results
 
 DEFAULT_PORT = 9469
-#: The largest records or audit file a scrape reads (``tileops serve --max-file-mb``). 100,000 records
-#: take about 100 MB on disk and about 430 MB in the exporter (benchmarks/serve_scrape.py); a file far beyond
-#: that is not one run's records, and reading it would exhaust the exporter's memory.
+#: The largest records or audit file a scrape reads (``tileops serve --max-file-mb``): a run of 100,000 records
+#: is well under it (benchmarks/serve_scrape.py prints both sizes); a file far beyond that is not one run's
+#: records, and reading it would exhaust the exporter's memory.
 DEFAULT_MAX_FILE_BYTES = 256 * 2**20
 
 _Stamp = tuple
@@ -257,18 +257,19 @@ class DirectorySource:
     def _render(self, snaps: list[Snapshot], detail: str) -> bytes:
         """The exposition; a snapshot that cannot be rendered is left out (and listed), not the whole page."""
         try:
-            return render(snaps, detail=detail)
-        except Exception:  # noqa: BLE001 - find the one that fails, publish the rest
+            return exposition(snaps, detail=detail)
+        except Exception:  # find the one that fails, publish the rest
             good = []
             for s in snaps:
                 try:
-                    render([s], detail=detail)
+                    exposition([s], detail=detail)
                     good.append(s)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     self.log(f"tileops serve: cannot render {s.results_dir}:\n{traceback.format_exc()}")
                     stamp = self._cache.get(s.results_dir, ((),))[0]
-                    self._fail(s.results_dir, stamp, f"cannot be rendered ({type(exc).__name__}); see the exporter's log")
-            return render(good, detail=detail)
+                    self._fail(s.results_dir, stamp,
+                               f"cannot be rendered ({type(exc).__name__}); see the exporter's log")
+            return exposition(good, detail=detail)
 
     def metrics(self, gzipped: bool = False, detail: str = DEFAULT_DETAIL) -> bytes:
         """The exposition of the newest run per device at ``detail``, rendered only when an input changed."""
@@ -313,7 +314,7 @@ def make_app(source: DirectorySource, detail: str = DEFAULT_DETAIL) -> Callable:
                 ok, doc = source.health()
                 start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "application/json")])
                 return [json.dumps(doc).encode()]
-        except Exception:  # noqa: BLE001 - the traceback is the operator's (log), not the scraper's
+        except Exception:  # the traceback is the operator's (log), not the scraper's
             source.log(f"tileops serve: error answering {path}:\n{traceback.format_exc()}")
             start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
             return [b"internal error; see the exporter's log\n"]
@@ -332,7 +333,7 @@ class _Server(ThreadingMixIn, WSGIServer):
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:  # stdlib signature
         pass
 
 

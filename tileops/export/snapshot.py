@@ -8,7 +8,7 @@ same files. A run is split by device (a run normally measures one), because ever
 series is labelled by the device it describes.
 
 A snapshot keeps what the metrics publish, not the records: each row as a tuple
-(``tileops.export.rows``), the run's health, its backend races, its first row's
+(``tileops.export.rowseries``), the run's health, its backend races, its first row's
 environment and its time bounds. :class:`RunTally` gathers them one priced row at
 a time and merges with the tally of a later part of the file, so a large run is
 read in parallel (``tileops.report.stream.read_priced``) and never held whole.
@@ -26,7 +26,8 @@ import os
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
 
 from tileops.errors import TileOpsError
 from tileops.profiles import Profile, ProfileChooser
@@ -35,7 +36,7 @@ from tileops.records import (AUDIT_FILE, RECORDS_FILE, AuditEntry, Environment, 
 from tileops.report.stream import read_priced
 from tileops.roofline import BackendRace, Health, HealthTally, Priced, RaceTally, race_key
 
-from .rows import row_of
+from .rowseries import RowSeries, from_plain, row_series, to_plain
 
 if TYPE_CHECKING:  # the calibrate package imports torch; the exporter needs only the type
     from tileops.calibrate.results import DeviceCalibration
@@ -61,12 +62,12 @@ class DeviceLabels:
     kind: str
 
     @classmethod
-    def of(cls, record: Record) -> "DeviceLabels":
+    def of(cls, record: Record) -> DeviceLabels:
         env = record.env
         return cls(hostname=env.hostname, uuid=env.device_key, model=env.device_name, kind=env.device_kind)
 
     @classmethod
-    def of_audit(cls, entry: AuditEntry) -> "DeviceLabels":
+    def of_audit(cls, entry: AuditEntry) -> DeviceLabels:
         """The device an audit entry names. An audit on a host without a CUDA device names none: its
         entries keep their host, with UUID and modelName empty (no device was audited, and an
         empty label is no label in Prometheus), so they never join a run of that host's CPU."""
@@ -83,7 +84,7 @@ class RunSnapshot:
     """One device's share of one run, priced; what every sink renders.
 
     It holds what the metrics publish, not the records: ``rows`` (one tuple per
-    priced row, in run order; ``tileops.export.rows`` gives the layout),
+    priced row, in run order: ``tileops.export.rowseries``),
     ``health``, ``races`` (rows run on several backends), and ``env``, the
     environment of the device's first row (what ``tileops_run_info`` reads).
     """
@@ -91,7 +92,7 @@ class RunSnapshot:
     run_dir: Path
     run_id: str
     device: DeviceLabels
-    rows: Sequence[tuple]
+    rows: Sequence[RowSeries]
     health: Health
     races: tuple[BackendRace, ...]
     env: Environment | None
@@ -129,7 +130,7 @@ class RunSnapshot:
         """The folder the snapshot was read from (what a sink's message names)."""
         return self.run_dir
 
-    def with_last_success(self, previous_s: float | None) -> "RunSnapshot":
+    def with_last_success(self, previous_s: float | None) -> RunSnapshot:
         """This run's own success time, or the latest success a sink remembered, whichever is newer.
         A success is a run that finished without a breach, judged or not: the staleness alert asks whether
         the bench still runs; whether its formulas were judged is tileops_run_physics_check."""
@@ -157,13 +158,13 @@ class AuditSnapshot:
     def results_dir(self) -> Path:
         return self.audit_dir
 
-    def with_last_success(self, previous_s: float | None) -> "AuditSnapshot":
+    def with_last_success(self, previous_s: float | None) -> AuditSnapshot:
         """An audit is not a run: it has no success time to carry."""
         return self
 
 
 #: What the sinks publish: a device's run (with its audit, when joined), or its audit alone.
-Snapshot = Union[RunSnapshot, AuditSnapshot]
+Snapshot = RunSnapshot | AuditSnapshot
 
 
 def audit_finished_at(entries: Iterable[AuditEntry]) -> datetime | None:
@@ -211,7 +212,7 @@ class DeviceTally:
         self.device = device
         self.run_id = first.run_id
         self.env = first.env  # the first row's: tileops_run_info's versions
-        self.rows: list[tuple] = []
+        self.rows: list[RowSeries] = []
         #: (index of the first row, the race key's device part) each time it changes; one entry unless
         #: the device's records disagree on uuid or name in a way its labels do not show
         self.race_devices: list[tuple[int, str]] = []
@@ -224,14 +225,14 @@ class DeviceTally:
         rows = self.rows
         if not self.race_devices or self.race_devices[-1][1] != race_device:
             self.race_devices.append((len(rows), race_device))
-        rows.append(row_of(p))
+        rows.append(row_series(p))
         self.health.add(p)
         if r.started_at < self.started:
             self.started = r.started_at
         if r.finished_at > self.finished:
             self.finished = r.finished_at
 
-    def merge(self, later: "DeviceTally") -> None:
+    def merge(self, later: DeviceTally) -> None:
         """Add the same device's rows from a later part of the run."""
         offset = len(self.rows)
         for start, race_device in later.race_devices:
@@ -242,12 +243,20 @@ class DeviceTally:
         self.started = min(self.started, later.started)
         self.finished = max(self.finished, later.finished)
 
+    def __getstate__(self) -> dict:  # sent back from a worker: the rows as plain tuples (they pickle faster)
+        return {**{k: getattr(self, k) for k in self.__slots__ if k != "rows"}, "rows": to_plain(self.rows)}
+
+    def __setstate__(self, state: dict) -> None:
+        for k, v in state.items():
+            setattr(self, k, from_plain(v) if k == "rows" else v)
+
     def races(self) -> tuple[BackendRace, ...]:
         """Every row run on more than one backend (``tileops.roofline.RaceTally`` over the rows whose race key
         repeats), in the order the rows first appear."""
         rows = self.rows
         ends = [start for start, _ in self.race_devices[1:]] + [len(rows)]
-        keys = [(device, *row[:3]) for (start, device), end in zip(self.race_devices, ends) for row in rows[start:end]]
+        keys = [(device, *row.key[:3]) for (start, device), end in zip(self.race_devices, ends)
+                for row in rows[start:end]]
         seen: set[tuple] = set()
         repeated: set[tuple] = set()
         for key in keys:
@@ -258,7 +267,7 @@ class DeviceTally:
         if repeated:
             for key, row in zip(keys, rows):
                 if key in repeated:
-                    tally.add(key, row[3], row[5])  # backend, SOL ratio
+                    tally.add(key, row.key[3], row.sol_ratio)  # its backend
         return tuple(tally.races().values())
 
 
@@ -285,7 +294,7 @@ class RunTally:
             hit = self._of[key] = (tally, race_key(p.record)[0])
         hit[0].add(p, hit[1])
 
-    def merge(self, later: "RunTally") -> None:
+    def merge(self, later: RunTally) -> None:
         """Add the rows of a later part of the run (the same as adding them here one by one)."""
         for device, theirs in later.devices.items():
             mine = self.devices.get(device)

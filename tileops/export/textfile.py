@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tileops.fsutil import read_regular, write_atomic
 
-from .metrics import DEFAULT_DETAIL, render
+from .metrics import DEFAULT_DETAIL, exposition
 from .push import LAST_SUCCESS
 from .snapshot import AuditSnapshot, DeviceLabels, Snapshot
 
@@ -41,7 +41,8 @@ def previous_last_success(path: Path) -> float | None:
 
     Only that family's lines are parsed (with prometheus_client's parser, as a
     scrape would read them): the file holds a few series per row, and parsing all
-    of a 100,000-row run's took over a minute, on every export after the first.
+    of a large run's would cost every export after the first more than the export itself
+    (docs/architecture.md, "Figures behind the code").
     A malformed last-success line still reads as None.
     """
     try:  # a regular file only: a FIFO left where the exposition belongs would block the export forever
@@ -89,6 +90,6 @@ def write_textfile(directory: Path, snapshot: Snapshot, *, detail: str = DEFAULT
     audit = isinstance(snapshot, AuditSnapshot)
     path = textfile_path(directory, snapshot.device, audit=audit)
     snap = snapshot if audit else snapshot.with_last_success(previous_last_success(path))
-    write_atomic(path, render([snap], build_info=False, detail=detail))
-    write_atomic(directory / BUILD_FILE, render([]))
+    write_atomic(path, exposition([snap], build_info=False, detail=detail))
+    write_atomic(directory / BUILD_FILE, exposition([]))
     return path

@@ -376,7 +376,7 @@ class _Analyzer:
                 ok = False
                 continue
             ptype = v.get("type")
-            if ptype not in PARAM_TYPES if isinstance(ptype, str) else True:
+            if not isinstance(ptype, str) or ptype not in PARAM_TYPES:
                 self.defect("bad-param", f"{path}.type", f"type {_short(ptype)} is unknown",
                             f"use one of: {', '.join(PARAM_TYPES)}")
                 self.mark_broken(k, f"{path}.type")
@@ -384,7 +384,8 @@ class _Analyzer:
                 continue
             extra = set(v) - {"type", "default"} if all(isinstance(x, str) for x in v) else {"?"}
             if extra:
-                self.defect("unknown-field", path, f"parameter {k} has unknown keys {_short(sorted(map(_short, extra)))}",
+                self.defect("unknown-field", path,
+                            f"parameter {k} has unknown keys {_short(sorted(map(_short, extra)))}",
                             "a parameter has only type and default")
                 ok = False
             has_default = "default" in v
@@ -474,7 +475,8 @@ class _Analyzer:
             if name.ok and name.value not in self.tensors:  # not a duplicate of a valid declaration
                 self.mark_broken(name.value, bad[0])
             return None
-        dtypes, same_as, dparam = dt  # type: ignore[misc]
+        assert dt is not None  # ``bad`` names it when it is None, and returned above
+        dtypes, same_as, dparam = dt
         spec = TensorSpec(name=name.value, shape=dims, dtypes=dtypes, same_as=same_as, dtype_param=dparam,
                           optional=flags["optional"], mutated=flags["mutated"], write_only=flags["write_only"],
                           alias=alias.value if alias.ok else None, metadata=flags["metadata"])
@@ -667,7 +669,8 @@ class _Analyzer:
                 continue
             hint = " (tensors are named only inside bytes(), bits() or present())" if n in self.tensors else ""
             self.defect("unknown-name", path, f"{n!r} is not an index, parameter or let{hint}",
-                        f"use one of: {', '.join(sorted(scope)) or '(none)'}; primitives: {', '.join(sorted(PRIMITIVES))}")
+                        f"use one of: {', '.join(sorted(scope)) or '(none)'}; "
+                        f"primitives: {', '.join(sorted(PRIMITIVES))}")
             ok = False
         for prim, refs in p.tensor_refs.items():
             for ref in sorted(refs):
@@ -787,7 +790,8 @@ class _Analyzer:
                 "present": self.get(row, "present", f"{path}.present", required=False,
                                     kind="a list of optional input names",
                                     check=lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
-                "dtypes": self.get(row, "dtypes", f"{path}.dtypes", required=True, kind="a non-empty list of dtype cases",
+                "dtypes": self.get(row, "dtypes", f"{path}.dtypes", required=True,
+                                   kind="a non-empty list of dtype cases",
                                    check=lambda v: isinstance(v, list) and len(v) > 0),
                 "tags": self.get(row, "tags", f"{path}.tags", required=False, kind="a list of strings",
                                  check=lambda v: isinstance(v, list) and all(_is_str(x) for x in v)),
@@ -847,7 +851,8 @@ class _Analyzer:
             good = (isinstance(v, list) and all(_is_pos_int(x) for x in v)) if variadic else _is_pos_int(v)
             if not good:
                 self.defect("bad-workload", f"{path}.indices.{k}",
-                            f"{k} = {_short(v)} is not {'a list of positive integers' if variadic else 'a positive integer'}",
+                            f"{k} = {_short(v)} is not "
+                            f"{'a list of positive integers' if variadic else 'a positive integer'}",
                             "bind sizes as positive integers")
                 ok = False
         params = parts["params"].value or {}
@@ -876,19 +881,20 @@ class _Analyzer:
             elif isinstance(case, str):
                 for t in free:
                     if case not in t.dtypes:
-                        self.defect("bad-workload", cpath, f"dtype {case} is not allowed for {t.name} ({' | '.join(t.dtypes)})",
+                        self.defect("bad-workload", cpath,
+                                    f"dtype {case} is not allowed for {t.name} ({' | '.join(t.dtypes)})",
                                     f"use a dtype in {t.name}'s union, or a mapping {{tensor: dtype}}")
                         ok = False
             elif isinstance(case, dict):
                 for k, v in case.items():
-                    t = next((x for x in sig.tensors if x.name == k), None) if isinstance(k, str) else None
-                    if t is None or not t.is_free_dtype:
+                    named = next((x for x in sig.tensors if x.name == k), None) if isinstance(k, str) else None
+                    if named is None or not named.is_free_dtype:
                         self.defect("bad-workload", cpath, f"{_short(k)} is not a tensor whose dtype a case chooses",
                                     f"name one of: {', '.join(x.name for x in free) or '(none)'}")
                         ok = False
-                    elif v not in t.dtypes if isinstance(v, str) else True:
+                    elif not isinstance(v, str) or v not in named.dtypes:
                         self.defect("bad-workload", cpath, f"dtype {_short(v)} is not allowed for {k}",
-                                    f"use one of: {' | '.join(t.dtypes)}")
+                                    f"use one of: {' | '.join(named.dtypes)}")
                         ok = False
                 for t in free:
                     if t.name not in case:

@@ -109,11 +109,13 @@ def emit_entry(e: OpEntry) -> str:
     r = e.roofline
     implemented = e.status == "implemented"
     if r.mode == "func":
-        lines += _func_evaluator(f, "roofline", r.func, implemented)  # type: ignore[arg-type]
+        assert r.func is not None  # analysis: a func-mode roofline names its func
+        lines += _func_evaluator(f, "roofline", r.func, implemented)
         lines.append("    flops, nbytes = _f(call)")
     else:
         lines.append(f"def {f}__roofline(call):")
-        flops = _py(r.flops)  # type: ignore[arg-type]
+        assert r.flops is not None  # analysis: an inline roofline states its flops
+        flops = _py(r.flops)
         nbytes = _py(r.bytes) if r.bytes else derived_bytes(sig)
         lines += _reads_indices(flops, nbytes)
         lines.append(f"    flops = {flops}")
@@ -171,7 +173,8 @@ def _reads_indices(*bodies: str) -> list[str]:
 def render(report: ManifestReport, source: str, sources: dict[str, str], shipped: bool) -> str:
     entries = sorted(report.entries().values(), key=lambda e: e.name)
     digests = "{\n" + "".join(f"    {name!r}: {digest!r},\n" for name, digest in sorted(sources.items())) + "}"
-    text = HEADER.format(source=source, sources=digests, shipped=shipped) + "".join(emit_entry(e) for e in entries) + "\n"
+    text = (HEADER.format(source=source, sources=digests, shipped=shipped)
+            + "".join(emit_entry(e) for e in entries) + "\n")
     ast.parse(text)  # the analysis refused everything that would not be Python (a bare inf, nan); prove it
     return text
 

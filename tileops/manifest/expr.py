@@ -23,7 +23,8 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from tileops.ops.primitives import PRIMITIVES, allowed_names
 
@@ -142,17 +143,19 @@ def _fold(node: ast.AST, out: ParsedExpr) -> object:
             return _NOT_CONSTANT
         return v if isinstance(v, (int, float)) else _NOT_CONSTANT
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        v = _fold(node.operand, out)
-        return _NOT_CONSTANT if v is _NOT_CONSTANT else (-v if isinstance(node.op, ast.USub) else v)  # type: ignore[operator]
+        folded = _fold(node.operand, out)
+        if not isinstance(folded, (int, float)):  # _NOT_CONSTANT: folds are numbers or that
+            return _NOT_CONSTANT
+        return -folded if isinstance(node.op, ast.USub) else folded
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         left, right = _fold(node.left, out), _fold(node.right, out)
         if isinstance(node.op, ast.Pow):
-            if right is _NOT_CONSTANT:
+            if not isinstance(right, (int, float)):  # _NOT_CONSTANT
                 out.problems.append(ExprProblem(
                     "bad-constant", f"the exponent of {_excerpt(ast.unparse(node))} is not a constant",
                     f"raise to a constant power of at most {MAX_EXPONENT}, or write the product out"))
                 return _NOT_CONSTANT
-            if abs(right) > MAX_EXPONENT:  # type: ignore[arg-type]
+            if abs(right) > MAX_EXPONENT:
                 _bad_constant(out, f"the exponent of {_excerpt(ast.unparse(node))} is {right!r}, "
                                    f"more than {MAX_EXPONENT}")
                 return _NOT_CONSTANT
@@ -178,16 +181,18 @@ def _fold(node: ast.AST, out: ParsedExpr) -> object:
     return _NOT_CONSTANT
 
 
-_APPLY: dict[type, Callable[[object, object], object]] = {
-    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,  # type: ignore[operator]
-    ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,  # type: ignore[operator]
-    ast.Pow: lambda a, b: a ** b,  # type: ignore[operator]
+#: The folds' operations, on the ints and floats _fold has checked (Any: either, in any pairing).
+_APPLY: dict[type, Callable[[Any, Any], object]] = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+    ast.Pow: lambda a, b: a ** b,
 }
 
 
 def _check(node: ast.AST, out: ParsedExpr) -> None:
     if isinstance(node, ast.Constant):
-        if isinstance(node.value, bool) or (isinstance(node.value, (int, float)) and not isinstance(node.value, complex)):
+        number = isinstance(node.value, (int, float)) and not isinstance(node.value, complex)
+        if isinstance(node.value, bool) or number:
             return
         out.problems.append(ExprProblem(
             "bad-form", f"literal {node.value!r} is not a number",

@@ -41,7 +41,7 @@ class SdpaFwd(Contraction):
     def _scale(self, d: int) -> float:
         return self.params["scale"] or 1.0 / math.sqrt(d)
 
-    def compute(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         causal, softcap = self.params["causal"], self.params["softcap"]
         sq, skv = q.shape[-2], k.shape[-2]
         scale = self._scale(q.shape[-1])

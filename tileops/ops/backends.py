@@ -24,7 +24,8 @@ import importlib.util
 import os
 import types
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 BACKENDS: tuple[str, ...] = ("torch", "compile", "triton")
 
@@ -65,7 +66,8 @@ def _cuda_capability(device: str) -> tuple[int, int] | None:
 
     if not torch.cuda.is_available():
         return None
-    return tuple(torch.cuda.get_device_capability(device))  # type: ignore[return-value]
+    major, minor = torch.cuda.get_device_capability(device)
+    return (major, minor)
 
 
 @functools.cache

@@ -13,7 +13,8 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable
 
 import torch
 
@@ -80,7 +81,8 @@ class Op:
         specs = {p.name: p for p in self.signature.params}
         unknown = sorted(set(given) - set(specs))
         if unknown:
-            raise TypeError(f"{self.name}: unknown parameter(s) {unknown}; the signature declares {sorted(specs) or 'none'}")
+            raise TypeError(f"{self.name}: unknown parameter(s) {unknown}; the signature declares "
+                            f"{sorted(specs) or 'none'}")
         out: dict[str, Any] = {}
         for p in self.signature.params:
             if p.name in given:
@@ -110,8 +112,10 @@ class Op:
 
     __call__ = forward
 
-    def compute(self, **tensors: torch.Tensor | None) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        """The implementation: inputs by signature name (absent optionals are None)."""
+    def compute(self, *args: Any, **tensors: Any) -> Any:
+        """The implementation: inputs by signature name (absent optionals are None), a tensor or a tuple of them
+        out. Each family declares its own parameters (``*args: Any, **tensors: Any`` lets it: a checker accepts
+        any override of this gradual signature)."""
         raise NotImplementedError
 
     # -- backends ------------------------------------------------------------------
@@ -132,8 +136,8 @@ class Op:
         """Check a call once and make the backend ready; return what repeats it and what that took.
 
         A timer must time the op, not the contract's bookkeeping (binding, dtype and shape
-        checks, output checks, ``last_call``): that costs tens of microseconds per call, as
-        much as a small kernel. So the call is made once through ``forward`` here -- it is
+        checks, output checks, ``last_call``): that costs as much per call as a small kernel
+        (docs/architecture.md, "Figures behind the code"). So the call is made once through ``forward`` here -- it is
         checked, ``last_call`` is the call ``eval_roofline`` prices, and for ``compile`` it
         compiles (torch.compile, once per instance) and for ``triton`` it JIT-compiles the
         kernel (or loads it from TRITON_CACHE_DIR). ``PreparedCall.run`` then repeats only the
@@ -186,7 +190,7 @@ class Op:
             self._unchecked = False
 
     @classmethod
-    def kernel(cls) -> "Kernel":
+    def kernel(cls) -> Kernel:
         """The op's Triton kernel (imports triton)."""
         if cls.triton_kernel is None:
             raise BackendUnavailableError(f"{cls.name}: no Triton kernel; backends are {', '.join(cls.backends)}")
@@ -218,7 +222,7 @@ class Op:
         an even width, query heads a multiple of kv heads). Raise SignatureError naming the op,
         the tensor and what was expected. The default has none."""
 
-    def run_stage(self, stage: str, op: "Op", *args: Any, **kwargs: Any) -> Any:
+    def run_stage(self, stage: str, op: Op, *args: Any, **kwargs: Any) -> Any:
         """Run a sub-op as a named stage of this composite; its checked call joins ``stages``."""
         if self._unchecked:  # a prepared call: the checked call already recorded this stage
             return op._compute_unchecked(op._bind_inputs(args, kwargs))
@@ -325,7 +329,8 @@ class Op:
             self._check_dtype(t, got, {**call.dtypes, t.name: got}, where="output")
             if tuple(o.shape) != tuple(want_shapes[t.name]):
                 raise AssertionError(
-                    f"{self.name}: output {t.name!r} has shape {list(o.shape)}, the signature states {list(want_shapes[t.name])}")
+                    f"{self.name}: output {t.name!r} has shape {list(o.shape)}, the signature states "
+                    f"{list(want_shapes[t.name])}")
             call.dtypes[t.name] = got
             call.shapes[t.name] = tuple(o.shape)
             call.nbytes_by_tensor[t.name] = _nbytes(o)
@@ -372,7 +377,8 @@ def _nbytes(t: torch.Tensor) -> int:
     return math.prod(t.shape) * t.element_size()
 
 
-def make_tensor(shape: tuple[int, ...], dtype: str, device: str, generator: torch.Generator | None = None) -> torch.Tensor:
+def make_tensor(shape: tuple[int, ...], dtype: str, device: str,
+                generator: torch.Generator | None = None) -> torch.Tensor:
     """A tensor for a workload row: random normal floats, small random ints, random bools."""
     td = to_torch(dtype)
     if device == "meta":

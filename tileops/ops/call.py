@@ -57,7 +57,7 @@ class CheckedCall(TensorFacts):
     nbytes_by_tensor: dict[str, int]  # bound tensors only
     present_inputs: frozenset[str]  # optional inputs that are bound
     metadata: dict[str, torch.Tensor] = field(default_factory=dict)  # value-deciding inputs
-    stages: dict[str, list["CheckedCall"]] = field(default_factory=dict)
+    stages: dict[str, list[CheckedCall]] = field(default_factory=dict)
     device: str = "cpu"
 
     def values(self, name: str) -> torch.Tensor:

@@ -30,7 +30,8 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from tileops.errors import ManifestError
 from tileops.ops.spec import Emitted, OpEntry

@@ -7,7 +7,7 @@ roofline of each op is its manifest entry's, not anything here.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -34,25 +34,25 @@ def check_broadcast(op: str, call: CheckedCall, names: tuple[str, ...]) -> None:
 class Unary(Op):
     """y = fn(x), elementwise. The Triton kernel computes the op named in its expression table."""
 
-    fn: ClassVar[Callable[[torch.Tensor], torch.Tensor]]
+    fn: ClassVar[staticmethod[[torch.Tensor], torch.Tensor]]  # each op's torch function
     backends = ("torch", "compile", "triton")
     triton_kernel = "elementwise:unary"
 
-    def compute(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, x: torch.Tensor) -> torch.Tensor:
         return type(self).fn(x)
 
 
 class Binary(Op):
     """y = fn(a, b), elementwise with NumPy broadcasting."""
 
-    fn: ClassVar[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]
+    fn: ClassVar[staticmethod[[torch.Tensor, torch.Tensor], torch.Tensor]]  # each op's torch function
     backends = ("torch", "compile", "triton")
     triton_kernel = "elementwise:binary"
 
     def check_call(self, call: CheckedCall) -> None:
         check_broadcast(self.name, call, ("a", "b"))
 
-    def compute(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return type(self).fn(a, b)
 
 
@@ -152,7 +152,7 @@ class Where(Op):
     def check_call(self, call: CheckedCall) -> None:
         check_broadcast(self.name, call, ("cond", "a", "b"))
 
-    def compute(self, cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, cond: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.where(cond, a, b)
 
 
@@ -163,7 +163,7 @@ class Cast(Op):
     backends = ("torch", "compile", "triton")
     triton_kernel = "elementwise:cast"
 
-    def compute(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, x: torch.Tensor) -> torch.Tensor:
         return x.to(to_torch(self.params["dtype"]), copy=True)
 
 
@@ -180,6 +180,6 @@ class SiluAndMul(Op):
                 f"{self.name}: input 'x' has last dim H = {call.indices['H']}, expected an even width "
                 "(gate and up halves of D = H / 2 each)")
 
-    def compute(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, x: torch.Tensor) -> torch.Tensor:
         d = x.shape[-1] // 2
         return F.silu(x[..., :d]) * x[..., d:]

@@ -23,7 +23,7 @@ class Embedding(Op):
             return torch.randint(0, indices["V"], shape, generator=generator, dtype=to_torch(dtype)).to(device)
         return super().make_input(t, shape, dtype, device, generator, indices)
 
-    def compute(self, ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return F.embedding(ids, weight)
 
     def roofline_data_terms(self) -> dict[str, Any]:

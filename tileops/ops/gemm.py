@@ -56,7 +56,7 @@ class Gemm(Contraction):
                 f"{self.name}: input 'b' has K = {ix['Kb']} ({b_dim} of b, trans_b={self.params['trans_b']}), "
                 f"expected K = {ix['K']} ({a_dim} of a, trans_a={self.params['trans_a']})")
 
-    def compute(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         a = a.t() if self.params["trans_a"] else a
         b = b.t() if self.params["trans_b"] else b
         return torch.matmul(a, b)
@@ -66,14 +66,14 @@ class Bmm(Contraction):
     name = "bmm"
     operand = "a"
 
-    def compute(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.bmm(a, b)
 
 
 class Linear(Contraction):
     name = "linear"
 
-    def compute(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         return F.linear(x, w, bias)
 
 
@@ -101,7 +101,7 @@ class ScaledMm(Contraction):
             return (torch.rand(shape, generator=generator) * 0.5 + 0.25).to(device)
         return make_tensor(shape, dtype, device, generator)
 
-    def compute(self, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,  # type: ignore[override]
+    def compute(self, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
                 scale_b: torch.Tensor) -> torch.Tensor:
         out_dtype = to_torch(self.params["out_dtype"])
         # b is [N, K] row-major; its transpose is the column-major [K, N] operand _scaled_mm wants.

@@ -65,7 +65,7 @@ class TopkSoftmax(Op):
             raise SignatureError(f"{self.name}: parameter top_k = {k}, expected 1 <= top_k <= E = {e} "
                                  "(E from router_logits' last dim)")
 
-    def compute(self, router_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+    def compute(self, router_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         p = torch.softmax(router_logits.float(), dim=-1)
         w, ids = torch.topk(p, self.params["top_k"], dim=-1)
         if self.params["renormalize"]:
@@ -76,7 +76,7 @@ class TopkSoftmax(Op):
 class MoeCombine(Op):
     name = "moe_combine"
 
-    def compute(self, expert_out: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, expert_out: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
         return (expert_out.float() * topk_weights.unsqueeze(-1)).sum(dim=1).to(expert_out.dtype)
 
 
@@ -108,7 +108,7 @@ class FusedExperts(Contraction):
         w = torch.rand(tokens, k, generator=generator) + 0.1
         return (w / w.sum(dim=-1, keepdim=True)).to(device)
 
-    def compute(self, x: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor,  # type: ignore[override]
+    def compute(self, x: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor,
                 w13: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
         tokens, k = topk_ids.shape
         experts, hidden = w13.shape[0], x.shape[1]
@@ -163,7 +163,7 @@ class MoeFfn(Contraction):
             return expert_weight(t, shape, dtype, device, generator)
         return super().make_input(t, shape, dtype, device, generator, indices)
 
-    def compute(self, x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor,  # type: ignore[override]
+    def compute(self, x: torch.Tensor, router_logits: torch.Tensor, w13: torch.Tensor,
                 w2: torch.Tensor) -> torch.Tensor:
         weights, ids = self.run_stage("routing", self._router, router_logits)
         return self.run_stage("experts", self._experts, x, weights, ids, w13, w2)

@@ -16,18 +16,18 @@ def _rms(xf: torch.Tensor, eps: float) -> torch.Tensor:
 class RmsNorm(Op):
     name = "rms_norm"
     backends = ("torch", "compile", "triton")
-    triton_kernel = "rows:rms_norm"
+    triton_kernel = "rowwise:rms_norm"
 
-    def compute(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return (_rms(x.float(), self.params["eps"]) * weight.float()).to(x.dtype)
 
 
 class LayerNorm(Op):
     name = "layer_norm"
     backends = ("torch", "compile", "triton")
-    triton_kernel = "rows:layer_norm"
+    triton_kernel = "rowwise:layer_norm"
 
-    def compute(self, x: torch.Tensor, weight: torch.Tensor | None,  # type: ignore[override]
+    def compute(self, x: torch.Tensor, weight: torch.Tensor | None,
                 bias: torch.Tensor | None) -> torch.Tensor:
         n = x.shape[-1]
         y = F.layer_norm(x.float(), (n,), None if weight is None else weight.float(),
@@ -40,9 +40,9 @@ class FusedAddRmsNorm(Op):
 
     name = "fused_add_rms_norm"
     backends = ("torch", "compile", "triton")
-    triton_kernel = "rows:fused_add_rms_norm"
+    triton_kernel = "rowwise:fused_add_rms_norm"
 
-    def compute(self, x: torch.Tensor, residual: torch.Tensor,  # type: ignore[override]
+    def compute(self, x: torch.Tensor, residual: torch.Tensor,
                 weight: torch.Tensor) -> torch.Tensor:
         s = x.float() + residual.float()
         residual.copy_(s)

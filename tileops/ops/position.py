@@ -38,7 +38,7 @@ class Rope(Op):
         fn = torch.cos if t.name == "cos" else torch.sin
         return fn(angle).to(to_torch(dtype)).to(device)
 
-    def compute(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         r = cos.shape[-1]
         x1, x2 = x[..., :r].float(), x[..., r:].float()
         c, s = cos.float()[:, None, :], sin.float()[:, None, :]  # shared by every head

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 #: Bit widths of every dtype the manifest may name. Packed dtypes count by carrier.
 DTYPE_BITS: dict[str, int] = {

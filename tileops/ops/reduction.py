@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import torch
 
@@ -12,9 +12,9 @@ from tileops.ops.base import Op
 class LastDim(Op):
     """y = fn(x) along the last dim, computed in fp32, returned in x's dtype."""
 
-    fn: ClassVar[Callable[[torch.Tensor], torch.Tensor]]
+    fn: ClassVar[staticmethod[[torch.Tensor], torch.Tensor]]  # each op's torch function
 
-    def compute(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def compute(self, x: torch.Tensor) -> torch.Tensor:
         return type(self).fn(x).to(x.dtype)
 
 
@@ -26,7 +26,7 @@ class Sum(LastDim):
 class Softmax(LastDim):
     name = "softmax"
     backends = ("torch", "compile", "triton")
-    triton_kernel = "rows:softmax"
+    triton_kernel = "rowwise:softmax"
     fn = staticmethod(lambda x: torch.softmax(x, dim=-1, dtype=torch.float32))
 
 

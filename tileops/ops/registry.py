@@ -29,17 +29,17 @@ FAMILY_MODULES = (
     "tileops.ops.moe",
 )
 
-_CLASSES: dict[str, type["Op"]] = {}
+_CLASSES: dict[str, type[Op]] = {}
 _LOADED: set[str] = set()  # "shipped" and each extra directory whose ops.py was imported
 
 
-def register(cls: type["Op"]) -> None:
+def register(cls: type[Op]) -> None:
     if cls.name in _CLASSES and _CLASSES[cls.name] is not cls:
         raise ManifestError(f"two classes claim manifest entry {cls.name!r}: {_CLASSES[cls.name]} and {cls}")
     _CLASSES[cls.name] = cls
 
 
-def load_all() -> dict[str, type["Op"]]:
+def load_all() -> dict[str, type[Op]]:
     """Import every op module (shipped families, then each extra directory's ops.py)."""
     if "shipped" not in _LOADED:
         for m in FAMILY_MODULES:
@@ -53,7 +53,7 @@ def load_all() -> dict[str, type["Op"]]:
     return dict(_CLASSES)
 
 
-def op_class(name: str) -> type["Op"]:
+def op_class(name: str) -> type[Op]:
     classes = load_all()
     try:
         return classes[name]

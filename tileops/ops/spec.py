@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 DimTerm = str  # "M" | "*B" | "4" | an output-extent expression such as "ceil_div(N, 2)"
 

@@ -2,20 +2,22 @@
 
 The order is what a user sees happen::
 
-    0. a resumed run restores its selection and options from run.json (a flag that differs is refused)
-    1. check every input: the profile, the sinks, the device, the rows, the run directory (locked from
-       here to the end; a bad --profile, --push or --out fails here, before any row)
+    0. a resumed run restores everything it was started with from run.json (a flag that differs is refused)
+    1. check every input: the profile, the sinks, the device (described once), the rows, the run directory
+       (locked from here to the end; a bad --profile, --push or --out fails here, before any row)
     2. calibrate the device first when the store holds no calibration of it, or one older than
-       --calibration-max-age (quick on a GPU, full on a CPU; tileops.pipeline.calibration)
+       --calibration-max-age (quick on a GPU, full on a CPU; tileops.pipeline.calibrate)
     3. the sweep (tileops.bench): one record per row, appended as each finishes
     4. price the records once (tileops.roofline) and decide the run's health there
     5. from that one pricing: the table, roofline.json, the plot, run.json's health, the metrics sinks
 
 Nothing is read back from disk between steps and no profile is chosen twice.
-Ctrl-C and SIGTERM stop the run between writes (run.json: ``interrupted``,
-exit 130 or 143); a file that cannot be written (a full disk) stops it too
-(run.json: ``failed`` with the reason, exit 2). Either way every finished record
-is kept, and ``tileops bench --resume DIR`` finishes the run.
+The run's options are one :class:`~tileops.records.RunOptions`, kept in
+run.json; the sweep and the outputs read their views of it. Ctrl-C and SIGTERM
+stop the run between writes (run.json: ``interrupted``, exit 130 or 143); a
+file that cannot be written (a full disk) stops it too (run.json: ``failed``
+with the reason, exit 2). Either way every finished record is kept, and
+``tileops bench --resume DIR`` finishes the run.
 """
 
 from __future__ import annotations
@@ -25,58 +27,64 @@ import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
 
 from rich.console import Console
 
 from tileops import exitcodes, interrupts
 from tileops.bench import sweep as bench
 from tileops.bench.select import Selection
-from tileops.calibrate.results import device_key, device_profile_reader
 from tileops.ceilings.runtime import check_device
-from tileops.device import DeviceInfo
+from tileops.device import DeviceInfo, describe_device
 from tileops.errors import TileOpsError
-from tileops.pipeline.calibration import DEFAULT_MAX_AGE, ensure_calibrated
+from tileops.pipeline.calibrate import DEFAULT_MAX_AGE, ensure_calibrated
+from tileops.pipeline.export import DEFAULT_DETAIL, PUSH_ATTEMPTS, PUSH_BACKOFF_S, PUSH_TIMEOUT_S, Sinks
+from tileops.pipeline.outcome import exit_code
 from tileops.pipeline.progress import CalibrationProgress, RowProgress
 from tileops.profiles import Profile, ProfileChooser
-from tileops.records import RunOptions, read_run_info, utcnow
+from tileops.records import SELECTION_FIELDS, RunInfo, RunOptions, read_run_info, utcnow
 from tileops.roofline import Health, Priced, health, price_all
 
 if TYPE_CHECKING:  # the export package (prometheus_client) loads only when a run is exported
-    from tileops.export.push import RetryPolicy
-
-
-@dataclass
-class OutputOptions:
-    """What to do with the measured run: pricing, files, metrics sinks."""
-
-    profile: str | None = None  # a profile name or file; default: the profile matching the device
-    calibrate: str = "auto"  # tileops.pipeline.calibration.POLICIES: auto (quick on a GPU, full on a CPU), never
-    calibration_max_age: dt.timedelta = DEFAULT_MAX_AGE
-    plot: bool = True
-    push_url: str | None = None
-    textfile_dir: Path | None = None
-    job: str | None = None
-    instance: str | None = None
-    push_policy: RetryPolicy | None = None
-    metrics_detail: str = "lean"  # tileops.export.metrics.DETAILS
-
-
-@dataclass
-class BenchRequest:
-    sweep: bench.SweepOptions = field(default_factory=bench.SweepOptions)
-    output: OutputOptions = field(default_factory=OutputOptions)
+    from tileops.export.sinks import Published
 
 
 # --------------------------------------------------------------------------- the request, new or resumed
 
-#: The flags a run keeps in run.json, by the name the command passes them under, and how a person writes them.
-SELECTION_FLAGS = {"ops": "--op", "families": "--family", "labels": "--label", "tags": "--tag",
-                   "backends": "--backend", "dtypes": "--dtype", "all_rows": "--all-rows", "shapes": "--shape"}
-OPTION_FLAGS = {"device": "--device", "quick": "--quick", "row_timeout_s": "--row-timeout", "timer": "--timer",
-                "profile": "--profile", "calibrate": "--calibrate", "plot": "--no-plot", "push_url": "--push",
-                "textfile_dir": "--textfile", "job": "--job", "instance": "--instance",
-                "compile_cache": "--compile-cache", "compile_timeout_s": "--compile-timeout",
-                "keep_traces": "--keep-traces"}
+
+@dataclass(frozen=True)
+class BenchRequest:
+    """One ``tileops bench``: the run's options, and where the run is (a new directory, or one to resume)."""
+
+    options: RunOptions = field(default_factory=RunOptions)
+    out: Path | None = None  # a new run's directory; None: results/<run id>
+    resume: Path | None = None  # the stopped run this request finishes
+    argv: list[str] = field(default_factory=list)  # the command that started the run (not a resume)
+
+    @property
+    def selection(self) -> Selection:
+        """The sweep's view: which rows."""
+        return Selection.of(self.options)
+
+    @property
+    def sinks(self) -> Sinks:
+        """The metrics' view: where they go and how (the exporter's defaults where none was given)."""
+        o = self.options
+        return Sinks(push_url=o.push_url, textfile_dir=Path(o.textfile_dir) if o.textfile_dir else None, job=o.job,
+                     instance=o.instance,
+                     push_attempts=PUSH_ATTEMPTS if o.push_attempts is None else o.push_attempts,
+                     push_backoff_s=PUSH_BACKOFF_S if o.push_backoff_s is None else o.push_backoff_s,
+                     push_timeout_s=PUSH_TIMEOUT_S if o.push_timeout_s is None else o.push_timeout_s,
+                     detail=o.metrics_detail or DEFAULT_DETAIL)
+
+    @property
+    def calibration_max_age(self) -> dt.timedelta:
+        s = self.options.calibration_max_age_s
+        return DEFAULT_MAX_AGE if s is None else dt.timedelta(seconds=s)
+
+
+#: RunOptions fields that hold a path: stored absolute, so a run resumes from any working directory.
+_PATHS = ("textfile_dir", "compile_cache")
 
 
 def _stored_path(value: str | Path | None, *, only_files: bool = False) -> str | None:
@@ -89,69 +97,77 @@ def _stored_path(value: str | Path | None, *, only_files: bool = False) -> str |
     return str(p.expanduser().absolute())
 
 
-def new_request(flags: dict[str, Any], *, out: Path | None = None, argv: list[str] | None = None,
-                push_policy: RetryPolicy | None = None) -> BenchRequest:
-    """A new run's request from the flags given (``SELECTION_FLAGS`` and ``OPTION_FLAGS`` names; absent
-    ones take their defaults)."""
-    unknown = set(flags) - set(SELECTION_FLAGS) - set(OPTION_FLAGS)
+def _stored(key: str, value: Any) -> Any:
+    """A given option's value as run.json keeps it."""
+    if key == "profile":
+        return _stored_path(value, only_files=True)
+    if key in _PATHS:
+        return _stored_path(value)
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    return value
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(RunOptions))
+
+
+def new_request(given: Mapping[str, Any], *, out: Path | None = None, argv: list[str] | None = None) -> BenchRequest:
+    """A new run's request from the options given (RunOptions field names; None or absent: the default)."""
+    unknown = set(given) - _FIELDS
     if unknown:
-        raise TypeError(f"unknown bench flag name(s) {sorted(unknown)}")
-    sel = Selection(**{k: flags[k] for k in SELECTION_FLAGS if flags.get(k) is not None})
-    opts = RunOptions(**{k: flags[k] for k in OPTION_FLAGS if flags.get(k) is not None})
-    opts.profile = _stored_path(opts.profile, only_files=True)
-    opts.textfile_dir = _stored_path(opts.textfile_dir)
-    opts.compile_cache = _stored_path(opts.compile_cache)
-    return _request(sel, opts, out=out, resume=None, argv=argv or [], push_policy=push_policy)
+        raise TypeError(f"unknown bench option name(s) {sorted(unknown)}")
+    options = RunOptions(**{k: _stored(k, v) for k, v in given.items() if v is not None})
+    return BenchRequest(options, out=out, argv=list(argv or []))
 
 
-def resume_request(run_dir: Path, flags: dict[str, Any], *, out: Path | None = None,
-                   argv: list[str] | None = None, push_policy: RetryPolicy | None = None) -> BenchRequest:
-    """The request that finishes the run in ``run_dir``: its own selection and options from run.json.
+def resume_request(run_dir: Path, given: Mapping[str, Any], *, flags: Mapping[str, str] | None = None,
+                   out: Path | None = None, argv: list[str] | None = None) -> BenchRequest:
+    """The request that finishes the run in ``run_dir``: everything it was started with, from run.json.
 
-    A flag given again with the run's own value is accepted; one that differs is
-    refused (TileOpsError, exit 2): a resumed run that measured other rows, or
-    the same rows another way, would mix two runs in one file. A run file from
-    before the options were stored resumes with the defaults.
+    An option given again with the run's own value is accepted; one that differs is refused (TileOpsError,
+    exit 2) naming its flag (``flags``: field -> the flag a person writes) and the run's value: a resumed
+    run that measured other rows, or the same rows another way, or published them elsewhere, would mix two
+    runs. A run file from before an option was stored resumes with its default; one from before the
+    selection was part of the options takes the selection from its ``selection``.
     """
     info = read_run_info(run_dir) if Path(run_dir).is_dir() else None
     if info is None:
         raise TileOpsError(f"{run_dir}: no run.json, so nothing to resume; start a new run with --out")
     saved_sel = {k: v for k, v in info.selection.items() if k != "device"}
-    bad = sorted(set(saved_sel) - set(SELECTION_FLAGS))
+    bad = sorted(set(saved_sel) - set(SELECTION_FIELDS))
     if bad:
         raise TileOpsError(f"{run_dir}/run.json: selection holds unknown key(s) {bad}; it was not written by this "
                            "version of tileops: start a new run with --out")
-    saved: dict[str, Any] = {**{k: (False if k == "all_rows" else []) for k in SELECTION_FLAGS}, **saved_sel,
-                             **dataclasses.asdict(info.options)}
+    options = dataclasses.replace(info.options)
+    for key, value in saved_sel.items():  # a run file from before the selection was part of the options
+        if not getattr(options, key):
+            setattr(options, key, value)
     resolved_device = info.selection.get("device")
     differ = []
-    for key, value in flags.items():
+    for key, value in given.items():
         if value is None:
             continue
+        if key not in _FIELDS:
+            raise TypeError(f"unknown bench option name {key!r}")
+        saved = getattr(options, key)
         if key == "device":
-            same = value in (saved["device"], resolved_device)
-        elif key in SELECTION_FLAGS and key != "all_rows":
-            same = sorted(value) == sorted(saved[key])
-        elif key == "profile":
-            same = _stored_path(value, only_files=True) == saved["profile"]
-        elif key in ("textfile_dir", "compile_cache"):
-            same = _stored_path(value) == saved[key]
+            same = value in (saved, resolved_device)
+        elif key in SELECTION_FIELDS and key != "all_rows":
+            same = sorted(value) == sorted(saved)
         else:
-            same = value == saved[key]
+            same = _stored(key, value) == saved
         if not same:
-            flag = SELECTION_FLAGS.get(key) or OPTION_FLAGS[key]
-            differ.append(f"{flag} (the run: {_show(key, saved[key])})")
+            flag = (flags or {}).get(key) or "--" + key.replace("_", "-")
+            differ.append(f"{flag} (the run: {_show(key, saved)})")
     if out is not None and Path(out).absolute() != Path(run_dir).absolute():
         differ.append(f"--out (the run is {run_dir})")
     if differ:
         raise TileOpsError(f"--resume {run_dir} finishes the run with the selection and options it was started "
                            f"with; these flags differ: {'; '.join(differ)}. Drop them, or start a new run with "
                            "--out NEW_DIR")
-    sel = Selection(**saved_sel)
-    opts = dataclasses.replace(info.options)
     if resolved_device:  # the device the run measured, not whatever "auto" finds today
-        opts.device = resolved_device
-    return _request(sel, opts, out=None, resume=Path(run_dir), argv=argv or [], push_policy=push_policy)
+        options.device = resolved_device
+    return BenchRequest(options, resume=Path(run_dir), argv=list(argv or []))
 
 
 def _show(key: str, value: Any) -> str:
@@ -164,53 +180,72 @@ def _show(key: str, value: Any) -> str:
     return "not given" if value is None else str(value)
 
 
-def _request(sel: Selection, opts: RunOptions, *, out: Path | None, resume: Path | None, argv: list[str],
-             push_policy: RetryPolicy | None) -> BenchRequest:
-    return BenchRequest(
-        sweep=bench.SweepOptions(selection=sel, device=opts.device, out=out, resume=resume,
-                                 row_timeout_s=opts.row_timeout_s, quick=opts.quick, timer=opts.timer, argv=argv,
-                                 compile_cache=Path(opts.compile_cache) if opts.compile_cache else None,
-                                 compile_timeout_s=opts.compile_timeout_s, run_options=opts),
-        output=OutputOptions(profile=opts.profile, calibrate=opts.calibrate, plot=opts.plot, push_url=opts.push_url,
-                             textfile_dir=Path(opts.textfile_dir) if opts.textfile_dir else None, job=opts.job,
-                             instance=opts.instance, push_policy=push_policy))
-
-
 # --------------------------------------------------------------------------- the run
 
 
-def run_bench(req: BenchRequest, console: Console, err: Console | None = None) -> int:
-    """Run ``tileops bench``; returns its exit code (tileops.exitcodes).
+@dataclass
+class BenchResult:
+    """How a run ended: its run file (status, counts, health), and what the metrics sinks did."""
+
+    run_dir: Path | None
+    info: RunInfo | None
+    health: Health | None = None
+    published: Published | None = None
+    unwritable: bool = False  # its own files could not be written (a full disk): run.json says why
+
+    @property
+    def exit_code(self) -> int:
+        info, h, p = self.info, self.health, self.published
+        stopped = None
+        if info is not None and info.status == "interrupted":
+            stopped = info.exit_code or exitcodes.INTERRUPTED
+        return exit_code(stopped=stopped, unwritable=self.unwritable or (info is not None and info.status == "failed"),
+                         breached=h is not None and not h.ok, failed=info.rows_error if info is not None else 0,
+                         sinks_unwritable=p is not None and p.textfile_error is not None,
+                         push_failed=p is not None and bool(p.failed_pushes))
+
+
+def describe(device: str) -> DeviceInfo:
+    """The device a run measures, described once; TileOpsError for one that is not there."""
+    try:
+        return describe_device(device)
+    except ValueError as exc:
+        raise TileOpsError(str(exc)) from None
+
+
+def run_bench(req: BenchRequest, console: Console, err: Console | None = None) -> BenchResult:
+    """Run ``tileops bench``; its result says how it ended (``exit_code``: tileops.exitcodes).
 
     ``console`` (stdout) gets the run's results: its header, the SOL table and health, the files written.
     ``err`` (default: a console on stderr) gets everything else: per-row progress, notes, warnings, errors,
     so ``tileops bench > table.txt`` keeps the table apart and a log keeps the errors on stderr.
     """
+    from tileops.calibrate.results import device_profile_reader
+
     err = err if err is not None else Console(stderr=True)
     with interrupts.handled():
-        out = req.output
+        o = req.options
         # validated before the first row; each device is priced on its own calibration where the store has one
-        chooser = ProfileChooser.resolve(out.profile, per_device=device_profile_reader())
-        if out.push_url or out.textfile_dir:
-            from tileops.export.sinks import check_sinks
-
-            check_sinks(out.push_url, out.textfile_dir)
-        prep = bench.prepare(req.sweep)  # the run directory is locked from here
+        chooser = ProfileChooser.resolve(o.profile, per_device=device_profile_reader())
+        sinks = req.sinks
+        sinks.check()
+        device = describe(o.device)
+        prep = bench.prepare(o, device, out=req.out, resume=req.resume, argv=req.argv)  # locked from here
         try:
-            return _run(prep, chooser, out, console, err)
+            return _run(prep, chooser, req, console, err)
         except KeyboardInterrupt as exc:  # outside the sweep: calibrating first, or pricing after
             info = prep.info
             info.status, info.exit_code = "interrupted", interrupts.exit_code(exc)
             info.reason = f"stopped by {interrupts.signal_name(exc)}"
             info.finished_at = info.finished_at or utcnow()
-            return _stopped(prep, err, info.exit_code)
+            return _stopped(prep, err)
         except bench.RunWriteError as exc:
             _say(err, f"[red]error[/]: {exc}")
-            return exitcodes.USAGE
+            return BenchResult(prep.run_dir, prep.info, unwritable=True)
         except OSError as exc:  # an output after the sweep (roofline.json, the plot, a calibrated profile)
             where = f"{exc.filename}: " if exc.filename else ""
             info = prep.info
-            info.status, info.exit_code = "failed", exitcodes.USAGE
+            info.status = "failed"
             info.reason = f"cannot write {where}{bench.describe_oserror(exc)}"
             info.finished_at = info.finished_at or utcnow()
             return _failed(prep, err)
@@ -225,7 +260,8 @@ def _mark_failed(prep: bench.PreparedSweep, reason: str) -> None:
     info = prep.info
     if info.status != "running":
         return
-    info.status, info.reason, info.exit_code = "failed", reason, exitcodes.USAGE
+    info.status, info.reason = "failed", reason
+    info.exit_code = BenchResult(prep.run_dir, info).exit_code
     info.finished_at = utcnow()
     try:
         prep.save(info)
@@ -238,40 +274,42 @@ def _say(console: Console, text: str) -> None:
     console.print(text, soft_wrap=True, highlight=False)
 
 
-def _stopped(prep: bench.PreparedSweep, err: Console, rc: int) -> int:
+def _stopped(prep: bench.PreparedSweep, err: Console) -> BenchResult:
     try:
         prep.save(prep.info)
     except bench.RunWriteError as exc:
         _say(err, f"[red]error[/]: {exc}")
     _say(err, f"[yellow]interrupted[/] ({prep.info.reason}): the records written are kept in "
-                  f"{prep.records_path}; finish with `tileops bench --resume {prep.run_dir}`")
-    return rc
+              f"{prep.records_path}; finish with `tileops bench --resume {prep.run_dir}`")
+    return BenchResult(prep.run_dir, prep.info)
 
 
-def _failed(prep: bench.PreparedSweep, err: Console) -> int:
+def _failed(prep: bench.PreparedSweep, err: Console) -> BenchResult:
+    result = BenchResult(prep.run_dir, prep.info)
+    prep.info.exit_code = result.exit_code
     try:
         prep.save(prep.info)
     except bench.RunWriteError as exc:
         _say(err, f"[red]error[/]: {exc}")
-        return exitcodes.USAGE
+        return result
     _say(err, f"[red]error[/]: {prep.info.reason}. The records already written in {prep.records_path} are "
-                  f"whole and kept; run.json says failed. Free space (or fix the permissions), then finish the run "
-                  f"with `tileops bench --resume {prep.run_dir}`")
-    return exitcodes.USAGE
+              f"whole and kept; run.json says failed. Free space (or fix the permissions), then finish the run "
+              f"with `tileops bench --resume {prep.run_dir}`")
+    return result
 
 
-def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions, console: Console,
-         err: Console) -> int:
-    device = prep.device
-    console.print(f"[bold]tileops bench[/] run {prep.info.run_id} on {device.name} ({device.device}"
+def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, console: Console,
+         err: Console) -> BenchResult:
+    device, o = prep.device, req.options
+    console.print(f"[bold]tileops bench[/] run {prep.info.run_id} on {device.name} ({device.torch_device}"
                   + (f", {prep.threads} threads" if prep.threads else "") + f") -> {prep.run_dir}")
     for notice in prep.notices:
         _say(err, f"[yellow]note[/]: {notice}")
     _say(err, _backends_line(prep))
     with CalibrationProgress(err) as progress:
-        calibrated = ensure_calibrated(device, chooser, out.calibrate, out.calibration_max_age,
+        calibrated = ensure_calibrated(device, chooser, o.calibrate, req.calibration_max_age,
                                        lambda text: _say(err, text), progress)
-    profile = chooser(device.name, device_key(device.uuid, device.hostname))
+    profile = chooser(device.name, device.key)
     quick_note = calibrated.quick_note() if calibrated is not None and profile is not None else None
     if profile is None:
         _say(err, f"[yellow]warning: no profile matches {device.name!r}[/]: SOL will be left blank (never guessed). "
@@ -282,39 +320,37 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, out: OutputOptions,
     if prep.done:
         console.print(f"resuming: {prep.done} row(s) already recorded OK, {len(prep.todo)} to run")
 
-    with RowProgress(err, len(prep.todo)) as progress:
-        result = bench.run(prep, progress)
-    info = result.info
-    if result.failure:
+    with RowProgress(err, len(prep.todo)) as rows:
+        swept = bench.run(prep, rows)
+    info = swept.info
+    if swept.failure:
         return _failed(prep, err)
-    if result.interrupted is not None:
-        _say(err, f"[yellow]interrupted[/] ({info.reason}): {len(result.records)} row(s) recorded in "
-                      f"{result.records_path}; finish with `tileops bench --resume {result.run_dir}`")
-        return info.exit_code or exitcodes.INTERRUPTED
+    if swept.interrupted is not None:
+        _say(err, f"[yellow]interrupted[/] ({info.reason}): {len(swept.records)} row(s) recorded in "
+                  f"{swept.records_path}; finish with `tileops bench --resume {swept.run_dir}`")
+        return BenchResult(swept.run_dir, info)
 
-    priced = price_all(result.records, chooser)
+    priced = price_all(swept.records, chooser)
     h = health(priced)
-    _report(priced, h, device, profile, result.run_dir, out, console)
+    _report(priced, h, device, profile, swept.run_dir, o.plot, console)
     if quick_note is not None:  # the summary says what the SOL figures rest on: never a rough one unsaid
         _say(console, f"[yellow]note[/]: {quick_note}")
     if facts.note is not None:
         _say(console, f"[yellow]note[/]: {facts.note}")
-    rc = exitcodes.OK if h.ok else exitcodes.PHYSICS
-    if info.rows_error and rc == exitcodes.OK:
-        rc = exitcodes.FAILED
+    result = BenchResult(swept.run_dir, info, h)
     info.health = h.as_dict()  # ok, state (held / partial / not-judged / breached) and each ceiling's check
     info.health["device_facts"] = facts.as_dict()
-    info.exit_code = rc
+    info.exit_code = result.exit_code
     prep.save(info)  # the run's final state, before any network work
 
-    if out.push_url or out.textfile_dir:
-        push_rc = _export(result, priced, chooser, out)
-        if push_rc and rc == exitcodes.OK:
-            rc = info.exit_code = push_rc
+    if req.sinks.wanted:
+        result.published = _export(swept, priced, chooser, req.sinks)
+        if result.exit_code != info.exit_code:
+            info.exit_code = result.exit_code
             prep.save(info)
     if info.rows_error:
-        _say(err, f"[red]error: {info.rows_error} row(s) failed[/] (error records in {result.records_path})")
-    return rc
+        _say(err, f"[red]error: {info.rows_error} row(s) failed[/] (error records in {swept.records_path})")
+    return result
 
 
 def _backends_line(prep: bench.PreparedSweep) -> str:
@@ -335,30 +371,27 @@ def _backends_line(prep: bench.PreparedSweep) -> str:
 
 
 def _report(priced: list[Priced], h: Health, device: DeviceInfo, profile: Profile | None, run_dir: Path,
-            out: OutputOptions, console: Console) -> None:
+            plot: bool, console: Console) -> None:
     """The SOL table, roofline.json and the plot, all from one pricing."""
     from tileops.fsutil import write_atomic
-    from tileops.report import render, render_summary
+    from tileops.report import render_summary, render_text
 
     render_summary(priced, console, health=h, title=f"SOL efficiency — {device.name}"
                    + (f" (profile {profile.name})" if profile else ""))
-    write_atomic(run_dir / "roofline.json", render(priced, "json", health=h))
-    if out.plot and profile is not None:
+    write_atomic(run_dir / "roofline.json", render_text(priced, "json", health=h))
+    if plot and profile is not None:
         from tileops.report.plot import write_plot  # matplotlib only when a plot is drawn
 
         paths = write_plot(priced, profile, run_dir)
         console.print("roofline plot: " + ", ".join(str(p) for p in paths))
 
 
-def _export(result: bench.Sweep, priced: list[Priced], chooser: ProfileChooser, out: OutputOptions) -> int:
+def _export(swept: bench.Sweep, priced: list[Priced], chooser: ProfileChooser, sinks: Sinks) -> Published:
     """Metrics of the run just priced, to the textfile directory and/or the Pushgateway."""
     from tileops.export.calibration import device_calibrations
-    from tileops.export.push import DEFAULT_JOB, RetryPolicy
-    from tileops.export.sinks import export_snapshots
     from tileops.export.snapshot import build_snapshots
     from tileops.records import read_audit
 
-    snapshots = build_snapshots(result.run_dir, result.info, priced, chooser, read_audit(result.run_dir),
+    snapshots = build_snapshots(swept.run_dir, swept.info, priced, chooser, read_audit(swept.run_dir),
                                 device_calibrations())
-    return export_snapshots(snapshots, out.push_url, out.textfile_dir, job=out.job or DEFAULT_JOB,
-                            instance=out.instance, policy=out.push_policy or RetryPolicy(), detail=out.metrics_detail)
+    return sinks.publish(snapshots)

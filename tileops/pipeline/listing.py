@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from tileops import exitcodes
 from tileops.bench import sweep
-from tileops.device import describe_device
-from tileops.errors import TileOpsError
+from tileops.pipeline.outcome import exit_code
 from tileops.records import RECORDS_FILE, iter_records
 from tileops.report.texttable import TextTable, colour_wanted
 
@@ -36,24 +35,34 @@ def _duration(seconds: float) -> str:
     return str(dt.timedelta(seconds=round(seconds))).rsplit(":", 1)[0].replace(":", " h ", 1) + " min"
 
 
-def list_plan(req: BenchRequest, console: Console) -> int:
-    """Print the rows ``req`` would run and its time budget on ``console`` (stdout); exit code 0."""
-    opts = req.sweep
-    try:
-        device = describe_device(opts.device)
-    except ValueError as exc:
-        raise TileOpsError(str(exc)) from None
+@dataclass(frozen=True)
+class Listed:
+    """The plan was printed: nothing measured, calibrated or written."""
+
+    rows: int
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code()
+
+
+def list_plan(req: BenchRequest, console: Console) -> Listed:
+    """Print the rows ``req`` would run and its time budget on ``console`` (stdout)."""
+    from tileops.pipeline.bench import describe
+
+    opts = req.options
+    device = describe(opts.device)
     notes: list[str] = []
-    planned = sweep.plan_rows(opts.selection, device, notes, strict=opts.resume is None)
+    planned = sweep.plan_rows(req.selection, device, notes, strict=req.resume is None)
     done: set[tuple[str, str, str, str]] = set()
-    if opts.resume is not None and (opts.resume / RECORDS_FILE).exists():
-        done = {r.key for r in iter_records(opts.resume / RECORDS_FILE, fast_json=False) if r.status == "ok"}
+    if req.resume is not None and (req.resume / RECORDS_FILE).exists():
+        done = {r.key for r in iter_records(req.resume / RECORDS_FILE, fast_json=False) if r.status == "ok"}
     rule = sweep.stopping_rule(device, opts.quick)
     row_timeout = opts.row_timeout_s or sweep.DEFAULT_ROW_TIMEOUT_S[device.kind]
     compile_timeout = opts.compile_timeout_s or sweep.DEFAULT_COMPILE_TIMEOUT_S
 
     t = TextTable(("op", "label", "dtype", "backend", "plan"),
-                  title=f"tileops bench --list: {device.name} ({device.device})")
+                  title=f"tileops bench --list: {device.name} ({device.torch_device})")
     runs: Counter[str] = Counter()
     skips: Counter[str] = Counter()
     done_n = 0
@@ -95,4 +104,4 @@ def list_plan(req: BenchRequest, console: Console) -> int:
     lines.append("nothing was measured or written; run the same command without --list to measure")
     console.file.write("\n".join(lines) + "\n")
     console.file.flush()
-    return exitcodes.OK
+    return Listed(len(planned))

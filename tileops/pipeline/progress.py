@@ -1,15 +1,16 @@
-"""The sweep's progress on a terminal (a bar with the current row) or in a log (one line per row)."""
+"""Progress of long work on a terminal or in a log: the sweep's rows (a bar with the current row, or one line
+per row) and a calibration's steps."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
 
 from tileops.bench.select import Planned
 from tileops.records import Record
-from tileops.report.rows import seconds
+from tileops.report.columns import seconds
 
 
 def row_line(rec: Record) -> str:
@@ -38,7 +39,7 @@ class RowProgress:
                                  console=console, transient=False, disable=not self.live)
         self.bar = self.progress.add_task("benchmarking", total=total)
 
-    def __enter__(self) -> "RowProgress":
+    def __enter__(self) -> RowProgress:
         self.progress.start()
         return self
 
@@ -70,9 +71,9 @@ class CalibrationProgress:
         self.progress = Progress(TextColumn("[bold]calibrating[/] {task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True,
                                  disable=not console.is_terminal)
-        self.task = None
+        self.task: TaskID | None = None
 
-    def __enter__(self) -> "CalibrationProgress":
+    def __enter__(self) -> CalibrationProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -84,3 +85,26 @@ class CalibrationProgress:
             self.progress.start()
             self.task = self.progress.add_task(what, total=steps)
         self.progress.update(self.task, description=what, completed=step)
+
+
+class StepBar:
+    """A calibration's ``progress(what, step, steps)`` as a bar on ``console`` (stderr) that stays when done:
+    ``tileops calibrate`` shows what it measured, step by step."""
+
+    def __init__(self, console: Console, label: str) -> None:
+        self.progress = Progress(TextColumn(f"[bold]{label}[/] {{task.description}}"), BarColumn(),
+                                 TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                                 console=console, transient=False)
+        self.task: TaskID | None = None
+
+    def __call__(self, what: str, step: int, steps: int) -> None:
+        if self.task is None:
+            self.task = self.progress.add_task(what, total=steps)
+        self.progress.update(self.task, description=what, completed=step)
+
+    def __enter__(self) -> StepBar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()

@@ -11,7 +11,7 @@ What the pipeline (and anyone else) calls::
     render_summary(priced, console, health=h)       # grouped table (a digest above 500 rows) + summary
     paths = write_plot(priced, profile, run_dir)    # [run_dir/roofline.png, run_dir/roofline.svg]
 
-``render(priced, fmt)`` returns the text of the ``md``, ``csv`` or ``json`` format.
+``render_text(priced, fmt)`` returns the text of a format (``table`` without colour, ``md``, ``csv``, ``json``).
 ``tileops.report.baseline.compare(new, old, threshold)`` flags rows more than
 ``threshold`` slower. Each format is also a :class:`~tileops.report.tables.Report`
 filled row by row (``new_report``), which is how ``tileops roofline`` streams
@@ -22,7 +22,8 @@ nothing in this package imports op code or torch (a test checks).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 from tileops.report.baseline import Comparison, compare
 from tileops.report.summary import RunFacts, summary_lines
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # rich is imported only by callers that hand in a rich Consol
 FORMATS = ("table", "json", "md", "csv")
 
 
-def render_summary(priced: Sequence[Priced], console: "Console | None" = None, *,
+def render_summary(priced: Sequence[Priced], console: Console | None = None, *,
                    comparison: Comparison | None = None, title: str | None = None,
                    health: Health | None = None, full_table: bool = False) -> None:
     """Print the table grouped by op (a digest above ``SUMMARISE_ABOVE`` rows) and the summary.
@@ -68,21 +69,5 @@ def render_summary(priced: Sequence[Priced], console: "Console | None" = None, *
         console.file.flush()
 
 
-def render_table(priced: Sequence[Priced], console: "Console | None" = None, *,
-                 comparison: Comparison | None = None, title: str | None = None,
-                 health: Health | None = None) -> None:
-    """The same as :func:`render_summary` (kept for callers of the earlier name)."""
-    render_summary(priced, console, comparison=comparison, title=title, health=health)
-
-
-def render(priced: Sequence[Priced], fmt: str, *, comparison: Comparison | None = None,
-           health: Health | None = None) -> str:
-    """The report as text: ``md``, ``csv``, ``json``, or ``table`` (without colour)."""
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; formats are {', '.join(FORMATS)}")
-    return render_text(priced, fmt, comparison=comparison, health=health)
-
-
-__all__ = ["FORMATS", "Comparison", "Report", "RunFacts", "as_json", "compare", "new_report", "render",
-           "render_csv", "render_json", "render_markdown", "render_summary", "render_table", "render_text",
-           "summary_lines"]
+__all__ = ["FORMATS", "Comparison", "Report", "RunFacts", "as_json", "compare", "new_report", "render_csv",
+           "render_json", "render_markdown", "render_summary", "render_text", "summary_lines"]

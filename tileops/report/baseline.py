@@ -11,7 +11,8 @@ appends in time order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Literal
+from typing import Literal
+from collections.abc import Iterable
 
 from tileops.roofline import Priced
 
@@ -71,7 +72,7 @@ class TimeIndex:
         self.rows: dict[Key, tuple[float | None, float | None, str]] = {}
 
     @classmethod
-    def of(cls, priced: Iterable[Priced]) -> "TimeIndex":
+    def of(cls, priced: Iterable[Priced]) -> TimeIndex:
         index = cls()
         for p in priced:
             index.add(p)
@@ -81,7 +82,7 @@ class TimeIndex:
         r = p.record
         self.rows[r.key] = (_time(p), p.efficiency, r.env.device_name)  # the last record of a key wins
 
-    def merge(self, later: "TimeIndex") -> None:
+    def merge(self, later: TimeIndex) -> None:
         self.rows.update(later.rows)
 
     def __len__(self) -> int:

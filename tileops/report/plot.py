@@ -25,18 +25,19 @@ import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import EngFormatter, FuncFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+from matplotlib.ticker import EngFormatter, FuncFormatter
 
-from tileops.profiles import Profile  # noqa: E402
-from tileops.report import rows  # noqa: E402
-from tileops.roofline import BLANK_SKIPPED, Priced  # noqa: E402
+from tileops.profiles import Profile
+from tileops.report import columns
+from tileops.roofline import BLANK_SKIPPED, Priced
 
 VERDICT_COLOR = {
     "at-ceiling": "#1a9850",
@@ -164,8 +165,10 @@ def plot_layout(priced: Sequence[Priced], profile: Profile, *, label_cap: int = 
     for i, p in enumerate(priced, 1):
         why = _why_not_placed(p, profile)
         if why is None:
-            t = p.record.timing.actual_time_s  # type: ignore[union-attr]
-            points.append(_Point(str(i), p.record.flops / p.record.bytes, p.record.flops / t, p))  # type: ignore[operator]
+            r = p.record
+            assert r.timing is not None and r.flops is not None and r.bytes  # a placed row has them (_why_not_placed)
+            t = r.timing.actual_time_s
+            points.append(_Point(str(i), r.flops / r.bytes, r.flops / t, p))
         else:
             unplaced.append((str(i), p, why))
     labelled = _choose_labels(points, label_cap)
@@ -173,7 +176,8 @@ def plot_layout(priced: Sequence[Priced], profile: Profile, *, label_cap: int = 
     # failed or cannot be drawn first, and skipped ones are listed only if room is left (else counted).
     unplaced.sort(key=lambda u: u[2] == "skipped")  # stable: id order within each kind
     shown_unplaced = unplaced[:max(0, table_cap - len(labelled))]
-    listed = sorted([(q.ident, q.priced, None) for q in labelled] + list(shown_unplaced), key=lambda r: int(r[0]))
+    listed: list[tuple[str, Priced, str | None]] = sorted(
+        [(q.ident, q.priced, None) for q in labelled] + list(shown_unplaced), key=lambda r: int(r[0]))
     summary: list[str] = []
     if len(labelled) < len(points):
         ids = {q.ident for q in labelled}
@@ -210,7 +214,8 @@ class _Label:
     ty: float = 0.0  # where the text goes after de-overlap
 
 
-def _place_labels(points: list[_Point], to_frac, line_h: float, char_w: float) -> list[tuple[_Label, str]]:
+def _place_labels(points: list[_Point], to_frac: Callable[[float, float], tuple[float, float]], line_h: float,
+                  char_w: float) -> list[tuple[_Label, str]]:
     """One label per group of coincident points, pushed down until it overlaps no label placed before.
 
     Works in axes fractions; ``line_h`` and ``char_w`` are one text line's height
@@ -315,10 +320,10 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
 
     handles: list = []
     if bw_theo:
-        slope(bw_theo, peak_max, "--", f"memory theoretical {rows.si(bw_theo, 'B/s')}")
+        slope(bw_theo, peak_max, "--", f"memory theoretical {columns.si(bw_theo, 'B/s')}")
     if bw_eff:
         note = " (measured; nominal unknown)" if mem is not None and not mem.nominal_known else ""
-        slope(bw_eff, eff_max or peak_max, "-", f"memory effective {rows.si(bw_eff, 'B/s')}{note}")
+        slope(bw_eff, eff_max or peak_max, "-", f"memory effective {columns.si(bw_eff, 'B/s')}{note}")
     for idx, (key, theo, eff) in enumerate(sorted(roofs, key=lambda r: -r[1])):
         color = ROOF_COLORS[idx % len(ROOF_COLORS)]
         # With the nominal bandwidth unknown there is no theoretical ridge: the dashed roof spans the plot.
@@ -330,7 +335,7 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
             x0 = min(max(x0, xmin), xmax)
             ls = (idx * 3, (5, 4)) if style == "--" else "-"
             ax.plot([x0, xmax], [value, value], ls=ls, color=color, lw=1.6,
-                    label=f"{key} {kind} {rows.si(value, 'FLOP/s')}")
+                    label=f"{key} {kind} {columns.si(value, 'FLOP/s')}")
         if eff is None:
             ax.plot([], [], " ", label=f"{key}: uncalibrated (no effective line)")
     handles, _ = ax.get_legend_handles_labels()
@@ -406,15 +411,16 @@ def _table_lines(legend_rows: list[tuple[str, Priced, str | None]]) -> list[tupl
     cells = [TABLE_HEADER]
     for ident, p, why in legend_rows:
         r = p.record
-        verdict = rows.verdict_text(p) + (f" (not placed: {why})" if why else "")
-        cells.append((ident, r.op, _short(r.label, 30), r.dtype, r.backend, rows.efficiency_text(p),
+        verdict = columns.verdict_text(p) + (f" (not placed: {why})" if why else "")
+        cells.append((ident, r.op, _short(r.label, 30), r.dtype, r.backend, columns.efficiency_text(p),
                       _short(verdict, 44)))
     widths = [max(len(c[i]) for c in cells) for i in range(len(TABLE_HEADER))]
-    return [("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(), k > 0 and bool(legend_rows[k - 1][1].breaches))
+    return [("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(),
+             k > 0 and bool(legend_rows[k - 1][1].breaches))
             for k, row in enumerate(cells)]
 
 
-def _legend_table(tax, legend_rows: list[tuple[str, Priced, str | None]], lines: list[tuple[str, bool]],
+def _legend_table(tax: Any, legend_rows: list[tuple[str, Priced, str | None]], lines: list[tuple[str, bool]],
                   summary: list[str], row_h: float) -> None:
     """The id → row table beside the plot and the summary of what it leaves out: one monospace line per
     row (red for a formula error) and a verdict-coloured mark in its backend's shape, not a cell per value."""

@@ -22,7 +22,8 @@ import pickle
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Sequence
 
 from tileops.profiles import ProfileChooser
 from tileops.records import iter_records, jsonl_spans, resolve_records_path
@@ -33,9 +34,11 @@ MIN_SPAN_BYTES = 4 << 20
 
 
 class Sink(Protocol):
+    """Takes one priced row at a time, and merges a sink of its own kind filled from a later part of the run."""
+
     def add(self, p: Priced) -> None: ...
 
-    def merge(self, later: "Sink") -> None: ...
+    def merge(self, later: Any) -> None: ...  # Any: each sink merges its own kind (a RunTally, a Report, ...)
 
 
 Chunk = tuple[Path, "tuple[int, int] | None"]
@@ -66,8 +69,9 @@ def _work(job: tuple[Chunk, str]) -> Sequence[Sink] | str:
     """A worker's span read into its sinks, handed back through a file (its path), else through the pipe.
 
     Through the pipe, the parent takes a large result in pieces, one each time its
-    own reading lets go of the interpreter lock: about a second for the 50 MB a
-    JSON report of 50,000 rows holds. Read back from a file it is one system call.
+    own reading lets go of the interpreter lock: slow for the tens of MB a JSON report
+    of a large run holds (docs/architecture.md, "Figures behind the code"). Read back from a
+    file it is one system call.
     """
     assert _JOB is not None
     chooser, make = _JOB
@@ -91,7 +95,7 @@ def _received(part: Sequence[Sink] | str) -> Sequence[Sink]:
 
 
 def read_priced(paths: Iterable[Path | str], chooser: ProfileChooser, make: Callable[[], Sequence[Sink]], *,
-                jobs: int = 1, min_span: int = MIN_SPAN_BYTES) -> Sequence[Sink]:
+                jobs: int = 1, min_span: int = MIN_SPAN_BYTES) -> Sequence[Any]:
     """Price every record of ``paths`` (run directories or records files) into the sinks ``make()`` returns.
 
     With ``jobs`` > 1 and a file of more than ``min_span`` bytes, its spans are

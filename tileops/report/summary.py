@@ -8,9 +8,9 @@ these lines: the table under its rows, markdown in its "Summary", JSON under ``s
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
-from tileops.report import rows
+from tileops.report import columns
 from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, HOST_BOUND_RATIO, NOT_JUDGED_REASONS, BackendRace,
                               CeilingHealth, Health, HealthTally, Priced, RaceKey, RaceTally, race_key, si)
 
@@ -65,7 +65,7 @@ class BackendTally:
             reason = r.skip_reason or "no reason given"
             why[reason] = why.get(reason, 0) + 1
 
-    def merge(self, later: "BackendTally") -> None:
+    def merge(self, later: BackendTally) -> None:
         for b, n in later.rows_of.items():
             self.rows_of[b] = self.rows_of.get(b, 0) + n
         for b, secs in later.compiled.items():
@@ -88,8 +88,9 @@ class BackendTally:
             secs = sorted(secs)
             _, op, label, dtype = self.slowest[b]
             lines.append(f"compile time, reported apart (a {b} row's first call, compilation included; never in "
-                         f"its time): {len(secs)} row(s), median {rows.seconds(secs[len(secs) // 2])}, "
-                         f"{rows.seconds(sum(secs))} in all; slowest {op} [{label} {dtype}] {rows.seconds(secs[-1])}")
+                         f"its time): {len(secs)} row(s), median {columns.seconds(secs[len(secs) // 2])}, "
+                         f"{columns.seconds(sum(secs))} in all; slowest {op} [{label} {dtype}] "
+                         f"{columns.seconds(secs[-1])}")
         wins: dict[str, int] = {}
         margins: list[float] = []
         for race in races.values():
@@ -99,7 +100,7 @@ class BackendTally:
                     margins.append(race.margin)
         if wins:
             margins.sort()
-            median = f"; median margin over the next {rows.points(margins[len(margins) // 2])}" if margins else ""
+            median = f"; median margin over the next {columns.points(margins[len(margins) // 2])}" if margins else ""
             lines.append(f"best backend (highest SOL) of {sum(wins.values())} row(s) run on several backends: "
                          + ", ".join(f"{b} {n}" for b, n in sorted(wins.items(), key=lambda kv: -kv[1])) + median)
         for b, reasons in self.skipped.items():
@@ -134,7 +135,7 @@ class RunFacts:
         self._races: dict[RaceKey, BackendRace] | None = None
 
     @classmethod
-    def of(cls, priced: Iterable[Priced]) -> "RunFacts":
+    def of(cls, priced: Iterable[Priced]) -> RunFacts:
         facts = cls()
         for p in priced:
             facts.add(p)
@@ -147,7 +148,7 @@ class RunFacts:
         if p.verdict == "error" and p.blank_reason == BLANK_SKIPPED:
             self.skipped += 1
         if p.breaches:
-            self.breach_lines += rows.breach_sentences(p)
+            self.breach_lines += columns.breach_sentences(p)
         hb = p.host_bound and p.efficiency is not None
         for note in p.notes:
             if not (hb and note.startswith(HOST_BOUND_NOTE)):  # counted below, one line for every such row
@@ -161,7 +162,7 @@ class RunFacts:
         self.host_bound[0] += n
         self.host_bound[1] = (self.host_bound[1] + shown)[:HOST_BOUND_SHOWN]
 
-    def merge(self, later: "RunFacts") -> None:
+    def merge(self, later: RunFacts) -> None:
         self._races = None
         self.tally.merge(later.tally)
         self.backends.merge(later.backends)
@@ -189,7 +190,7 @@ class RunFacts:
 
     def columns(self) -> tuple[str, ...]:
         """The human table's columns for this run."""
-        return rows.columns_for(self.compiled, bool(self.races()))
+        return columns.columns_for(self.compiled, bool(self.races()))
 
     def health(self) -> Health:
         return self.tally.health()
@@ -212,10 +213,10 @@ class RunFacts:
             lines.append(f"failed rows: {h.errors} error(s)")
         if self.skipped:
             lines.append(f"skipped rows: {self.skipped} (not failures: each record says why)")
-        shown = self.breach_lines if breach_limit is None else self.breach_lines[:breach_limit]
-        lines += shown
-        if len(shown) < len(self.breach_lines):
-            lines.append(f"FORMULA ERROR: {len(self.breach_lines) - len(shown):,} more breach(es) not listed here "
+        listed = self.breach_lines if breach_limit is None else self.breach_lines[:breach_limit]
+        lines += listed
+        if len(listed) < len(self.breach_lines):
+            lines.append(f"FORMULA ERROR: {len(self.breach_lines) - len(listed):,} more breach(es) not listed here "
                          f"({EVERYTHING_HINT})")
         lines += [f"note: {note}" for note in self.notes]
         n, shown_rows = self.host_bound

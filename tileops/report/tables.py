@@ -1,6 +1,6 @@
 """The roofline report in four formats, built row by row: a terminal table, markdown, CSV, JSON.
 
-All four read their cells from ``tileops.report.rows`` so the columns agree.
+All four read their cells from ``tileops.report.columns`` so the columns agree.
 The human formats group rows by op; the machine formats are flat, one row per
 record, base units.
 
@@ -19,15 +19,11 @@ from __future__ import annotations
 import csv
 import heapq
 import json
-import math
-from typing import Any, Callable, Iterable, Sequence, TextIO
+from typing import Any, TextIO
+from collections.abc import Callable, Iterable, Sequence
 
-try:  # the `fast` extra: rows encoded in C; without it the standard library writes the same documents
-    import msgspec
-except ImportError:
-    msgspec = None  # type: ignore[assignment]
-
-from tileops.report import rows
+from tileops.report import columns
+from tileops.report.encode import Lines, csv_line, json_row
 from tileops.report.baseline import Comparison, RowChange
 from tileops.report.summary import EVERYTHING_HINT, VERDICT_ORDER, RunFacts, shown_verdict
 from tileops.report.texttable import TextTable, ansi
@@ -68,8 +64,8 @@ def _changed(c: Comparison) -> list[RowChange]:
 
 
 def _change_cells(r: RowChange) -> tuple[str, ...]:
-    ratio = f"{r.ratio:.2f}x" if r.ratio else rows.DASH
-    return (*r.key, rows.seconds(r.old_time_s), rows.seconds(r.new_time_s), ratio, r.change)
+    ratio = f"{r.ratio:.2f}x" if r.ratio else columns.DASH
+    return (*r.key, columns.seconds(r.old_time_s), columns.seconds(r.new_time_s), ratio, r.change)
 
 
 _CHANGE_COLUMNS = ("op", "label", "dtype", "backend", "baseline", "now", "ratio", "change")
@@ -84,7 +80,7 @@ class Report:
     def add(self, p: Priced) -> None:
         raise NotImplementedError
 
-    def merge(self, later: "Report") -> None:
+    def merge(self, later: Report) -> None:
         """Append the rows of a report of the next part of the same run."""
         raise NotImplementedError
 
@@ -93,19 +89,9 @@ class Report:
         raise NotImplementedError
 
 
-class _Lines:
-    """A file-like sink that keeps each write (one CSV row) as its own string."""
-
-    __slots__ = ("write", "items")
-
-    def __init__(self) -> None:
-        self.items: list[str] = []
-        self.write = self.items.append
-
-
 class _RaceCells:
     """Each row's place among the run's backends, kept until the run is read: the race-dependent cells
-    (``vs best``, :data:`rows.RACE_COLUMNS`) need every backend of the row, which may come much later or
+    (``vs best``, :data:`columns.RACE_COLUMNS`) need every backend of the row, which may come much later or
     from another part of the run. Device names and ops repeat, so one copy of each is kept."""
 
     __slots__ = ("keys", "_names")
@@ -120,7 +106,7 @@ class _RaceCells:
         self.keys.append(((names.setdefault(device, device), names.setdefault(op, op), label, dtype),
                           p.record.backend))
 
-    def merge(self, later: "_RaceCells") -> None:
+    def merge(self, later: _RaceCells) -> None:
         self.keys += later.keys
 
     def __getstate__(self) -> list:
@@ -131,103 +117,15 @@ class _RaceCells:
         self._names = {}
 
 
-#: The JSON row's columns up to its race columns.
-_ROW_COLUMNS = rows.RAW_COLUMNS[:-len(rows.RACE_COLUMNS)]
-
-if msgspec is not None:
-    _encode_json = msgspec.json.Encoder().encode
-    #: A JSON row up to its race columns, as msgspec encodes it: the columns in order, from the row's values
-    #: without building a dict or cutting the race columns off (a JSON row costs about 70 % of what it did).
-    _JsonRow = msgspec.defstruct("_JsonRow", [(c, Any) for c in _ROW_COLUMNS])
-
-
-def _json_row_msgspec(p: Priced) -> str:
-    """One row as compact JSON up to its race columns, without the closing brace: msgspec writes every
-    whole number exact (a row's data terms may hold one beyond 64 bits)."""
-    return _encode_json(_JsonRow(*rows.raw_values(p))).decode()[:-1]
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with every float that is not finite as None, which is what msgspec writes for one (JSON
-    has no NaN): the standard encoder's rows then read back as msgspec's do."""
-    if type(value) is float:
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
-def _json_row_std(p: Priced) -> str:
-    """:func:`_json_row_msgspec` with the standard library alone (msgspec is optional: the device machine,
-    a slim image): the same values, every whole number exact too."""
-    doc = dict(zip(_ROW_COLUMNS, map(_finite, rows.raw_values(p))))
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)[:-1]
-
-
-_json_row = _json_row_msgspec if msgspec is not None else _json_row_std
-
-
-#: What the race columns of a row on one backend hold in a JSON row (after :func:`_json_row`).
+#: What the race columns of a row on one backend hold in a JSON row (after :func:`tileops.report.encode.json_row`).
 _JSON_NO_RACE = ',"best_backend":null,"best_margin":null,"behind_best":null}'
 
 
 def _json_race_tail(backend: str, race: BackendRace | None) -> str:
     if race is None:
         return _JSON_NO_RACE
-    best, margin, behind = rows.race_cells(backend, race)
+    best, margin, behind = columns.race_cells(backend, race)
     return f',"best_backend":{json.dumps(best)},"best_margin":{json.dumps(margin)},"behind_best":{json.dumps(behind)}}}'
-
-
-#: What a CSV line's cells may be for :func:`_csv_line` (the csv module writes a line holding another).
-_CSV_CELL_TYPES = frozenset({str, float, int, bool, type(None)})
-
-
-def _csv_line(values: list[Any]) -> str | None:
-    """A row's CSV line, from msgspec's JSON text of its values (None: the csv module writes it, as it does
-    every line where msgspec is not installed).
-
-    Writing each float's ``repr`` is much of what the csv module spends on a
-    row; msgspec writes the whole row in a few microseconds, each number as the
-    shortest text that reads back to the same float (``1e-5`` where Python
-    writes ``1e-05``), and breach rows (a sentence with commas) need the csv
-    module no more: a CSV row costs about two thirds of what it did. The JSON
-    array becomes the CSV line: ``null`` is an empty cell, ``true`` is
-    ``True``, and a string keeps its quotes only where it holds a comma, as the
-    csv module quotes it. A line with a cell JSON escapes (a quote, a line
-    break, a control character) or a number that is not finite is left to the
-    csv module. A test reads both writers' lines back to the same cells over
-    every kind of cell and floats of every size.
-    """
-    if msgspec is None or not _CSV_CELL_TYPES.issuperset(map(type, values)):
-        return None  # the csv module writes it (without msgspec, every line)
-    text = _encode_json(values).decode()
-    if "\\" in text:  # a quote, a line break or a control character in a cell
-        return None
-    text = "," + text[1:-1]  # each cell follows a comma
-    if text.count(",") == len(values):  # no cell holds a comma: every comma starts a cell
-        text = _csv_atoms(text, values)
-        return None if text is None else text[1:].replace('"', "") + "\n"
-    parts = text.split('"')  # no cell holds a quote: outside, a string, outside, a string, ...
-    outside = _csv_atoms("\0".join(parts[0::2]), values)  # no cell holds a NUL (JSON escapes it)
-    if outside is None:
-        return None
-    parts[0::2] = outside.split("\0")
-    parts[1::2] = [f'"{s}"' if "," in s else s for s in parts[1::2]]
-    return "".join(parts)[1:] + "\n"
-
-
-def _csv_atoms(text: str, values: list[Any]) -> str | None:
-    """``null``, ``true`` and ``false`` outside strings as the csv module writes them; None where a ``null``
-    is a float msgspec could not write (an infinity, NaN)."""
-    if ",null" in text:
-        if text.count(",null") != values.count(None):
-            return None
-        text = text.replace(",null", ",")
-    if ",true" in text or ",false" in text:
-        text = text.replace(",true", ",True").replace(",false", ",False")
-    return text
 
 
 class CsvReport(Report):
@@ -235,8 +133,7 @@ class CsvReport(Report):
 
     def __init__(self, *, baseline: bool = False) -> None:
         self.baseline = baseline
-        self._sink = _Lines()
-        self._writer = csv.writer(self._sink, lineterminator="\n")
+        self._sink = Lines()
         self.keys: list[tuple[str, str, str, str]] = []  # with a baseline: each line's row key
         self.races = _RaceCells()  # each line ends before its race columns
 
@@ -244,7 +141,8 @@ class CsvReport(Report):
         return {"baseline": self.baseline, "lines": self._sink.items, "keys": self.keys, "races": self.races}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(baseline=state["baseline"])  # type: ignore[misc]
+        self.baseline = state["baseline"]
+        self._sink = Lines()
         self._sink.items += state["lines"]
         self.keys = state["keys"]
         self.races = state["races"]
@@ -254,16 +152,12 @@ class CsvReport(Report):
         return self._sink.items
 
     def add(self, p: Priced) -> None:
-        values = rows.raw_values(p)
-        breaches, notes, terms = values[rows.BREACHES_AT], values[rows.NOTES_AT], values[rows.DATA_TERMS_AT]
-        values[rows.BREACHES_AT] = "; ".join(b["message"] for b in breaches) if breaches else ""
-        values[rows.NOTES_AT] = "; ".join(notes) if notes else ""
-        values[rows.DATA_TERMS_AT] = rows.data_terms_text(terms) if terms else ""
-        line = _csv_line(values)
-        if line is None:
-            self._writer.writerow(values)
-        else:
-            self._sink.items.append(line)
+        values = columns.raw_values(p)
+        breaches, notes, terms = values[columns.BREACHES_AT], values[columns.NOTES_AT], values[columns.DATA_TERMS_AT]
+        values[columns.BREACHES_AT] = "; ".join(b["message"] for b in breaches) if breaches else ""
+        values[columns.NOTES_AT] = "; ".join(notes) if notes else ""
+        values[columns.DATA_TERMS_AT] = columns.data_terms_text(terms) if terms else ""
+        self._sink.items.append(csv_line(values))
         self.races.add(p)
         if self.baseline:
             self.keys.append(p.record.key)
@@ -277,9 +171,9 @@ class CsvReport(Report):
     def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
               health: Health | None = None, *, colour: bool = False) -> None:
         extra = ["baseline_time_s", "time_ratio", "change"] if self.baseline else []
-        tail = _Lines()
+        tail = Lines()
         w = csv.writer(tail, lineterminator="\n")
-        w.writerow(list(rows.RAW_COLUMNS) + extra)
+        w.writerow(list(columns.RAW_COLUMNS) + extra)
         out.write(tail.items.pop())
         races = facts.races()
         no_race = ",," + ("\n" if comparison is None else "")  # the race columns of a row on one backend
@@ -289,7 +183,7 @@ class CsvReport(Report):
             if race is None:
                 cells = no_race
             else:
-                w.writerow(rows.race_cells(backend, race))
+                w.writerow(columns.race_cells(backend, race))
                 cells = tail.items.pop()
                 if comparison is not None:
                     cells = cells[:-1]
@@ -300,14 +194,14 @@ class CsvReport(Report):
             out.write(line[:-1] + "," + cells)
         if comparison is None:
             return
-        empty = [None] * len(rows.RAW_COLUMNS)
-        at = {c: i for i, c in enumerate(rows.RAW_COLUMNS)}
+        empty = [None] * len(columns.RAW_COLUMNS)
+        at = {c: i for i, c in enumerate(columns.RAW_COLUMNS)}
         for rc in comparison.rows:
             if rc.change == "gone":
-                cells = list(empty)
+                gone: list[object] = list(empty)
                 for col, value in zip(("op", "label", "dtype", "backend"), rc.key):
-                    cells[at[col]] = value
-                w.writerow(cells + [rc.old_time_s, None, "gone"])
+                    gone[at[col]] = value
+                w.writerow([*gone, rc.old_time_s, None, "gone"])
                 out.write(tail.items.pop())
 
 
@@ -325,7 +219,7 @@ class JsonReport(Report):
         self.races = _RaceCells()
 
     def add(self, p: Priced) -> None:
-        self.rows.append(_json_row(p))
+        self.rows.append(json_row(columns.raw_values(p)))
         self.races.add(p)
 
     def merge(self, later: Report) -> None:
@@ -384,7 +278,7 @@ class MarkdownReport(Report):
         self.races: dict[str, _RaceCells] = {}  # op -> each row's place among the run's backends
 
     def add(self, p: Priced) -> None:
-        cells = rows.display_cells(p)
+        cells = columns.display_cells(p)
         terms = p.record.data_terms
         op = p.record.op
         group = self.groups.get(op)
@@ -393,7 +287,7 @@ class MarkdownReport(Report):
             self.races[op] = _RaceCells()
         if any("|" in c for c in cells if isinstance(c, str)):  # rarely: a cell holds a pipe, escaped
             cells = tuple(_md(c) if isinstance(c, str) else c for c in cells)
-        group.append((cells, rows.data_terms_text(terms) if terms else ""))
+        group.append((cells, columns.data_terms_text(terms) if terms else ""))
         self.races[op].add(p)
 
     def merge(self, later: Report) -> None:
@@ -410,18 +304,18 @@ class MarkdownReport(Report):
               health: Health | None = None, *, colour: bool = False) -> None:
         out.write(f"# Roofline — profile {facts.profile_names()}\n\n")
         compiled, races = facts.compiled, facts.races()
-        columns = facts.columns()
-        units = _units(columns, (cells for group in self.groups.values() for cells, _ in group))
-        headers = tuple(units[c][0] if c in units else c for c in columns)
+        shown = facts.columns()
+        units = _units(shown, (cells for group in self.groups.values() for cells, _ in group))
+        headers = tuple(units[c][0] if c in units else c for c in shown)
         for op, group in self.groups.items():
             with_terms = any(terms for _, terms in group)
             cols = headers + (("data terms",) if with_terms else ())
             out.write(f"## {_md(op)}\n\n| " + " | ".join(cols) + " |\n|"
-                      + "|".join("---:" if c in _RIGHT or c in units else "---" for c in columns + (("data terms",)
+                      + "|".join("---:" if c in _RIGHT or c in units else "---" for c in shown + (("data terms",)
                                  if with_terms else ())) + "|\n")
             for (cells, terms), (key, backend) in zip(group, self.races[op].keys):
-                line = "| " + " | ".join(_drawn(cells, units, compiled,
-                                                 _md(rows.versus_best_of(backend, races.get(key))) if races else None))
+                versus = _md(columns.versus_best_of(backend, races.get(key))) if races else None
+                line = "| " + " | ".join(_drawn(cells, units, compiled, versus))
                 out.write(f"{line} | {_md(terms)} |\n" if with_terms else line + " |\n")
             out.write("\n")
         out.write("## Summary\n\n")
@@ -444,47 +338,48 @@ def _style(p: Priced) -> str:
     return "bold red" if p.breaches else VERDICT_STYLE.get(p.verdict, "")
 
 
-#: The human columns shown right-aligned (and every number column, :data:`rows.NUMBER_COLUMNS`).
-_RIGHT = frozenset({"efficiency", *rows.NUMBER_COLUMNS})
+#: The human columns shown right-aligned (and every number column, :data:`columns.NUMBER_COLUMNS`).
+_RIGHT = frozenset({"efficiency", *columns.NUMBER_COLUMNS})
 
 _Units = dict[str, tuple[str, Callable[[Any], str]]]
 
 
-def _units(columns: tuple[str, ...], kept: Iterable[tuple]) -> _Units:
-    """Each number column of ``columns`` drawn in one unit over the rows ``kept`` (their display cells):
+def _units(shown: tuple[str, ...], kept: Iterable[tuple]) -> _Units:
+    """Each number column of ``shown`` drawn in one unit over the rows ``kept`` (their display cells):
     column -> (its header, the cell of a value)."""
-    at = {"time": rows.TIME_AT, "FLOP/s": rows.FLOPS_AT, "B/s": rows.BYTES_AT, "compile time": rows.COMPILE_AT}
-    wanted = [c for c in columns if c in at]
+    at = {"time": columns.TIME_AT, "FLOP/s": columns.FLOPS_AT, "B/s": columns.BYTES_AT,
+          "compile time": columns.COMPILE_AT}
+    wanted = [c for c in shown if c in at]
     values: dict[str, list] = {c: [] for c in wanted}
     for cells in kept:
         for c in wanted:
             values[c].append(cells[at[c]])
-    return {c: rows.column_unit(c, values[c]) for c in wanted}
+    return {c: columns.column_unit(c, values[c]) for c in wanted}
 
 
 def _drawn(cells: tuple, units: _Units, compiled: bool, vs_best: str | None) -> tuple[str, ...]:
     """A kept row's cells as drawn in the run's columns (:meth:`RunFacts.columns`): numbers in their column's
     unit, then the compile time and ``vs best`` where the run has them, then the verdict."""
-    out = (cells[0], cells[1], cells[2], units["time"][1](cells[rows.TIME_AT]),
-           units["FLOP/s"][1](cells[rows.FLOPS_AT]), units["B/s"][1](cells[rows.BYTES_AT]), cells[6], cells[7],
-           cells[8])
+    out: tuple[str, ...] = (cells[0], cells[1], cells[2], units["time"][1](cells[columns.TIME_AT]),
+                            units["FLOP/s"][1](cells[columns.FLOPS_AT]), units["B/s"][1](cells[columns.BYTES_AT]),
+                            cells[6], cells[7], cells[8])
     if compiled:
-        out += (units["compile time"][1](cells[rows.COMPILE_AT]),)
+        out += (units["compile time"][1](cells[columns.COMPILE_AT]),)
     if vs_best is not None:
         out += (vs_best,)
     return out + (cells[9],)
 
 
 def _row_cells(p: Priced) -> tuple:
-    """What the table keeps of a row: its display cells (:func:`rows.display_cells`), then its device (the
+    """What the table keeps of a row: its display cells (:func:`columns.display_cells`), then its device (the
     ``vs best`` cell is decided when the run has been read)."""
-    return rows.display_cells(p) + (race_key(p.record)[0],)
+    return columns.display_cells(p) + (race_key(p.record)[0],)
 
 
 def _shown(op: str, cells: tuple, units: _Units, compiled: bool, races: dict[RaceKey, BackendRace]
            ) -> tuple[str, ...]:
     """A kept row's cells in the run's columns (:meth:`RunFacts.columns`)."""
-    vs_best = rows.versus_best_of(cells[2], races.get((cells[11], op, cells[0], cells[1]))) if races else None
+    vs_best = columns.versus_best_of(cells[2], races.get((cells[11], op, cells[0], cells[1]))) if races else None
     return _drawn(cells, units, compiled, vs_best)
 
 
@@ -514,7 +409,7 @@ class _OpDigest:
             cells, style = p if isinstance(p, tuple) else (_row_cells(p), _style(p))
             (heapq.heappush if len(heap) < WORST_PER_OP else heapq.heapreplace)(heap, (key, nseq, cells, style))
 
-    def merge(self, later: "_OpDigest", offset: int) -> None:
+    def merge(self, later: _OpDigest, offset: int) -> None:
         for v, n in later.counts.items():
             self.counts[v] = self.counts.get(v, 0) + n
         self.efficiencies += later.efficiencies
@@ -636,15 +531,15 @@ class TableReport(Report):
         """The rows ``items`` grouped under their op (ops in first-seen order), the op named on its first row,
         a rule after its last; each number column in one unit over these rows, named in its header."""
         items = list(items)
-        columns = facts.columns()
-        units = _units(columns, (cells for _, cells, _ in items))
-        t = TextTable(("op",) + tuple(units[c][0] if c in units else c for c in columns),
+        shown = facts.columns()
+        units = _units(shown, (cells for _, cells, _ in items))
+        t = TextTable(("op",) + tuple(units[c][0] if c in units else c for c in shown),
                       right=_RIGHT | {h for h, _ in units.values()}, title=title)
         groups: dict[str, list[tuple[tuple, str]]] = {}
         for op, cells, style in items:
             groups.setdefault(op, []).append((cells, style))
         compiled, races = facts.compiled, facts.races()
-        plain = [""] * (len(columns) - 1)
+        plain = [""] * (len(shown) - 1)
         for op, group in groups.items():
             last = len(group) - 1
             for i, (cells, style) in enumerate(group):
@@ -661,7 +556,7 @@ class TableReport(Report):
                            title=f"{self._title(facts)}: {self.count:,} rows, per op")
         for op, d in self.ops.items():
             per_op.add(op, f"{sum(d.counts.values()):,}", *(f"{d.counts.get(v, 0):,}" for v in VERDICT_ORDER),
-                       rows.percent(d.median()), styles=["bold"] + [""] * (len(VERDICT_ORDER) + 2))
+                       columns.percent(d.median()), styles=["bold"] + [""] * (len(VERDICT_ORDER) + 2))
         out = per_op.lines(colour)
         c = self.attention_counts
         if self.attention:
@@ -672,8 +567,9 @@ class TableReport(Report):
             unlisted = self.attention_total - len(self.attention)
             if unlisted:
                 out.append(f"… {unlisted:,} more not listed here; {EVERYTHING_HINT}")
+        lowest = ((op, cells, style) for op, d in self.ops.items() for cells, style in d.lowest())
         worst = self._row_table(f"Lowest efficiency, up to {WORST_PER_OP} per op (at-ceiling and below rows)",
-                                facts, ((op, cells, style) for op, d in self.ops.items() for cells, style in d.lowest()))
+                                facts, lowest)
         if worst.rows:
             out += [""] + worst.lines(colour)
         return out + [""]

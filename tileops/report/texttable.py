@@ -1,7 +1,7 @@
 """Boxed text tables for a terminal, written as plain strings: no per-cell objects.
 
-rich's ``Table`` measures and renders every cell as a renderable, about a
-millisecond per row on the development VM: 100 s for a table of 100,000 rows.
+rich's ``Table`` measures and renders every cell as a renderable, which for a
+table of 100,000 rows takes minutes (docs/architecture.md, "Figures behind the code").
 These tables look the same (rich's default heavy-head box, left-aligned title,
 bold header) but are plain string formatting: column widths are the widest
 cell, and a cell's style is one ANSI escape when the output takes colour.
@@ -15,7 +15,8 @@ import os
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Iterable, Sequence, TextIO
+from typing import IO
+from collections.abc import Callable, Iterable, Sequence
 
 #: SGR codes of the style words the reports use (rich's names for them).
 _SGR = {"bold": "1", "dim": "2", "italic": "3", "red": "31", "green": "32", "yellow": "33", "magenta": "35"}
@@ -28,7 +29,7 @@ def ansi(style: str) -> str:
     return f"\x1b[{';'.join(codes)}m" if codes else ""
 
 
-def colour_wanted(stream: TextIO) -> bool:
+def colour_wanted(stream: IO[str]) -> bool:
     """Colour for a terminal, not for a pipe or a file; NO_COLOR and FORCE_COLOR decide first."""
     if os.environ.get("NO_COLOR"):
         return False

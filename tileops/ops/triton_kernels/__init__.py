@@ -1,7 +1,7 @@
 """Triton kernels, one readable kernel per pattern, shared by a family.
 
 Each module holds a pattern (``elementwise``: flat and broadcast elementwise, gated
-activations, casts; ``rows``: row-wise norms and softmax; ``rope``; ``embedding``) and exposes
+activations, casts; ``rowwise``: norms and softmax over rows; ``rope``; ``embedding``) and exposes
 :class:`Kernel` objects that ops name as ``"module:name"`` in ``Op.triton_kernel``. A Kernel
 says which dtypes and shapes it supports; a call outside them raises
 BackendUnavailableError with the reason (the bench asks first, through ``Op.unsupported``).
@@ -16,7 +16,8 @@ import importlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from tileops.errors import BackendUnavailableError
 from tileops.ops.backends import INTERPRETER_NOT_TIMED, interpreting
@@ -63,7 +64,7 @@ class Kernel:
             return f"the Triton kernel for {op} indexes with 32-bit offsets: {', '.join(big)} has over 2^31 elements"
         return self.limits(op, dtypes, shapes, params)
 
-    def __call__(self, op: "Op", **inputs: "torch.Tensor | None") -> Any:
+    def __call__(self, op: Op, **inputs: torch.Tensor | None) -> Any:
         present = {k: v for k, v in inputs.items() if v is not None}
         if not interpreting() and any(v.device.type == "cpu" for v in present.values()):
             raise BackendUnavailableError(f"{op.name}: {INTERPRETER_NOT_TIMED}")

@@ -1,20 +1,6 @@
-"""Roofline tool (M5, §4.3): price benchmark records against a device profile.
+"""Pricing one record against one profile (§1.2, §4.3): SOL time, efficiency, bound, verdict, physics check.
 
-Pure functions over records and a profile. It never instantiates an op and
-imports no op code (§4.4.5): every number it needs is in the record, so old
-records re-price under an updated profile without running anything (§5.2).
-
-CONTRACT (shared with tileops.pipeline, tileops.export and tileops.report):
-
-    price(record, profile) -> Priced
-    price_all(records, chooser) -> list[Priced]     chooser: tileops.profiles.ProfileChooser
-    price_iter(records, chooser) -> Iterator[Priced]  the same, one at a time (a stream of records)
-    health(priced) -> Health                          the run's health, decided here and only here
-                                                      (per ceiling: held, breached or not judged)
-    HealthTally                                       the same health, counted as rows go by
-    compare_backends(priced) -> {row: BackendRace}    a row's backends side by side: the best, its margin
-
-The model (§1.2)::
+The model::
 
     memory_time  = bytes / profile.memory.effective
     compute_time = flops / profile.roof(record.roof_key).effective   (0 when flops is 0)
@@ -29,26 +15,22 @@ below the profile's latency floor; ``anomaly`` above 105 %; ``at-ceiling`` at
 
 The physics check compares each row's implied rates (bytes / time, flops /
 time) with the *theoretical* ceilings of its roofs. A breach is physically
-impossible, so it is a formula error (never a fast kernel) and fails health.
-A ceiling with no theoretical figure (a CPU whose nominal bandwidth is
-unknown, a roof key the profile lacks, no profile at all) cannot be judged:
-each row records that as a :class:`Check` with a ``NOT_JUDGED_*`` reason, and
-:func:`health` reports every ceiling as held, breached or not judged, so a run
-whose formulas were never compared with anything is never called "passed".
-
-A theoretical figure is judged against only when it is an upper bound (issue
-29): an estimate on a clock nobody measured (``Roof.not_a_bound``) still prices
-rows but is ``NOT_JUDGED_ESTIMATE``; and a ceiling in doubt (a calibration above
-95 % of it, or a row above 100 % of an unmeasured estimate) is *suspect*: a row
-above it is ``NOT_JUDGED_SUSPECT``, never a FORMULA ERROR, and the health names
-the likely cause (the clock, the FMA units per core, the nominal bandwidth).
+impossible, so it is a formula error (never a fast kernel). A ceiling with no
+theoretical figure (a CPU whose nominal bandwidth is unknown, a roof key the
+profile lacks, no profile at all) cannot be judged: each row records that as a
+:class:`Check` with a ``NOT_JUDGED_*`` reason. A theoretical figure is judged
+against only when it is an upper bound (issue 29): an estimate on a clock
+nobody measured (``Roof.not_a_bound``) still prices rows but is
+``NOT_JUDGED_ESTIMATE``; and a row above a ceiling in doubt (a calibration above
+95 % of it) is ``NOT_JUDGED_SUSPECT``, never a FORMULA ERROR.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Literal, NamedTuple
+from typing import Literal, NamedTuple
+from collections.abc import Iterable, Iterator
 
 from tileops.profiles import Profile, ProfileChooser
 from tileops.records import Record
@@ -201,9 +183,9 @@ class Check(NamedTuple):
         return self.implied_per_s / self.theoretical_per_s
 
 
-# Not frozen: a frozen __init__ sets each field through object.__setattr__, which made building one cost three
-# times as much (a run prices 100,000), and nothing changes a priced row. It was never hashable (its record
-# holds dicts).
+# Not frozen: a frozen __init__ sets each field through object.__setattr__, which made building one cost several
+# times as much (a run prices 100,000; docs/architecture.md, "Figures behind the code"), and nothing changes a
+# priced row. It was never hashable (its record holds dicts).
 @dataclass(slots=True)
 class Priced:
     record: Record
@@ -234,7 +216,10 @@ class Priced:
             return "breach"
         if not self.checks:
             return None
-        return "held" if all(c.judged for c in self.checks) else "not-judged"
+        for c in self.checks:  # a loop, not all(...): the exporter asks every row of a large run
+            if c.not_judged is not None:
+                return "not-judged"
+        return "held"
 
     @property
     def span_s(self) -> float | None:
@@ -261,118 +246,7 @@ class Priced:
         return bool(self.breaches)
 
 
-CeilingState = Literal["held", "breached", "not-judged"]
-HealthState = Literal["held", "partial", "not-judged", "breached"]
 
-#: Run-level physics states, in the order a reader should worry about them.
-HEALTH_STATES: tuple[str, ...] = ("breached", "not-judged", "partial", "held")
-
-
-@dataclass(frozen=True)
-class CeilingHealth:
-    """The physics check of one ceiling of one profile over a run's rows."""
-
-    profile: str | None  # None: rows no profile matched
-    ceiling: str  # "memory" or a roof key
-    theoretical_per_s: float | None
-    judged: int  # rows whose implied rate was compared with the theoretical figure
-    breached: int  # of those, rows above it
-    not_judged: dict[str, int] = field(default_factory=dict)  # NOT_JUDGED_* reason -> rows
-    max_ratio: float | None = None  # the highest implied / theoretical among the judged rows
-    #: rows not judged against it (an estimate, a suspect ceiling) whose implied rate is above it anyway
-    above: int = 0
-    max_ratio_not_judged: float | None = None  # the highest implied / theoretical among those not judged
-    suspect: str | None = None  # why this ceiling is in doubt, naming the likely cause (None: no doubt)
-
-    @property
-    def state(self) -> CeilingState:
-        """breached (any row above the theoretical), held (judged, none above), or not-judged (no row judged).
-        A ceiling judged on some rows and not others is held or breached; its not_judged counts say the rest."""
-        if self.breached:
-            return "breached"
-        return "held" if self.judged else "not-judged"
-
-    @property
-    def unit(self) -> str:
-        return "B/s" if self.ceiling == "memory" else "FLOP/s"
-
-    @property
-    def reason(self) -> str | None:
-        """The most common reason rows were not judged (None when every row was)."""
-        if not self.not_judged:
-            return None
-        return max(sorted(self.not_judged), key=self.not_judged.__getitem__)
-
-    def as_dict(self) -> dict:
-        return {"profile": self.profile, "ceiling": self.ceiling, "state": self.state,
-                "theoretical_per_s": self.theoretical_per_s, "rows_judged": self.judged,
-                "rows_breached": self.breached, "rows_not_judged": sum(self.not_judged.values()),
-                "not_judged": dict(self.not_judged), "max_ratio": self.max_ratio,
-                "rows_above_not_judged": self.above, "max_ratio_not_judged": self.max_ratio_not_judged,
-                "suspect": self.suspect}
-
-
-@dataclass(frozen=True)
-class Health:
-    """The run's health as the roofline tool decides it (§4.3).
-
-    ``ok`` is False on any physics breach (the exit code 3). ``state`` says what
-    the physics check could vouch for: ``held`` (every ceiling of every measured
-    row judged, none breached; a roof the profile does not have at all is listed
-    as not judged but leaves ``held`` alone, since its rows are blank),
-    ``partial`` (some judged and held, some not judged), ``not-judged``
-    (nothing judged: no profile, no nominal, no measured row) or ``breached``.
-    Only ``held`` is a pass; ``partial`` passes only what it judged, which
-    ``ceilings`` lists.
-    """
-
-    ok: bool  # False when any row breaches the physics check
-    rows: int
-    by_verdict: dict[str, int] = field(default_factory=dict)
-    blanks_by_reason: dict[str, int] = field(default_factory=dict)
-    breaches: int = 0  # rows with at least one breach
-    errors: int = 0  # error records (skipped rows are not errors)
-    ceilings: tuple[CeilingHealth, ...] = ()
-
-    @property
-    def at_ceiling(self) -> int:
-        return self.by_verdict.get("at-ceiling", 0)
-
-    @property
-    def anomalies(self) -> int:
-        return self.by_verdict.get("anomaly", 0)
-
-    @property
-    def state(self) -> HealthState:
-        if not self.ok:
-            return "breached"
-        if not any(c.judged for c in self.ceilings):
-            return "not-judged"
-        return "partial" if self.unjudged(significant=True) else "held"
-
-    def unjudged(self, *, significant: bool = False) -> list[CeilingHealth]:
-        """Ceilings with rows the check could not judge. ``significant``: leave out those whose only reason is
-        ``roof-absent`` (a unit the profile does not have, such as fp8 on a CPU): their rows are blank, so no
-        reading stands on them, and the blank reason already says so."""
-        return [c for c in self.ceilings if c.not_judged
-                and not (significant and set(c.not_judged) == {NOT_JUDGED_ROOF_ABSENT})]
-
-    @property
-    def not_judged_reasons(self) -> dict[str, int]:
-        """Rows x ceilings not judged, by reason, over the whole run."""
-        out: dict[str, int] = {}
-        for c in self.ceilings:
-            for reason, n in c.not_judged.items():
-                out[reason] = out.get(reason, 0) + n
-        return out
-
-    def as_dict(self) -> dict:
-        return {"ok": self.ok, "state": self.state, "rows": self.rows, "by_verdict": dict(self.by_verdict),
-                "blanks_by_reason": dict(self.blanks_by_reason), "breaches": self.breaches,
-                "errors": self.errors, "ceilings": [c.as_dict() for c in self.ceilings]}
-
-
-#: A compute roof as pricing needs it: (resolved key or None, effective, theoretical, not-judged reason, suspect).
 _RoofView = tuple[str | None, float | None, float | None, str | None, str | None]
 _NO_ROOF: _RoofView = (None, None, None, None, None)
 
@@ -392,7 +266,7 @@ class _Ceilings:
     _roofs: dict[str, _RoofView] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, profile: Profile) -> "_Ceilings":
+    def of(cls, profile: Profile) -> _Ceilings:
         mem = profile.memory
         notes: tuple[str, ...] = ()
         if mem is not None and not mem.nominal_known:
@@ -545,6 +419,7 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
                           f"roof {key!r}{via} is uncalibrated in profile {name!r}; run `tileops calibrate`",
                           actual=actual, checks=checks, notes=c.notes)
         compute_time = flops / peak
+    bound: Bound
     if memory_time >= compute_time:  # a tie is memory-bound
         sol, bound = memory_time, "memory"
     else:
@@ -565,7 +440,7 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         notes = notes + (host_bound_note(r),)
     return Priced(
         record=r, profile=name, verdict=verdict, actual_time_s=actual, memory_time_s=memory_time,
-        compute_time_s=compute_time, sol_time_s=sol, efficiency=eff, bound=bound,  # type: ignore[arg-type]
+        compute_time_s=compute_time, sol_time_s=sol, efficiency=eff, bound=bound,
         achieved_bytes_per_s=nbytes / actual, achieved_flops_per_s=flops / actual,
         effective_bandwidth=bw, effective_peak=peak, breaches=_breaches(checks), roof=resolved, notes=notes,
         checks=checks)
@@ -598,241 +473,3 @@ def price_all(records: Iterable[Record], chooser: ProfileChooser) -> list[Priced
     """Price many records, each on the profile ``chooser`` picks for its device (None: blank)."""
     return list(price_iter(records, chooser))
 
-
-class _CeilingTally:
-    __slots__ = ("theoretical", "judged", "breached", "not_judged", "max_ratio", "above", "max_unjudged", "suspect")
-
-    def __init__(self) -> None:
-        self.theoretical: float | None = None
-        self.judged = self.breached = self.above = 0
-        self.not_judged: dict[str, int] = {}
-        self.max_ratio: float | None = None
-        self.max_unjudged: float | None = None
-        self.suspect: str | None = None
-
-    def merge(self, later: "_CeilingTally") -> None:
-        if later.theoretical is not None:
-            self.theoretical = later.theoretical
-        self.judged += later.judged
-        self.breached += later.breached
-        self.above += later.above
-        for why, n in later.not_judged.items():
-            self.not_judged[why] = self.not_judged.get(why, 0) + n
-        if later.max_ratio is not None and (self.max_ratio is None or later.max_ratio > self.max_ratio):
-            self.max_ratio = later.max_ratio
-        if later.max_unjudged is not None and (self.max_unjudged is None or later.max_unjudged > self.max_unjudged):
-            self.max_unjudged = later.max_unjudged
-        self.suspect = later.suspect or self.suspect
-
-    def suspicion(self) -> str | None:
-        """The health note of a ceiling in doubt: its profile's own (a calibration too close to it), and rows
-        above an estimate nobody measured the clock of; None when nothing puts it in doubt."""
-        notes = [self.suspect] if self.suspect else []
-        if self.above and self.not_judged.get(NOT_JUDGED_ESTIMATE):
-            top = f"{self.max_unjudged:.0%}" if self.max_unjudged is not None else "?"
-            notes.append(f"{self.above} row(s) ran above this estimate (highest {top} of it), whose clock was not "
-                         "measured: the theoretical is too low, not the formula; likely cause: the clock it assumes "
-                         "(turbo runs the cores faster than the stated clock), or the FMA units per core")
-        return "; ".join(notes) or None
-
-
-class HealthTally:
-    """The run's health counted row by row (:func:`health` over a stream), mergeable across parts of a run."""
-
-    __slots__ = ("rows", "by_verdict", "blanks", "breaches", "errors", "ceilings")
-
-    def __init__(self) -> None:
-        self.rows = 0
-        self.by_verdict: dict[str, int] = {}
-        self.blanks: dict[str, int] = {}
-        self.breaches = 0
-        self.errors = 0
-        self.ceilings: dict[tuple[str, str], _CeilingTally] = {}  # (profile or "", ceiling)
-
-    def add(self, p: Priced) -> None:
-        self.rows += 1
-        v = p.verdict
-        self.by_verdict[v] = self.by_verdict.get(v, 0) + 1
-        if v == "blank" and p.blank_reason:
-            self.blanks[p.blank_reason] = self.blanks.get(p.blank_reason, 0) + 1
-        elif v == "error" and p.blank_reason == BLANK_ERROR:
-            self.errors += 1
-        if p.breaches:
-            self.breaches += 1
-        for k in p.checks:
-            key = (p.profile or "", k.ceiling)
-            t = self.ceilings.get(key)
-            if t is None:
-                t = self.ceilings[key] = _CeilingTally()
-            theo, why = k.theoretical_per_s, k.not_judged
-            if theo is not None:
-                t.theoretical = theo
-            if k.suspect is not None:
-                t.suspect = k.suspect
-            if why is not None:
-                t.not_judged[why] = t.not_judged.get(why, 0) + 1
-                implied = k.implied_per_s
-                if implied is not None and theo:  # an estimate's or a suspect ceiling's row: was it above?
-                    ratio = implied / theo
-                    if t.max_unjudged is None or ratio > t.max_unjudged:
-                        t.max_unjudged = ratio
-                    if implied > theo:
-                        t.above += 1
-                continue
-            t.judged += 1  # judged: both the implied rate and the theoretical figure are there
-            implied = k.implied_per_s
-            ratio = implied / theo  # type: ignore[operator]
-            if t.max_ratio is None or ratio > t.max_ratio:
-                t.max_ratio = ratio
-            if implied > theo:  # type: ignore[operator]  # the same test as Check.breached
-                t.breached += 1
-
-    def merge(self, later: "HealthTally") -> None:
-        """Add the counts of another part of the run (read after this one)."""
-        self.rows += later.rows
-        for mine, theirs in ((self.by_verdict, later.by_verdict), (self.blanks, later.blanks)):
-            for k, n in theirs.items():
-                mine[k] = mine.get(k, 0) + n
-        self.breaches += later.breaches
-        self.errors += later.errors
-        for key, t in later.ceilings.items():
-            mine_t = self.ceilings.get(key)
-            if mine_t is None:
-                mine_t = self.ceilings[key] = _CeilingTally()
-            mine_t.merge(t)
-
-    def health(self) -> Health:
-        ceilings: list[CeilingHealth] = []
-        for profile, ceiling in sorted(self.ceilings, key=lambda pc: (pc[0], pc[1] != "memory", pc[1])):  # memory first
-            t = self.ceilings[(profile, ceiling)]
-            ceilings.append(CeilingHealth(profile or None, ceiling, t.theoretical, t.judged, t.breached,
-                                          dict(t.not_judged), t.max_ratio, t.above, t.max_unjudged, t.suspicion()))
-        return Health(ok=self.breaches == 0, rows=self.rows, by_verdict=dict(self.by_verdict),
-                      blanks_by_reason=dict(self.blanks), breaches=self.breaches, errors=self.errors,
-                      ceilings=tuple(ceilings))
-
-
-def health(priced: Iterable[Priced]) -> Health:
-    """The run's health: counts by verdict and blank reason, and the physics check per (profile, ceiling).
-
-    ``ok`` is False when any row breaches the physics check; ``state`` and
-    ``ceilings`` say what the check judged, so a ceiling nothing could be
-    compared with is reported as not judged, never as passed.
-    """
-    tally = HealthTally()
-    for p in priced:
-        tally.add(p)
-    return tally.health()
-
-
-# --------------------------------------------------------------------------- backends side by side
-
-RaceKey = tuple[str, str, str, str]  # (device, op, label, dtype)
-
-
-@dataclass(frozen=True)
-class BackendRace:
-    """The backends one row (op, label, dtype on one device) ran on, side by side.
-
-    Every backend of a row makes the same call, so the formula prices the same
-    minimum traffic and the same SOL time for each: their SOL ratios compare the
-    implementations directly (the higher, the faster). Only priced rows take part
-    (a blank, error or skipped backend has no SOL, and its verdict says why);
-    ``best`` is the highest SOL and ``margin`` how far ahead of the next it is,
-    in SOL points (0.25 = 25 points), None when no other backend was priced.
-    """
-
-    key: RaceKey
-    efficiency: dict[str, float | None]  # every backend of the row, in run order: its SOL ratio or None
-    best: str | None  # None when no backend of the row was priced
-    runner_up: str | None = None
-
-    @property
-    def margin(self) -> float | None:
-        """Best SOL minus the runner-up's, as a ratio (None without a runner-up)."""
-        if self.best is None or self.runner_up is None:
-            return None
-        return self.efficiency[self.best] - self.efficiency[self.runner_up]  # type: ignore[operator]
-
-    @property
-    def speedup(self) -> float | None:
-        """How many times faster the best runs than the runner-up (their SOL ratio; same SOL time)."""
-        if self.best is None or self.runner_up is None or not self.efficiency[self.runner_up]:
-            return None
-        return self.efficiency[self.best] / self.efficiency[self.runner_up]  # type: ignore[operator]
-
-    def behind(self, backend: str) -> float | None:
-        """How far ``backend`` is behind the best, in SOL points (0 for the best; None when not priced)."""
-        eff = self.efficiency.get(backend)
-        if eff is None or self.best is None:
-            return None
-        return self.efficiency[self.best] - eff  # type: ignore[operator]
-
-    def as_dict(self) -> dict:
-        device, op, label, dtype = self.key
-        return {"device": device, "op": op, "label": label, "dtype": dtype, "efficiency": dict(self.efficiency),
-                "best": self.best, "runner_up": self.runner_up, "margin": self.margin, "speedup": self.speedup}
-
-
-def race_key(record: Record) -> RaceKey:
-    """The row a record is one backend of: its device, op, label and dtype."""
-    return (record.env.device_uuid or record.env.device_name, record.op, record.label, record.dtype)
-
-
-def compare_backends(priced: Iterable[Priced]) -> dict[RaceKey, BackendRace]:
-    """Every row that ran on more than one backend, by :func:`race_key`, with its best backend and margin.
-
-    A tie keeps the backend that ran first. Rows on one backend are left out: there is nothing to compare.
-    """
-    return backend_races(priced)[0]
-
-
-class RaceTally:
-    """Every row's backends and their SOL ratios, gathered row by row (:func:`backend_races` over a
-    stream), mergeable across consecutive parts of a run; :meth:`races` decides once all are in."""
-
-    __slots__ = ("groups",)
-
-    def __init__(self) -> None:
-        self.groups: dict[RaceKey, dict[str, float | None]] = {}  # row -> {backend: SOL ratio}, in run order
-
-    def add(self, key: RaceKey, backend: str, efficiency: float | None) -> None:
-        effs = self.groups.get(key)
-        if effs is None:
-            self.groups[key] = {backend: efficiency}
-        else:
-            effs[backend] = efficiency
-
-    def merge(self, later: "RaceTally") -> None:
-        """Add the rows of the next part of the run (the same as adding them here one by one)."""
-        groups = self.groups
-        for key, theirs in later.groups.items():
-            effs = groups.get(key)
-            if effs is None:
-                groups[key] = theirs
-            else:
-                effs.update(theirs)
-
-    def races(self) -> dict[RaceKey, BackendRace]:
-        """Every row that ran on more than one backend: its best backend (a tie keeps the first) and margin."""
-        races: dict[RaceKey, BackendRace] = {}
-        for key, effs in self.groups.items():
-            if len(effs) < 2:
-                continue
-            ranked = sorted((e, -i, b) for i, (b, e) in enumerate(effs.items()) if e is not None)  # ties: first
-            best = ranked[-1][2] if ranked else None
-            races[key] = BackendRace(key, effs, best, ranked[-2][2] if len(ranked) > 1 else None)
-        return races
-
-
-def backend_races(priced: Iterable[Priced]) -> tuple[dict[RaceKey, BackendRace], list[BackendRace | None]]:
-    """:func:`compare_backends`, and each priced row's race in the same order (None for a row on one
-    backend): one pass for a renderer that shows both (100,000 rows in a fraction of a second)."""
-    tally = RaceTally()
-    keys: list[RaceKey] = []
-    for p in priced:
-        key = race_key(p.record)
-        keys.append(key)
-        tally.add(key, p.record.backend, p.efficiency)
-    races = tally.races()
-    return races, [races.get(k) for k in keys]

@@ -11,12 +11,15 @@ can get a verdict. Rows are built exactly as the bench builds them
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tileops.bench.select import Planned, Selection, plan
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
 from tileops.ops.spec import OpEntry, Workload, dtype_case_name
+
+if TYPE_CHECKING:
+    from tileops.ops.base import Op
 
 #: What the audit measures without ``--backend`` (``audit_plan`` says why).
 AUDIT_BACKENDS = ("torch",)
@@ -29,18 +32,18 @@ def manifest_entries() -> dict[str, OpEntry]:
     return load_entries()
 
 
-def op_classes() -> dict[str, type]:
+def op_classes() -> dict[str, type[Op]]:
     from tileops.ops.registry import load_all
 
     return load_all()
 
 
-def declares_read_half(cls: type) -> bool:
+def declares_read_half(cls: type[Op]) -> bool:
     """Whether the op's entry states a read half (``Op.eval_roofline_read_bytes()`` is not None)."""
     return getattr(cls, "emitted", None) is not None and cls.emitted.read_bytes is not None
 
 
-def audit_plan(entries: dict[str, OpEntry], classes: dict[str, type], sel: Selection,
+def audit_plan(entries: dict[str, OpEntry], classes: dict[str, type[Op]], sel: Selection,
                device: DeviceInfo) -> list[Planned]:
     """The rows to audit, in manifest order: every row of the selected ops, whatever the host.
 

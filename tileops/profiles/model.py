@@ -1,32 +1,22 @@
-"""Device profiles (§5.1): theoretical ceilings and calibration factors, never their product.
+"""What a device profile is (§5.1): theoretical ceilings and calibration factors, never their product.
 
-``effective = theoretical × calibration`` is computed on read. A profile is
-selected by matching the measured device name; no match leaves SOL blank
-(§1.2). An uncalibrated roof prices as blank too, with that reason.
-
-Profiles live in two places: the shipped ones (``profiles/*.yaml``, datasheet
-values, calibration empty unless someone measured it) and the profile store
-(``TILEOPS_PROFILE_DIR``, default ``<user data dir>/tileops/profiles``), where
-``tileops calibrate`` writes. A store profile overrides a shipped one of the
-same name, so a calibration never has to edit the shipped files.
+``effective = theoretical × calibration`` is computed on read. Every figure is
+bounded and finite when read, and an error names the file, the field and the
+fix (:class:`ProfileError`). Where profiles live is ``tileops.profiles.store``;
+which one prices a device, ``tileops.profiles.chooser``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-import re
-from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, Literal
+from typing import Annotated, Any, Literal
+from collections.abc import Iterable, Mapping
 
-import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
                       model_validator)
 
 from tileops.errors import TileOpsError
-from tileops.fsutil import read_regular, write_atomic
-from tileops.yamlfile import YamlError, parse_yaml, read_yaml, refuse_duplicates
 
 MIXES = ("copy", "triad", "read", "write")
 ROOF_KEYS = (
@@ -35,7 +25,6 @@ ROOF_KEYS = (
     # CPU roofs: FMA-saturated vector path and large-matmul path (both measured, §primer).
     "cpu.fp32", "cpu.fp32_matmul",
 )
-PROFILE_DIR_ENV = "TILEOPS_PROFILE_DIR"
 
 #: Bounds on every rate a profile holds (bytes/s, FLOP/s): the largest machines reach about 1e18, so a
 #: figure outside [1, 1e24] is a typo or an overflow (YAML reads ``1e400`` as infinity), and one that
@@ -49,8 +38,6 @@ MIN_FRACTION = 1e-9
 #: much of its datasheet figure), so the ceiling is *suspect* (issue 29) and a row above it is not blamed on
 #: its formula.
 SUSPECT_CALIBRATION = 0.95
-#: A profile is a page of YAML; a file larger than this is not one (and is not read into memory).
-PROFILE_MAX_BYTES = 2**20
 _FINITE = ConfigDict(extra="forbid", allow_inf_nan=False)
 _Rate = Annotated[float, Field(ge=MIN_RATE, le=MAX_RATE)]
 _Fraction = Annotated[float, Field(ge=MIN_FRACTION, le=1.5)]
@@ -161,12 +148,13 @@ class Roof(BaseModel):
                                                      "on a GPU)")
 
     @model_validator(mode="after")
-    def _calibration_has_source(self) -> "Roof":
+    def _calibration_has_source(self) -> Roof:
         if self.calibration is not None and self.calibration_source is None:
             raise ValueError("a calibration needs calibration_source (run id, date, tool version)")
         if self.peak is not None and abs(self.peak.peak_flops - self.theoretical) > 1e-6 * self.theoretical:
             raise ValueError(f"theoretical {self.theoretical:.6g} is not the product of its peak's factors "
-                             f"({self.peak.explain()}); set theoretical to {self.peak.peak_flops:.6g} or fix the factors")
+                             f"({self.peak.explain()}); set theoretical to {self.peak.peak_flops:.6g} or fix the "
+                             "factors")
         return self
 
 
@@ -209,7 +197,7 @@ class MemoryRoof(BaseModel):
 
 
     @model_validator(mode="after")
-    def _consistent(self) -> "MemoryRoof":
+    def _consistent(self) -> MemoryRoof:
         if self.calibration is not None and self.calibration_source is None:
             raise ValueError("a calibration needs calibration_source (run id, date, tool version)")
         if self.theoretical is None and (self.calibration is not None or self.mixes):
@@ -266,7 +254,7 @@ class Profile(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _aliases_resolve(self) -> "Profile":
+    def _aliases_resolve(self) -> Profile:
         for key, target in self.roof_aliases.items():
             if key not in ROOF_KEYS:
                 raise ValueError(f"roof_aliases key {key!r} is not a roof key; keys are {', '.join(ROOF_KEYS)}")
@@ -350,7 +338,7 @@ def _loc_str(loc: Iterable[Any]) -> str:
     return ".".join(str(x) for x in loc) or "(top level)"
 
 
-def _fix_for(err: dict[str, Any]) -> str:
+def _fix_for(err: Mapping[str, Any]) -> str:
     loc = [str(x) for x in err.get("loc", ()) if not isinstance(x, int)]
     if err.get("type") == "value_error":
         return "see the message"
@@ -379,25 +367,6 @@ def _validation_error(path: Path, exc: ValidationError) -> ProfileError:
     return ProfileError(f"{path}: invalid profile\n" + "\n".join(lines), file=path, field=field, fix=fix)
 
 
-# --------------------------------------------------------------------------- loading
-
-
-def shipped_dir() -> Path:
-    """The shipped profiles: ``profiles/`` in a checkout, ``tileops/_data/profiles`` when installed."""
-    from tileops.paths import data_dir
-
-    return data_dir("profiles")
-
-
-def store_dir() -> Path:
-    """The profile store: ``$TILEOPS_PROFILE_DIR`` or ``<user data dir>/tileops/profiles``."""
-    env = os.environ.get(PROFILE_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("tileops")) / "profiles"
-
 
 def parse_profile(data: Any, path: Path | str = "<profile>") -> Profile:
     """Validate already-parsed YAML data; errors name ``path``, the field and the fix."""
@@ -415,304 +384,3 @@ def parse_profile(data: Any, path: Path | str = "<profile>") -> Profile:
     return profile
 
 
-def load_profile(path: Path | str) -> Profile:
-    """Read one profile file. Raises ProfileError naming the file, the field and the fix.
-
-    Read by the package's one YAML reader (``tileops.yamlfile``): a regular file of bounded size, UTF-8,
-    aliases bounded, every key once.
-    """
-    path = Path(path)
-    try:
-        data = refuse_duplicates(read_yaml(path, PROFILE_MAX_BYTES), path)
-    except YamlError as exc:
-        field = f"line {exc.line}" if exc.line is not None else None
-        raise ProfileError(str(exc), file=path, field=field,
-                           fix="fix the file at that line" if field else "replace it with a profile YAML file, "
-                                                                         "or remove it") from None
-    return parse_profile(data, path)
-
-
-ProfileReader = Callable[[Path], Profile]
-ErrorSink = Callable[[ProfileError], None]
-
-
-def _load_dir(directory: Path, read: ProfileReader, on_error: ErrorSink | None) -> dict[str, Profile]:
-    out: dict[str, Profile] = {}
-    if not directory.is_dir():
-        return out
-    for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
-        try:
-            p = read(path)
-            if p.name in out:
-                other = out[p.name].source_path
-                raise ProfileError(f"{path}: name {p.name!r} is also used by {other}; every profile in a folder "
-                                   "needs its own name", file=path, field="name", fix="rename one of the two profiles")
-        except ProfileError as exc:
-            if on_error is None:
-                raise
-            on_error(exc)
-            continue
-        out[p.name] = p
-    return out
-
-
-def load_profiles(*, shipped: bool = True, store: bool = True, store_path: Path | None = None,
-                  read: ProfileReader = load_profile, on_error: ErrorSink | None = None) -> list[Profile]:
-    """Shipped profiles plus the store's, a store profile replacing a shipped one of the same name.
-
-    A malformed file raises ProfileError: a profile that silently vanished would
-    leave readings blank with a misleading reason. A long-running reader (``tileops
-    serve``) passes ``on_error`` instead: the file is reported there and skipped,
-    and every other profile still loads. ``read`` reads one file (a cache may
-    stand in for :func:`load_profile`).
-    """
-    merged: dict[str, Profile] = {}
-    if shipped:
-        merged.update(_load_dir(shipped_dir(), read, on_error))
-    if store:
-        directory = store_path or store_dir()
-        problem = store_problem(directory, explicit=store_path is not None)
-        if problem is None:
-            merged.update(_load_dir(directory, read, on_error))
-        elif on_error is None:
-            raise problem
-        else:
-            on_error(problem)
-    return sorted(merged.values(), key=lambda p: p.name)
-
-
-def store_problem(directory: Path, *, explicit: bool = False) -> ProfileError | None:
-    """Why ``directory`` cannot be the profile store (it exists and is not a directory), naming what set it
-    and the fix; None when it is a directory or absent (absent: no store profiles yet, calibrate makes it).
-
-    Without this, every reader would find no store profile in a file and price rows blank (``no-profile``)
-    without saying why. ``explicit``: the path was passed in rather than read from the environment."""
-    if not directory.exists() or directory.is_dir():
-        return None
-    env = os.environ.get(PROFILE_DIR_ENV)
-    if explicit:
-        origin, fix = "the profile store given", "give a directory"
-    elif env:
-        origin = f"{PROFILE_DIR_ENV}={env}"
-        fix = f"point {PROFILE_DIR_ENV} (or --profile-dir) at a directory, or unset it for the default store"
-    else:
-        origin = "the default profile store"
-        fix = f"move the file away, or set {PROFILE_DIR_ENV} to a directory"
-    return ProfileError(f"{directory}: {origin} is a file, not a directory; the profile store is a folder of "
-                        f"profile YAML files (fix: {fix}; calibrate creates the directory when missing)",
-                        file=directory, field=PROFILE_DIR_ENV, fix=fix)
-
-
-def is_store_profile(profile: Profile, store_path: Path | None = None) -> bool:
-    src = profile.source_path
-    if src is None:
-        return False
-    try:
-        return src.resolve().parent == (store_path or store_dir()).resolve()
-    except OSError:
-        return False
-
-
-def select_profile(device_name: str, profiles: Iterable[Profile] | None = None) -> Profile | None:
-    """The profile whose ``match`` names this device (exact, case-insensitive), or None (§1.2: SOL blank).
-
-    Store profiles win over shipped ones; two profiles from the same place claiming
-    the same device is an error, since either choice would be a guess.
-    """
-    pool = list(load_profiles() if profiles is None else profiles)
-    hits = [p for p in pool if p.matches(device_name)]
-    if len(hits) <= 1:
-        return hits[0] if hits else None
-    in_store = [p for p in hits if is_store_profile(p)]
-    if len(in_store) == 1:
-        return in_store[0]
-    tied = in_store or hits
-    files = ", ".join(f"{p.name} ({p.source_path or 'in memory'})" for p in tied)
-    raise ProfileError(f"device {device_name!r} matches several profiles: {files}",
-                       file=tied[0].source_path, field="match",
-                       fix=f"remove {device_name!r} from all but one profile's match list")
-
-
-def find_profile(name_or_path: str | Path, profiles: Iterable[Profile] | None = None, *,
-                 read: ProfileReader = load_profile) -> Profile:
-    """A profile by file path, by name, or by a device name it matches; ProfileError listing the names otherwise."""
-    p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or (p.exists() and not p.is_dir()):  # a file (load_profile refuses a FIFO)
-        return read(p)
-    pool = list(load_profiles() if profiles is None else profiles)
-    key = str(name_or_path).strip().lower()
-    for prof in pool:
-        if prof.name.lower() == key:
-            return prof
-    hit = select_profile(str(name_or_path), pool)
-    if hit is not None:
-        return hit
-    names = ", ".join(x.name for x in pool) or "(none)"
-    raise ProfileError(f"no profile named or matching {str(name_or_path)!r}; known profiles: {names}",
-                       field="name", fix="run `tileops profile list`, or `tileops calibrate` on that device")
-
-
-#: A device's own profile from its key and its model's profile, or None (the model's prices it).
-DeviceProfiles = Callable[[str, Profile], "Profile | None"]
-_UNSET = object()
-
-
-class ProfileChooser:
-    """The one place that decides which profile prices a device (§4.3, §5.1).
-
-    Given an explicit profile (``--profile NAME|FILE``), that profile prices
-    every device. Otherwise a device's model profile is the one whose ``match``
-    names it (:func:`select_profile`: the store's calibrated profiles before the
-    shipped ones; two claimants raise rather than guess), and, where the store
-    holds the device's own calibration (``per_device``, given by the calibration
-    store: ``tileops.calibrate.results.device_profile_reader``), the device is
-    priced on that calibration over its model's theoretical ceilings, since
-    calibration is a per-device input (§5.1). Each is looked up once. None means
-    no profile: SOL stays blank (§1.2), never guessed. The bench, ``roofline``,
-    ``export``, ``serve`` and the fleet all choose here.
-    """
-
-    def __init__(self, profiles: Iterable[Profile] = (), *, fixed: Profile | None = None,
-                 use_fixed: bool = False, per_device: DeviceProfiles | None = None) -> None:
-        self._profiles = list(profiles)
-        self._fixed = fixed
-        self._use_fixed = use_fixed or fixed is not None
-        self._per_device = per_device
-        self._cache: dict[str, Profile | None] = {}
-        self._device_cache: dict[tuple[str, str], Profile | None] = {}
-
-    @classmethod
-    def resolve(cls, choice: str | Path | None = None, *, store_path: Path | None = None,
-                read: ProfileReader = load_profile, on_error: ErrorSink | None = None,
-                per_device: DeviceProfiles | None = None) -> "ProfileChooser":
-        """``--profile NAME|FILE`` as a fixed choice; without it every known profile (and each device's own
-        calibration, with ``per_device``). Reads (and so validates) the profiles now: a bad name or file is
-        an error before any work starts. With ``on_error``, a bad file in the folders is reported there and
-        skipped (see :func:`load_profiles`); a bad explicit choice still raises."""
-        pool = load_profiles(store_path=store_path, read=read, on_error=on_error)
-        if choice:
-            return cls(pool, fixed=find_profile(choice, pool, read=read))
-        return cls(pool, per_device=per_device)
-
-    @classmethod
-    def only(cls, profile: Profile | None) -> "ProfileChooser":
-        """``profile`` for every device (None: every row blank, no profile)."""
-        return cls([profile] if profile is not None else [], fixed=profile, use_fixed=True)
-
-    def __call__(self, device_name: str, device_key: str | None = None) -> Profile | None:
-        """The profile that prices the device named ``device_name`` whose stable key (GPU uuid, or
-        ``cpu-<hostname>``: ``tileops.records.Machine.device_key``) is ``device_key``."""
-        if self._use_fixed:
-            return self._fixed
-        if device_name not in self._cache:
-            self._cache[device_name] = select_profile(device_name, self._profiles)
-        model = self._cache[device_name]
-        if model is None or device_key is None or self._per_device is None:
-            return model
-        hit = self._device_cache.get((device_name, device_key), _UNSET)
-        if hit is _UNSET:
-            hit = self._device_cache[(device_name, device_key)] = self._per_device(device_key, model) or model
-        return hit  # type: ignore[return-value]
-
-    def add(self, profile: Profile) -> None:
-        """A profile written meanwhile (a calibration) joins the pool, replacing one of its name."""
-        self._profiles = [p for p in self._profiles if p.name != profile.name] + [profile]
-        self.forget()
-
-    def forget(self) -> None:
-        """Look everything up again (a device was calibrated meanwhile)."""
-        self._cache.clear()
-        self._device_cache.clear()
-
-    @property
-    def fixed(self) -> Profile | None:
-        return self._fixed
-
-    @property
-    def profiles(self) -> list[Profile]:
-        """Every profile this chooser can answer with."""
-        return [self._fixed] if self._use_fixed and self._fixed is not None else list(self._profiles)
-
-
-# --------------------------------------------------------------------------- writing
-
-
-def profile_filename(name: str) -> str:
-    """A file name for a profile name: lower case, anything but [a-z0-9._-] replaced by '-'."""
-    slug = re.sub(r"[^a-z0-9._-]+", "-", name.strip().lower()).strip("-.")
-    return (slug or "profile") + ".yaml"
-
-
-def _float_repr(dumper: yaml.SafeDumper, value: float) -> yaml.Node:
-    """Large and small floats in scientific notation (3.35e+12), exactly round-tripping."""
-    if value != value or value in (float("inf"), float("-inf")) or value == 0 or 1e-3 <= abs(value) < 1e6:
-        return dumper.represent_float(value)
-    mant, _, exp = format(Decimal(repr(value)).normalize(), "e").partition("e")
-    if "." not in mant:
-        mant += ".0"
-    return dumper.represent_scalar("tag:yaml.org,2002:float", f"{mant}e{int(exp):+03d}")
-
-
-class _Dumper(yaml.SafeDumper):
-    pass
-
-
-_Dumper.add_representer(float, _float_repr)
-
-
-def _drop_empty(data: Any) -> Any:
-    """Drop empty mappings (``mixes: {}``): absent and empty mean the same to the schema."""
-    if isinstance(data, dict):
-        return {k: _drop_empty(v) for k, v in data.items() if not (isinstance(v, dict) and not v)}
-    return data
-
-
-def leading_comments(path: Path) -> str | None:
-    """The comment block a profile file starts with (its source notes), or None."""
-    try:
-        lines = read_regular(path, PROFILE_MAX_BYTES).decode("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    block = []
-    for line in lines:
-        if not line.startswith("#"):
-            break
-        block.append(line)
-    return "\n".join(block) if block else None
-
-
-def dump_profile(profile: Profile, header: str | None = None) -> str:
-    """The profile as YAML text, after ``header`` (comment lines) or a generated one naming its sources."""
-    data = _drop_empty(profile.model_dump(mode="json", exclude_none=True))
-    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=110)
-    if header is not None:
-        return header.rstrip("\n") + "\n" + body
-    from tileops import __version__
-
-    head = [f"# Device profile {profile.name} ({profile.kind}), written by tileops {__version__}.",
-            "# Inputs only: effective = theoretical x calibration is computed on read (spec 5.1).",
-            "# Sources:"]
-    if profile.memory is not None:
-        head.append(f"#   memory: {_describe_source(profile.memory.theoretical_source)}")
-    for key, roof in profile.compute.items():
-        head.append(f"#   {key}: {_describe_source(roof.theoretical_source)}")
-    return "\n".join(head) + "\n" + body
-
-
-def _describe_source(p: Provenance) -> str:
-    return p.source + (f" ({p.ref})" if p.ref else "") + (f" - {p.note}" if p.note else "")
-
-
-def write_profile(profile: Profile, directory: Path | None = None, *, path: Path | None = None,
-                  keep_header: bool = False) -> Path:
-    """Write ``profile`` atomically to ``path`` or ``directory/<name>.yaml`` (default: the store).
-
-    ``keep_header`` keeps the comment block the existing file starts with (a shipped
-    profile's datasheet notes). The text is re-read and validated before it
-    replaces anything, so a bad write never leaves a profile that fails to load.
-    """
-    target = Path(path) if path is not None else (directory or store_dir()) / profile_filename(profile.name)
-    text = dump_profile(profile, leading_comments(target) if keep_header and target.exists() else None)
-    parse_profile(parse_yaml(text, target).data, target)  # what we write must load
-    write_atomic(target, text)
-    return target

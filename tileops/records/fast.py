@@ -1,30 +1,29 @@
-"""Contract objects straight from JSON bytes, for readers of many records (``tileops roofline``, ``export``, ``serve``).
+"""msgspec's mirror of the records contract: the fast path of ``tileops.records.decode.line_decoder``.
 
-The records contract (``tileops.records``) is standard-library dataclasses
-checked field by field, which is what the benchmark layer may use (§5.2) and
-what words every error. Read that way a record cost about 45 µs on the
-development VM; msgspec parses a line and checks its types and bounds in C in
-about 3 µs, and copying the result into the contract classes about 8 more.
-So each contract class gets a *mirror*: a msgspec Struct with the same fields,
-the same types, the same bounds (``field(metadata=...)`` becomes
-``msgspec.Meta``), unknown fields refused; a decoded mirror is then copied into
-the contract class. A line the mirror refuses is not an error here: the caller
-reads it the standard way, which accepts it after all or words the error with
-file, line and field (a lone surrogate, which msgspec refuses and ``json``
-reads, is refused there too).
-So this reader only ever accepts what the field decoder accepts, and builds
-the same object (``tests/test_records.py`` holds both alike over every
-one-value mutation of a record).
+The records contract (``tileops.records.contract``) is standard-library
+dataclasses checked field by field (``tileops.records.decode``), which is what
+the benchmark layer may use (§5.2) and what words every error. msgspec parses a
+line and checks its types and bounds in C, several times faster (docs/roofline.md
+gives the figures). So each contract class gets a *mirror*: a msgspec Struct
+with the same fields, the same types, the same bounds (``field(metadata=...)``
+becomes ``msgspec.Meta``), unknown fields refused; a decoded mirror is then
+copied into the contract class. A line the mirror refuses is not an error here:
+it goes to the standard decoder, which accepts it after all or words the error
+with file, line and field (a lone surrogate, which msgspec refuses and ``json``
+reads, is refused there too). So this reader only ever accepts what the field
+decoder accepts, and builds the same object (``tests/test_records.py`` holds
+both alike over every one-value mutation of a record).
 
 The mirror differs where msgspec's reading could differ from the contract's:
 times stay strings and go through the contract's own parser; a key given twice
 (msgspec keeps the last) is caught by counting the line's members against the
-keys decoded (:func:`line_reader`). An
-object that repeats across a file's rows (a run's environment) is kept as its
-raw bytes and decoded once per distinct text, so the rows share one instance.
+keys decoded (:func:`line_reader`). An object that repeats across a file's rows
+(a run's environment) is kept as its raw bytes and decoded once per distinct
+text, so the rows share one instance.
 
-msgspec is imported here only: the benchmark layer never imports this module
-(``tests/test_architecture.py``).
+msgspec is optional (the ``fast`` extra) and imported here only;
+``tileops.records.decode`` imports this module when a reader is asked for, and
+the benchmark layer never does (``tests/test_architecture.py``).
 """
 
 from __future__ import annotations
@@ -34,20 +33,22 @@ import functools
 import types
 import typing
 from datetime import datetime
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Literal
+from collections.abc import Callable
 
 import msgspec
 
-from tileops import records
+from tileops.records.decode import parse_time
 
-#: A line's object, or None: the mirror declines it and the standard reader decides.
+#: A line's object (or None for a blank line, from the standard reader).
 LineReader = Callable[[bytes], Any]
 
 #: Distinct texts a repeating object's memo keeps (a run has one environment per device).
 SHARED_LIMIT = 64
 
 _NONE = type(None)
-_READERS: dict[type, LineReader | None] = {}
+#: Each class's strict and lenient decoders with their builders (None: the class is not mirrored).
+_READERS: dict[type, Any] = {}
 #: The lenient mirror's default for a field with one: tells a key left out (the contract's default then
 #: applies) from one given.
 _ABSENT = msgspec.UNSET
@@ -59,9 +60,9 @@ class _Unmirrored(TypeError):
     """A field type the mirror does not carry: that class is read the standard way."""
 
 
-def line_reader(cls: type) -> LineReader | None:
-    """A function reading one JSON line into ``cls`` (None where it declines), or None for a class with a
-    field type the mirror cannot carry.
+def line_reader(cls: type, declined: LineReader) -> LineReader | None:
+    """A function reading one JSON line into ``cls``, handing a line the mirror declines to ``declined`` (the
+    standard reader); None for a class with a field type the mirror cannot carry.
 
     msgspec keeps the last of a key given twice, where the contract refuses the line (JSON readers disagree
     on which value counts). So a line is taken only when its members (``":``, counted in C) are exactly the
@@ -70,28 +71,39 @@ def line_reader(cls: type) -> LineReader | None:
     them all): a strict mirror reads such a line, and a line leaving some out (an older file) is read again by
     a lenient one that counts what it left out.
     """
+    parts = _decoders(cls)
+    if parts is None:
+        return None
+    strict, build_strict, lenient, build_lenient = parts
+    error = msgspec.MsgspecError
+    missing = msgspec.ValidationError
+
+    def read(raw: bytes) -> Any:
+        try:
+            try:
+                obj, keys = build_strict(strict(raw))
+            except missing:  # a key left out (or a bad value: the lenient mirror refuses it too)
+                obj, keys = build_lenient(lenient(raw))
+        except (error, ValueError):  # ValueError: a time the contract's parser refuses
+            return declined(raw)
+        return obj if raw.count(_MEMBER) == keys else declined(raw)
+
+    return read
+
+
+def _decoders(cls: type) -> tuple[Callable[[bytes], Any], _Build, Callable[[bytes], Any], _Build] | None:
+    """The strict and the lenient mirror's decoders of ``cls`` and their builders, made once per class; None
+    for a class with a field type the mirror cannot carry."""
     if cls not in _READERS:
         try:
-            readers = [(msgspec.json.Decoder(struct).decode, build)
-                       for struct, build in (_mirror(cls, False), _mirror(cls, True))]
+            made: list[tuple[Callable[[bytes], Any], _Build]] = [
+                (msgspec.json.Decoder(struct).decode, build) for struct, build in (_mirror(cls, False),
+                                                                                   _mirror(cls, True))]
+            (strict, build_strict), (lenient, build_lenient) = made
         except _Unmirrored:
             _READERS[cls] = None
         else:
-            (strict, build_strict), (lenient, build_lenient) = readers
-            error = msgspec.MsgspecError
-            missing = msgspec.ValidationError
-
-            def read(raw: bytes) -> Any:
-                try:
-                    try:
-                        obj, keys = build_strict(strict(raw))
-                    except missing:  # a key left out (or a bad value: the lenient mirror refuses it too)
-                        obj, keys = build_lenient(lenient(raw))
-                except (error, ValueError):  # ValueError: a time the contract's parser refuses
-                    return None
-                return obj if raw.count(_MEMBER) == keys else None
-
-            _READERS[cls] = read
+            _READERS[cls] = (strict, build_strict, lenient, build_lenient)
     return _READERS[cls]
 
 
@@ -119,7 +131,7 @@ def _field(tp: Any, meta: dict[str, Any], lenient: bool) -> tuple[Any, _Kind | N
     if tp is int or tp is float:
         return _bounded(tp, meta), None
     if tp is datetime:
-        return str, ("leaf", records.parse_time)
+        return str, ("leaf", parse_time)
     if origin is Literal and all(type(a) is str for a in typing.get_args(tp)):
         return tp, None
     if origin in (typing.Union, types.UnionType):
@@ -137,9 +149,9 @@ def _field(tp: Any, meta: dict[str, Any], lenient: bool) -> tuple[Any, _Kind | N
             raise _Unmirrored(tp)
         # An Any inside holding an object has more members than are counted: the standard reader decides.
         if origin is list:
-            return list[inner], None  # type: ignore[valid-type]
-        return dict[str, inner], ("keys", None)  # type: ignore[valid-type]
-    if dataclasses.is_dataclass(tp):
+            return list[inner], None  # type: ignore[valid-type]  # a type built at run time
+        return dict[str, inner], ("keys", None)  # type: ignore[valid-type]  # a type built at run time
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         struct, build = _mirror(tp, lenient)
         return struct, ("object", build)
     raise _Unmirrored(tp)
@@ -157,7 +169,8 @@ def _mirror(cls: type, lenient: bool) -> tuple[type, _Build]:
     defaults: list[tuple[str, Any, Callable[[], Any] | None]] = []
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
-        if dataclasses.is_dataclass(tp) and getattr(tp, "repeats_across_rows", False):
+        kind: _Kind | None
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp) and getattr(tp, "repeats_across_rows", False):
             struct_tp, kind = msgspec.Raw, ("object", _shared(*_mirror(tp, lenient)))
         else:
             struct_tp, kind = _field(tp, dict(f.metadata), lenient)
@@ -206,7 +219,7 @@ def _mirror(cls: type, lenient: bool) -> tuple[type, _Build]:
                 keys += k
         if not plain:
             return cls(**values), keys
-        obj = new(cls)
+        obj: Any = new(cls)
         set_dict(obj, "__dict__", values)  # what the frozen __init__ would set
         return obj, keys
 
@@ -215,7 +228,7 @@ def _mirror(cls: type, lenient: bool) -> tuple[type, _Build]:
 
 def _shared(struct: type, build: _Build) -> _Build:
     """Decode a repeating object's raw bytes once per distinct text (rows then share one instance)."""
-    decode = msgspec.json.Decoder(struct).decode
+    decode: Callable[[bytes], Any] = msgspec.json.Decoder(struct).decode
     memo: dict[bytes, tuple[Any, int]] = {}
 
     def from_raw(raw: msgspec.Raw) -> tuple[Any, int]:

@@ -1,0 +1,76 @@
+"""What one priced row publishes, kept as soon as it is priced: a :class:`RowSeries`.
+
+An exporter reading 100,000 records keeps no :class:`~tileops.records.Record` nor
+:class:`~tileops.roofline.Priced`: each row becomes one named tuple of the values
+and label values its series carry, at both detail levels (``lean`` and
+``full``), and nothing else. Label values are grouped as the metrics write them
+(``key``: op, label, dtype, backend; ``state``: tileops_row_verdict's labels;
+``info``: tileops_row_info's), so rendering a row joins tuples and converts
+nothing: values are floats already (``float(x)``, as the exposition writes them).
+
+The rows of a large run are read by forked workers and sent back pickled; a
+named tuple pickles several times slower than a plain tuple (docs/architecture.md,
+"Figures behind the code"), so a device's rows travel as plain tuples (``to_plain`` /
+``from_plain``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+from tileops.roofline import Priced
+
+#: A short, stable rendering of shapes/params/data_terms for tileops_row_info's labels.
+_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
+
+
+class RowSeries(NamedTuple):
+    """One priced row's series values and label values (None: the row has no such value)."""
+
+    key: tuple[str, str, str, str]  # op, label, dtype, backend: every row series' own labels
+    device_time_s: float | None
+    sol_ratio: float | None
+    state: tuple[str, str, str, str, str]  # verdict, blank_reason, bound, roof, physics ("" for none)
+    breaches: tuple[tuple[str, float], ...]  # (ceiling, implied / theoretical) per breached ceiling
+    host_bound_ratio: float | None  # span / device-busy time on a host-bound row, else None
+    # ---- full detail
+    compile_s: float | None
+    sol_time_s: float | None
+    achieved_bytes_per_s: float | None
+    achieved_flops_per_s: float | None
+    span_s: float | None
+    info: tuple[str, ...]  # family, roof_key, roof, profile, timer, status, shapes, params, data_terms
+
+
+def row_series(p: Priced) -> RowSeries:
+    """One priced row as the exporter keeps it. Every rate and ratio the roofline tool computes is a float
+    already (a quotient); the two times read from the record are made floats here."""
+    r = p.record
+    t = r.timing
+    actual = p.actual_time_s
+    compile_s = t.compile_s if t is not None else None
+    span_s = t.span_s if t is not None else None
+    host_bound = span_s / t.median_s if p.host_bound and t is not None and span_s is not None else None
+    return _new(RowSeries, (  # the named tuple built as a tuple is: its Python __new__ costs more than the row
+        (r.op, r.label, r.dtype, r.backend), None if actual is None else float(actual), p.efficiency,
+        (p.verdict, p.blank_reason or "", p.bound or "", p.roof or "", p.physics or ""),
+        tuple([(b.ceiling, b.ratio) for b in p.breaches]) if p.breaches else (), host_bound,
+        None if compile_s is None else float(compile_s), p.sol_time_s, p.achieved_bytes_per_s,
+        p.achieved_flops_per_s, None if span_s is None else float(span_s),
+        (r.family, r.roof_key or "", p.roof or "", p.profile or "", t.timer if t is not None else "", r.status,
+         _dumps(r.shapes) if r.shapes else "", _dumps(r.params) if r.params else "",
+         _dumps(r.data_terms) if r.data_terms else "")))
+
+
+_new = tuple.__new__
+
+
+def to_plain(rows: list[RowSeries]) -> list[tuple]:
+    """Rows as plain tuples, to pickle (a worker's rows on their way back)."""
+    return [tuple(row) for row in rows]
+
+
+def from_plain(rows: list[tuple]) -> list[RowSeries]:
+    """:func:`to_plain`'s tuples as rows again (without calling the named tuple's Python ``__new__``)."""
+    return [_new(RowSeries, row) for row in rows]

@@ -1,0 +1,161 @@
+"""``tileops audit`` composed: the read-side bytes audit under Nsight Compute (§4.5), shown and judged.
+
+The audit itself (``tileops.audit.run``) runs each selected row under ``ncu``
+in its own process and writes every entry to ``audit.jsonl`` as it goes; this
+workflow says each row as it finishes (stderr), prints the table or the format
+asked for (stdout), names each reason once, and decides the exit code
+(``tileops.pipeline.outcome``): 1 on any FAIL or ERROR, else 0.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+from collections.abc import Sequence
+
+from tileops.pipeline.outcome import exit_code
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from tileops.audit.run import AuditRun
+    from tileops.records import AuditEntry
+
+#: The audit's choices, written here so the command line shows them without importing the audit; a test holds
+#: them equal to ``tileops.audit.render.FORMATS`` and ``tileops.audit.ncu``'s.
+FORMATS = ("table", "json", "csv", "md")
+REPLAY_MODES = ("app-range", "range", "kernel")
+DEFAULT_REPLAY_MODE = "app-range"
+CLOCK_CONTROLS = ("none", "base")
+
+_STYLE = {"PASS": "green", "FAIL": "bold red", "ERROR": "bold red", "WARN": "yellow", "EXEMPT": "cyan",
+          "SKIPPED": "dim", "NO-VERDICT": "magenta"}
+
+
+@dataclass(frozen=True)
+class AuditRequest:
+    """``tileops audit``: the rows (the bench's filters), the device, ncu's settings, and the output."""
+
+    ops: Sequence[str] = ()
+    families: Sequence[str] = ()
+    labels: Sequence[str] = ()
+    tags: Sequence[str] = ()
+    backends: Sequence[str] = ()
+    dtypes: Sequence[str] = ()
+    device: str = "cuda:0"
+    out: Path | None = None
+    config: Path | None = None  # EXEMPT configuration (a file or a folder); None: the shipped audit/
+    ncu: str | None = None  # the ncu executable; None: ncu on PATH, then /usr/local/cuda/bin/ncu
+    row_timeout_s: float = 300.0
+    warmup: int = 1
+    replay_mode: str = DEFAULT_REPLAY_MODE
+    clock_control: str = CLOCK_CONTROLS[0]
+    format: str = "table"
+
+
+@dataclass
+class AuditResult:
+    run: AuditRun
+    entries: list[AuditEntry] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        """Rows whose verdict is FAIL or ERROR (WARN, EXEMPT, SKIPPED and NO-VERDICT do not fail a run)."""
+        from tileops.audit.entry import FAILING
+
+        return sum(e.verdict in FAILING for e in self.entries)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(failed=self.failed)
+
+
+def run_audit(req: AuditRequest, out: Console | None = None, err: Console | None = None) -> AuditResult:
+    """Audit the selected rows, printing each as it finishes on ``err`` and the table (or ``req.format``) on
+    ``out``. TileOpsError (exit 2), before anything runs, for bad settings, an unknown op or an invalid
+    EXEMPT configuration; after that every selected row is written."""
+    from rich.console import Console
+
+    from tileops.audit.entry import counts
+    from tileops.audit.ncu import premise
+    from tileops.audit.render import audit_text
+    from tileops.audit.run import AuditOptions
+    from tileops.audit.run import run_audit as audit
+    from tileops.bench.select import Selection
+    from tileops.errors import TileOpsError
+
+    if req.row_timeout_s <= 0 or req.warmup < 0:
+        raise TileOpsError("--row-timeout must be > 0 and --warmup >= 0")
+    opts = AuditOptions(
+        selection=Selection(ops=list(req.ops), families=list(req.families), labels=list(req.labels),
+                            tags=list(req.tags), backends=list(req.backends), dtypes=list(req.dtypes)),
+        device=req.device, out=req.out, config=req.config, ncu=req.ncu, row_timeout_s=req.row_timeout_s,
+        warmup=req.warmup, replay_mode=req.replay_mode, clock_control=req.clock_control)
+    err = err if err is not None else Console(stderr=True, soft_wrap=True, highlight=False)
+
+    def progress(i: int, n: int, e: AuditEntry) -> None:
+        ratio = "" if e.read_ratio is None else f" ({e.read_ratio:.3f} x declared)"
+        err.print(f"[{i}/{n}] {e.op} {e.label} {e.dtype} {e.backend}: [{_STYLE.get(e.verdict, '')}]{e.verdict}[/]"
+                  f"{ratio}")
+
+    run = audit(opts, on_row=progress)
+    result = AuditResult(run, run.entries)
+    entries = result.entries
+    if req.format == "table":
+        if out is None:
+            out = Console()
+            out = out if out.is_terminal else Console(width=200)
+        out.print(_table(entries, premise(req.replay_mode)))
+        _why(entries, out)
+    else:
+        sys.stdout.write(audit_text(entries, req.format))
+    summary = ", ".join(f"{n} {v}" for v, n in counts(entries).items())
+    err.print(f"audit: {len(entries)} row(s): {summary}; ncu {run.ncu_version or run.ncu or 'not found'}; "
+              f"wrote {run.out_dir / 'audit.jsonl'} and the reports in {run.out_dir / 'ncu'}")
+    if result.exit_code:
+        err.print("audit: FAIL or ERROR rows; exit 1", style="red")
+    return result
+
+
+def _premise_cells() -> dict[str, str]:
+    from tileops.audit.ncu import REPLAY_MODES as MODES
+    from tileops.audit.ncu import premise
+
+    return {premise(m): ("cold call; reads only" if m != "kernel" else "cold replay per kernel; reads only")
+            for m in MODES}
+
+
+def _num(v: int | None) -> str:
+    return "" if v is None else f"{v:,}"
+
+
+def _table(entries: Sequence[AuditEntry], premise: str) -> Table:
+    from rich.table import Table
+
+    cells = _premise_cells()
+    t = Table(title="Read-side bytes audit", caption=f"premises: {premise}", caption_justify="left")
+    for col, justify in (("op", "left"), ("row", "left"), ("dtype", "left"), ("declared read B", "right"),
+                         ("measured read B", "right"), ("ratio", "right"), ("measured write B", "right"),
+                         ("kernels", "right"), ("verdict", "left"), ("premise", "left")):
+        t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]  # rich's Literal
+    for e in entries:
+        ratio = e.read_ratio
+        t.add_row(e.op, e.label, e.dtype, _num(e.expected_read_bytes), _num(e.measured_read_bytes),
+                  "" if ratio is None else f"{ratio:.3f}", _num(e.measured_write_bytes), _num(e.kernels),
+                  f"[{_STYLE.get(e.verdict, '')}]{e.verdict}[/]", cells.get(e.premise, "see caption"))
+    return t
+
+
+def _why(entries: Sequence[AuditEntry], out: Console) -> None:
+    """Each non-PASS reason once, with the rows it applies to (47 rows refused by ncu are one line)."""
+    groups: dict[tuple[str, str], list[AuditEntry]] = {}
+    for e in entries:
+        if e.verdict != "PASS":
+            groups.setdefault((e.verdict, e.reason), []).append(e)
+    for (verdict, reason), rows in groups.items():
+        who = (f"{rows[0].op} [{rows[0].label} {rows[0].dtype} {rows[0].backend}]" if len(rows) == 1
+               else f"{len(rows)} rows ({', '.join(sorted({r.op for r in rows}))})")
+        out.print(f"[{_STYLE.get(verdict, '')}]{verdict}[/] {who}: {reason}", highlight=False, soft_wrap=True)

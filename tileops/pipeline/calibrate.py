@@ -1,0 +1,454 @@
+"""Calibration composed: ``tileops calibrate``, and the bench's "calibrate this device first" step.
+
+A calibration measures a device (``tileops.calibrate``: bandwidth mixes,
+compute roofs, latency floor), keeps the raw result per device
+(``<store>/devices/<key>.yaml``, with its history) and writes the device
+model's profile to the store (spec §5.1: calibration is a per-device input).
+
+Both workflows here make the same decisions in the same functions: whether a
+device's stored result is fresh enough to stand in for a new one
+(``tileops.calibrate.results.stored_freshness``), and whether the model's
+profile must be rebuilt from such a result, measuring nothing
+(:func:`stale_profile`): when the store holds no profile of the model, or the
+nominal memory bandwidth the environment states (``$TILEOPS_DRAM_BANDWIDTH``)
+is one the CPU's profile lacks.
+
+The bench (:func:`ensure_calibrated`) measures its device first whenever its
+own result in the store is missing, unreadable or older than
+``--calibration-max-age`` (default 7 days), whether or not a profile matches the
+device: quick on a GPU, full on a CPU. The result then prices the device's
+rows; a quick one is named in the run's summary, because its figures are
+rough. ``--calibrate never`` skips all of this. The bench writes a model
+profile only for a CPU: a GPU's datasheet profile is shipped, and its rows are
+priced on its own result over those ceilings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+
+from tileops.device import DeviceInfo
+from tileops.errors import TileOpsError
+from tileops.pipeline.outcome import exit_code
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tileops.calibrate.results import DeviceCalibration, Freshness
+    from tileops.calibrate.theoretical import TheoryOptions
+    from tileops.profiles import Profile, ProfileChooser
+
+#: How old a device's calibration may be before the bench measures it again (the chart's default too).
+DEFAULT_MAX_AGE = dt.timedelta(days=7)
+POLICIES = ("auto", "quick", "full", "never")
+
+
+# --------------------------------------------------------------------------- one decision, two workflows
+
+
+def stale_profile(kind: str, name: str, options: TheoryOptions, store: Path | None = None) -> str | None:
+    """Why the store's profile of device model ``name`` must be rebuilt from a stored calibration result
+    (measuring nothing), or None when it stands: the store holds no profile of the model (it was removed,
+    or never written), or, on a CPU, the nominal memory bandwidth ``options`` state is one it lacks."""
+    from tileops.profiles import load_profiles, select_profile
+
+    model = select_profile(name, load_profiles(shipped=False, store=True, store_path=store))
+    if model is None:
+        return "no profile of this device model in the store"
+    nominal = options.memory_bandwidth
+    if kind == "cpu" and nominal is not None and (model.memory is None or model.memory.theoretical != nominal):
+        return f"{options.memory_bandwidth_ref} states the nominal memory bandwidth its profile lacks"
+    return None
+
+
+def rebuilt_profile(runs: list[DeviceCalibration], options: TheoryOptions,
+                    profiles: Iterable[Profile] | None = None) -> tuple[Profile, list[str]]:
+    """The model's profile built from stored results of its devices (the median over them), on the
+    theoretical ceilings ``options`` and the known ``profiles`` give; and the warnings about it."""
+    from tileops.calibrate.cpupeak import PeakUnknown
+    from tileops.calibrate.results import build_profile
+    from tileops.calibrate.theoretical import base_profile
+
+    first = runs[0]
+    try:
+        base, notes = base_profile(first.kind, first.name, options, profiles)
+    except PeakUnknown as exc:
+        raise TileOpsError(str(exc)) from None
+    profile, warnings = build_profile(base, runs)
+    return profile, [*notes, *warnings]
+
+
+def theory_options(opts: CalibrateOptions | None = None) -> TheoryOptions:
+    """The theoretical ceilings' inputs: the nominal bandwidth ``--dram-bandwidth`` or
+    ``--dram-bandwidth-file`` gives (either wins over ``$TILEOPS_DRAM_BANDWIDTH``), else the environment's,
+    and ``--cpu-ghz``. TileOpsError, before anything is measured, for a value that is not one."""
+    from tileops.calibrate.dram import bandwidth_from_env, parse_bandwidth, read_bandwidth_file
+    from tileops.calibrate.theoretical import TheoryOptions
+
+    opts = opts or CalibrateOptions()
+    bw = ref = None
+    try:
+        if opts.dram_bandwidth:
+            bw, ref = parse_bandwidth(opts.dram_bandwidth), f"--dram-bandwidth {opts.dram_bandwidth}"
+        elif opts.dram_bandwidth_file:
+            bw, ref = read_bandwidth_file(opts.dram_bandwidth_file), f"file {opts.dram_bandwidth_file}"
+        elif (env := bandwidth_from_env()) is not None:  # the image's or chart's nominal; a flag wins
+            bw, ref = env
+    except ValueError as exc:
+        raise TileOpsError(str(exc)) from None
+    if opts.cpu_ghz is not None and opts.cpu_ghz <= 0:
+        raise TileOpsError("--cpu-ghz must be positive (the all-core clock in GHz, e.g. 3.5)")
+    return TheoryOptions(memory_bandwidth=bw, memory_bandwidth_ref=ref, cpu_ghz=opts.cpu_ghz)
+
+
+# --------------------------------------------------------------------------- the bench's step
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """The device's own calibration as the bench left it: its key and stored result (None: none is used)."""
+
+    key: str
+    device: str  # as --device names it: cpu, cuda:0
+    result: DeviceCalibration | None = None
+
+    def quick_note(self) -> str | None:
+        """A sentence for the run's summary when the rows are priced on a quick (rough) calibration."""
+        r = self.result
+        if r is None or not r.quick:
+            return None
+        when = r.finished_at.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        return (f"priced on a quick calibration of {self.key} ({when}): small sizes and few repetitions, rough "
+                f"figures; `tileops calibrate --device {self.device}` measures the full one "
+                "(docs/profiles.md)")
+
+
+def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, max_age: dt.timedelta,
+                      say: Callable[[str], None], progress: Callable[[str, int, int], None] | None = None
+                      ) -> Calibrated | None:
+    """Calibrate ``device`` first unless the store holds a calibration of it newer than ``max_age``.
+
+    ``policy``: ``auto`` (quick on a GPU, full on a CPU), ``quick``, ``full``, or
+    ``never``. An explicit ``--profile`` (a fixed chooser) prices every row on
+    that profile, so nothing is calibrated then (None). TileOpsError, before
+    anything is read or written, for a device key that cannot name a file (a host
+    name such as ``../../x``).
+    """
+    if policy == "never" or chooser.fixed is not None:
+        return None
+    from tileops.calibrate.results import check_device_key, stored_freshness
+    from tileops.profiles import write_profile
+
+    key = check_device_key(device.key, f"device {device.torch_device} on host {device.hostname!r}")
+    options = theory_options()
+    fresh = stored_freshness(key, max_age, quick=True)  # any calibration of this device will do
+    model = chooser(device.name)
+    if fresh.fresh and fresh.result is not None:
+        why = stale_profile(device.kind, device.name, options) if device.kind == "cpu" else None
+        if why is not None:  # the CPU model's profile is missing or lacks the stated nominal: rebuild, measure nothing
+            profile, _ = rebuilt_profile([fresh.result], options, chooser.profiles)
+            path = write_profile(profile)
+            chooser.add(profile)
+            say(f"calibration of {key}: {fresh.reason}; {why}: rebuilt the CPU profile {path} from it")
+        else:
+            say(f"calibration of {key}: {fresh.reason}")
+        return Calibrated(key, device.torch_device, fresh.result)
+    if model is None and device.kind == "cuda":
+        say(f"[yellow]no profile names {device.name!r}[/]: a calibration measures fractions of the datasheet "
+            "ceilings, and no profile states them for this GPU, so SOL stays blank; add a profile "
+            "(docs/profiles.md) and run `tileops calibrate`")
+        return Calibrated(key, device.torch_device)
+    quick = policy == "quick" or (policy == "auto" and device.kind == "cuda")
+    say(f"calibrating {device.torch_device} ({key}) first: {fresh.reason}; a {'quick' if quick else 'full'} "
+        f"calibration ({'seconds' if quick else 'tens of seconds'}) so its rows are priced on what it reaches; "
+        "--calibrate never skips it")
+    from tileops.calibrate.results import write_device_result
+    from tileops.calibrate.run import calibrate_device
+
+    try:
+        outcome = calibrate_device(device, quick=quick, progress=progress, options=options,
+                                   profiles=chooser.profiles)
+    except ValueError as exc:
+        raise TileOpsError(f"the calibration of {device.torch_device} failed: {exc}") from None
+    written = [write_device_result(outcome.run)]
+    if device.kind == "cpu" and stale_profile(device.kind, device.name, options) is not None:
+        # a CPU whose model profile is missing, or lacks the stated nominal: its model profile is this calibration
+        written.append(write_profile(outcome.profile))
+        chooser.add(outcome.profile)
+    chooser.forget()  # the device's own calibration prices it from now on
+    for warning in outcome.warnings:
+        say(f"[yellow]calibration warning[/]: {warning}")
+    say("wrote " + ", ".join(str(p) for p in written))
+    return Calibrated(key, device.torch_device, outcome.run)
+
+
+# --------------------------------------------------------------------------- tileops calibrate
+
+
+@dataclass(frozen=True)
+class CalibrateOptions:
+    """``tileops calibrate``: which device(s), how, and where the profile and results go."""
+
+    device: str = "auto"
+    all_devices: bool = False
+    quick: bool = False
+    max_age: str | None = None  # measure only a device whose stored result is older (a duration: 12h, 7d)
+    profile_dir: Path | None = None  # the store; None: $TILEOPS_PROFILE_DIR or the user data dir
+    write_shipped: bool = False  # the model's profile into the shipped profiles/ folder
+    write: bool = True
+    # the theoretical ceilings' inputs a person gives (else what the environment states)
+    dram_bandwidth: str | None = None  # the nominal memory bandwidth: 76.8GB/s, or bytes/s
+    dram_bandwidth_file: Path | None = None  # a file stating it (dram_bandwidth: 76.8GB/s)
+    cpu_ghz: float | None = None  # the all-core clock of a CPU's peak estimate
+    format: str = "table"
+    results_out: Path | None = None  # a child of --all-devices: measure, write the raw result only
+
+
+@dataclass
+class CalibrateResult:
+    """What a calibration did: the profile written, the devices measured (or kept), and those that failed."""
+
+    profile: Profile | None = None
+    runs: list[DeviceCalibration] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[Freshness] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(failed=len(self.failed))
+
+    def as_json(self) -> str:
+        return json.dumps({
+            "profile": self.profile.model_dump(mode="json") if self.profile else None,
+            "devices": [r.model_dump(mode="json") for r in self.runs],
+            "warnings": self.warnings, "written": self.written, "failed": self.failed,
+            "skipped": [{"device": f.key, "reason": f.reason} for f in self.skipped]}, indent=2)
+
+
+class _Calibration:
+    """One ``tileops calibrate``: its options, the store it reads, the consoles it talks on."""
+
+    def __init__(self, opts: CalibrateOptions, theory: TheoryOptions, out: Console, err: Console) -> None:
+        from tileops.profiles import shipped_dir, store_dir
+
+        self.opts, self.theory, self.out, self.err = opts, theory, out, err
+        self.store = opts.profile_dir or store_dir()
+        self.target = shipped_dir() if opts.write_shipped else self.store
+        self.models: list[tuple[Profile, list[DeviceCalibration]]] = []  # --all-devices: each model's profile
+
+    def write(self, profile: Profile, runs: list[DeviceCalibration]) -> list[str]:
+        """The model's profile and the per-device results of ``runs`` (the newly measured ones)."""
+        from tileops.calibrate.results import write_device_result
+        from tileops.profiles import write_profile
+
+        if not self.opts.write:
+            return []
+        try:
+            written = [str(write_profile(profile, self.target, keep_header=self.opts.write_shipped))]
+            written += [str(write_device_result(r, self.store)) for r in runs]
+        except OSError as exc:  # a full disk after the measurement: say where, and how to keep the figures
+            raise TileOpsError(f"cannot write the calibration to {self.target}: {exc.strerror or exc}; free "
+                               "space or fix the permissions, then calibrate again") from None
+        for w in written:
+            self.err.print(f"wrote {w}")
+        return written
+
+    def fresh(self, info: DeviceInfo, max_age: dt.timedelta) -> Freshness | None:
+        """The device's stored result when it is newer than --max-age (said on stderr), else None (said too)."""
+        from tileops.calibrate.results import stored_freshness
+
+        f = stored_freshness(info.key, max_age, store=self.store, quick=self.opts.quick)
+        if f.fresh:
+            self.err.print(f"{f.key}: {f.reason}: skipped, nothing measured")
+            return f
+        self.err.print(f"{f.key}: {f.reason}: calibrating")
+        return None
+
+    def kept(self, fresh: Freshness) -> CalibrateResult:
+        """A --max-age skip of one device: nothing measured; the model's profile is rebuilt from the stored
+        result only when it must be (:func:`stale_profile`)."""
+        run = fresh.result
+        assert run is not None
+        result = CalibrateResult(runs=[run], skipped=[fresh])
+        why = stale_profile(run.kind, run.name, self.theory, self.store) if self.opts.write else None
+        if why is not None:
+            result.profile, result.warnings = rebuilt_profile([run], self.theory)
+            self.err.print(f"{run.name}: {why}: rebuilt from the stored result")
+            result.written = self.write(result.profile, [])
+        return result
+
+    def one(self, info: DeviceInfo) -> CalibrateResult:
+        from tileops.calibrate.cpupeak import PeakUnknown
+        from tileops.calibrate.run import calibrate_device
+        from tileops.pipeline.progress import StepBar
+
+        try:
+            with StepBar(self.err, self.opts.device) as bar:
+                outcome = calibrate_device(info, quick=self.opts.quick, progress=bar, options=self.theory)
+        except (PeakUnknown, ValueError) as exc:
+            raise TileOpsError(str(exc)) from None
+        return CalibrateResult(outcome.profile, [outcome.run], outcome.warnings,
+                               self.write(outcome.profile, [outcome.run]))
+
+    def every_device(self, max_age: dt.timedelta | None) -> CalibrateResult:
+        from tileops.calibrate.results import stored_freshness
+        from tileops.calibrate.run import run_children, visible_devices
+
+        devices = visible_devices()
+        if devices == ["cpu"]:
+            self.err.print("no CUDA device visible: calibrating the CPU")
+        children = run_children(devices, quick=self.opts.quick, echo=self.err.print, max_age=self.opts.max_age)
+        result = CalibrateResult(runs=[c.run for c in children if c.run is not None],
+                                 failed=[f"{c.device} ({c.error})" for c in children if c.run is None])
+        kept = [r for r in result.runs if max_age is not None and self.is_stored(r)]
+        by_model: dict[tuple[str, str], list[DeviceCalibration]] = defaultdict(list)
+        for r in result.runs:
+            by_model[(r.kind, r.name)].append(r)
+        profiles: list[Profile] = []
+        for (kind, name), group in by_model.items():
+            measured = [r for r in group if r not in kept]
+            if not measured and stale_profile(kind, name, self.theory, self.store) is None:
+                self.err.print(f"{name}: every device ({len(group)}) is within --max-age {self.opts.max_age}: "
+                               "profile kept")
+                continue
+            # The model's profile: the median over every device of this host, stored (fresh) or new.
+            profile, warnings = rebuilt_profile(group, self.theory)
+            profiles.append(profile)
+            result.warnings += [*warnings, *(x for r in measured for x in r.warnings)]
+            result.written += self.write(profile, measured)
+        result.profile = profiles[0] if len(profiles) == 1 else None
+        if max_age is not None:
+            result.skipped = [stored_freshness(r.device_key, max_age, store=self.store, quick=self.opts.quick)
+                              for r in kept]
+        self.models = [(p, [r for r in result.runs if p.matches(r.name)]) for p in profiles]
+        return result
+
+    def is_stored(self, run: DeviceCalibration) -> bool:
+        """``run`` is the device's stored result handed back unmeasured (a --max-age skip), not a new one."""
+        from tileops.calibrate.results import devices_dir, read_device_result
+
+        path = devices_dir(self.store) / f"{run.device_key}.yaml"
+        try:
+            return path.is_file() and read_device_result(path).run_id == run.run_id
+        except TileOpsError:
+            return False
+
+
+def _max_age(opts: CalibrateOptions) -> dt.timedelta | None:
+    from tileops.durations import parse_duration
+
+    if opts.max_age is None:
+        return None
+    if opts.write_shipped:
+        raise TileOpsError("--max-age reads the profile store; --write-shipped always measures: use one of them")
+    try:
+        return parse_duration(opts.max_age)
+    except ValueError as exc:
+        raise TileOpsError(f"--max-age: {exc}") from None
+
+
+def _check_host_name() -> None:
+    """A CPU's results are stored as ``devices/cpu-<host>.yaml``: a host name that cannot be part of a file
+    name (``$TILEOPS_HOSTNAME=../../x``) is refused before anything is measured or written."""
+    from tileops.calibrate.results import check_device_key
+    from tileops.device import HOSTNAME_ENV, host_name
+
+    name = host_name()
+    source = next((f"${v}" for v in HOSTNAME_ENV if os.environ.get(v, "").strip()), "the system host name")
+    try:
+        check_device_key(f"cpu-{name}", f"host name {name!r} (from {source})")
+    except TileOpsError as exc:
+        raise TileOpsError(f"{exc}; set $TILEOPS_HOSTNAME to a name of letters, digits, '.', '-' and '_' "
+                           "(nothing measured, nothing written)") from None
+
+
+def _describe(device: str) -> DeviceInfo:
+    from tileops.device import describe_device
+
+    try:
+        return describe_device(device)
+    except ValueError as exc:
+        raise TileOpsError(str(exc)) from None
+
+
+def run_calibrate(opts: CalibrateOptions, out: Console | None = None, err: Console | None = None
+                  ) -> CalibrateResult:
+    """``tileops calibrate``: measure the device (or every device, each in its own process) and write its
+    model's profile and its own result to the store, printing the summary on ``out`` (a table, or JSON)
+    and progress on ``err``. With ``max_age``, a device whose stored result is fresh is not measured.
+    TileOpsError, before anything is measured, for a bad duration, an unwritable store or a host name
+    that cannot name a file."""
+    from tileops.calibrate.summary import devices_table, make_console, profile_view
+    from tileops.fsutil import unwritable_dir
+    from tileops.profiles import PROFILE_DIR_ENV
+
+    theory = theory_options(opts)  # bad arguments are refused before anything is measured
+    max_age = _max_age(opts)
+    if opts.profile_dir is not None:  # one store for every lookup here and in child processes
+        os.environ[PROFILE_DIR_ENV] = str(opts.profile_dir)
+    out = out if out is not None else make_console()
+    err = err if err is not None else make_console(stderr=True)
+    cal = _Calibration(opts, theory, out, err)
+    if opts.write and opts.results_out is None:  # before minutes of measuring, not after
+        _check_host_name()
+        why = unwritable_dir(cal.target) or unwritable_dir(cal.store)
+        if why:
+            raise TileOpsError(f"cannot write profiles to {cal.target} ({why}); give a writable "
+                               "--profile-dir (or TILEOPS_PROFILE_DIR), or pass --no-write")
+    info = None if opts.all_devices else _describe(opts.device)  # described once: every step below reads it
+    fresh = cal.fresh(info, max_age) if info is not None and max_age is not None else None
+    if opts.results_out is not None:  # a child of --all-devices: measure, write the raw result, nothing else
+        return _child(opts, info, fresh, err)
+    if opts.all_devices:
+        result = cal.every_device(max_age)
+        if opts.format == "json":
+            print(result.as_json())
+        else:
+            for prof, group in cal.models:
+                out.print(profile_view(prof, group[0] if len(group) == 1 else None))
+            out.print(devices_table(result.runs))
+            for w in result.warnings:
+                out.print(f"[yellow]warning:[/] {w}")
+        for f in result.failed:
+            print(f"tileops calibrate: device {f} failed", file=sys.stderr)
+        return result
+    assert info is not None
+    result = cal.kept(fresh) if fresh is not None else cal.one(info)
+    if opts.format == "json":
+        print(result.as_json())
+    elif result.profile is not None:
+        out.print(profile_view(result.profile, result.runs[0]))
+        if fresh is None:
+            for w in result.warnings:
+                out.print(f"[yellow]warning:[/] {w}")
+    return result
+
+
+def _child(opts: CalibrateOptions, info: DeviceInfo | None, fresh: Freshness | None, err: Console
+           ) -> CalibrateResult:
+    """A child of ``--all-devices``: measure (or hand back the fresh stored result, whose unchanged run id
+    tells the parent it was kept) and write the raw result only."""
+    from tileops.calibrate.results import write_device_result
+    from tileops.calibrate.run import measure_device
+    from tileops.calibrate.summary import run_view
+    from tileops.pipeline.progress import StepBar
+
+    assert info is not None and opts.results_out is not None
+    if fresh is not None and fresh.result is not None:
+        write_device_result(fresh.result, path=opts.results_out)
+        return CalibrateResult(runs=[fresh.result], skipped=[fresh])
+    with StepBar(err, opts.device) as bar:
+        run = measure_device(info, quick=opts.quick, progress=bar)
+    write_device_result(run, path=opts.results_out)
+    err.print(run_view(run))
+    return CalibrateResult(runs=[run])

@@ -1,0 +1,183 @@
+"""``tileops profile list|show|match|check`` composed: the device profiles this host would price against.
+
+``list`` shows every profile (shipped and store, the store's overriding), ``show``
+one profile's theoretical, calibration and effective figures side by side, and
+``match`` which profile a device name (default: this host's device) selects, or
+that none does, in which case SOL readings are blank (§1.2), and ``check`` holds
+profiles' theoretical figures against the ceilings the device's own facts give
+and their calibrations against what others measured (``tileops.ceilings``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tileops.errors import TileOpsError
+from tileops.pipeline.outcome import exit_code
+from tileops.profiles import (PROFILE_DIR_ENV, Profile, ProfileError, find_profile, is_store_profile, load_profiles,
+                              select_profile, store_dir)
+
+
+@dataclass(frozen=True)
+class ProfileRequest:
+    verb: str = "list"  # list, show, match, check
+    name: str | None = None  # show: a profile name, a device name it matches, or a file; None: this host's device
+    device_name: str | None = None  # match: None: this host's device
+    profile_dir: Path | None = None  # the store; None: $TILEOPS_PROFILE_DIR or the user data dir
+    format: str = "table"  # table, json, yaml
+    all_profiles: bool = False  # check: every profile, shipped and store
+
+
+@dataclass(frozen=True)
+class ProfileAnswer:
+    """``match`` found no profile for the device, or ``check`` found a defect (exit 1); every other answer is 0."""
+
+    matched: bool = True
+    defects: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(failed=0 if self.matched and not self.defects else 1)
+
+
+def run_profile(req: ProfileRequest) -> ProfileAnswer:
+    """Answer one ``tileops profile`` verb on stdout. TileOpsError naming the file, the field and the fix
+    for a profile that cannot be read, or a name nothing matches."""
+    if req.profile_dir is not None:
+        os.environ[PROFILE_DIR_ENV] = str(req.profile_dir)  # one store for every lookup in this process
+    try:
+        profiles = load_profiles()
+        if req.verb == "show":
+            return _show(req, profiles)
+        if req.verb == "match":
+            return _match(req, profiles)
+        if req.verb == "check":
+            return _check(req, profiles)
+        return _list(req, profiles)
+    except ProfileError as exc:
+        raise TileOpsError(str(exc) + (f" (fix: {exc.fix})" if exc.fix and "fix:" not in str(exc) else "")) from None
+
+
+def _this_device_name() -> str:
+    from tileops.device import describe_device
+
+    return describe_device("auto").name
+
+
+def _dump(data: object, fmt: str) -> str:
+    import yaml
+
+    return json.dumps(data, indent=2) if fmt == "json" else yaml.safe_dump(data, sort_keys=False)
+
+
+def _list(req: ProfileRequest, profiles: list[Profile]) -> ProfileAnswer:
+    from rich.table import Table
+
+    from tileops.calibrate.summary import fmt_rate, fmt_seconds, make_console
+
+    if req.format != "table":
+        print(_dump([p.model_dump(mode="json", exclude_none=True) for p in profiles], req.format))
+        return ProfileAnswer()
+    t = Table(title=f"device profiles (store: {store_dir()})", title_justify="left")
+    for col in ("name", "kind", "matches", "memory nominal", "effective", "roofs calibrated", "floor", "from"):
+        t.add_column(col, no_wrap=col == "name")
+    for p in profiles:
+        mem = p.memory
+        nominal = "-" if mem is None else (fmt_rate(mem.theoretical, "B/s") if mem.nominal_known else "unknown")
+        eff = "-" if mem is None or mem.effective is None else fmt_rate(mem.effective, "B/s")
+        calibrated = sum(r.calibration is not None for r in p.compute.values())
+        t.add_row(p.name, p.kind, "\n".join(p.match), nominal, eff, f"{calibrated}/{len(p.compute)}",
+                  fmt_seconds(p.latency_floor_s), "store" if is_store_profile(p) else "shipped")
+    make_console().print(t)
+    return ProfileAnswer()
+
+
+def _show(req: ProfileRequest, profiles: list[Profile]) -> ProfileAnswer:
+    from tileops.calibrate.summary import make_console, profile_view
+
+    if req.name:
+        profile = find_profile(req.name, profiles)
+    else:
+        name = _this_device_name()
+        hit = select_profile(name, profiles)
+        if hit is None:
+            raise ProfileError(f"no profile matches this device ({name!r}): SOL readings here are blank",
+                               fix="run `tileops calibrate` (CPU) or add a profile whose match lists it")
+        profile = hit
+    if req.format != "table":
+        print(_dump(profile.model_dump(mode="json", exclude_none=True), req.format))
+        return ProfileAnswer()
+    make_console().print(profile_view(profile))
+    return ProfileAnswer()
+
+
+def _match(req: ProfileRequest, profiles: list[Profile]) -> ProfileAnswer:
+    name = req.device_name or _this_device_name()
+    hit = select_profile(name, profiles)
+    if req.format != "table":
+        print(json.dumps({"device_name": name, "profile": hit.name if hit else None,
+                          "file": str(hit.source_path) if hit and hit.source_path else None}))
+        return ProfileAnswer(hit is not None)
+    if hit is None:
+        print(f"{name!r}: no profile matches; SOL readings on this device are blank (§1.2). "
+              "Calibrate it, or add the name to a profile's match list.")
+        return ProfileAnswer(False)
+    print(f"{name!r} -> {hit.name} ({hit.source_path})")
+    return ProfileAnswer()
+
+
+def _check(req: ProfileRequest, profiles: list[Profile]) -> ProfileAnswer:
+    from rich.table import Table
+
+    from tileops.calibrate.summary import fmt_rate, make_console
+    from tileops.ceilings.check import check_report
+    from tileops.ceilings.facts import host_facts
+
+    if req.all_profiles and req.name:
+        raise TileOpsError(f"`tileops profile check` takes a NAME or --all, not both (got {req.name!r} and --all)")
+    device = host_facts()
+    if req.all_profiles:
+        chosen = profiles
+    elif req.name:
+        chosen = [find_profile(req.name, profiles)]
+    else:
+        name = device.facts.name if device.facts is not None else _this_device_name()
+        hit = select_profile(name, profiles)
+        if hit is None:
+            raise ProfileError(f"no profile matches this device ({name!r}), so there is nothing to check",
+                               fix="name a profile (`tileops profile check H200`), or --all")
+        chosen = [hit]
+    report = check_report(chosen, device)
+    if req.format != "table":
+        print(_dump(report.as_dict(), req.format))
+        return ProfileAnswer(defects=report.failed)
+    console = make_console()
+    source = (f"this GPU's own ({device.facts.origin}) for the profile naming it, else those recorded per SKU"
+              if device.facts is not None else f"those recorded per SKU ({device.why_not})")
+    t = Table(title=f"profile check: theoretical figures against the ceilings the device's facts give; facts: {source}",
+              title_justify="left")
+    for col in ("profile", "ceiling", "profile states", "facts give", "off", "state"):
+        t.add_column(col, no_wrap=col in ("profile", "ceiling"), justify="right" if col == "off" else "left")
+    for p in report.profiles:
+        if p.not_checked:
+            t.add_row(p.profile, "-", "-", "-", "-", "not checked")
+        for c in p.ceilings:
+            off = "-" if c.ratio is None else f"{round((c.ratio - 1) * 100, 1) + 0.0:+.1f} %"
+            state = {"defect": "[red]DEFECT[/]", "agrees": "agrees"}.get(c.state, "not checked")
+            t.add_row(p.profile, c.ceiling, fmt_rate(c.stated, c.unit), fmt_rate(c.derived.value, c.unit), off, state)
+    console.print(t)
+    for heading, lines in (
+            ("facts", [f"{p.profile}: {p.facts.describe()}" for p in report.profiles if p.facts is not None]),
+            ("defects", [c.describe(p.profile) for p in report.profiles for c in p.defects]),
+            ("not checked", [line for p in report.profiles for line in p.unchecked()]),
+            ("calibration against what others measured on the same SKU",
+             [c.describe(name) for name, cs in report.peers.items() for c in cs])):
+        if lines:
+            console.print(f"{heading}:", highlight=False)
+            for line in lines:
+                console.print(f"  {line}", soft_wrap=True, highlight=False)
+    console.print(report.summary(), soft_wrap=True, highlight=False)
+    return ProfileAnswer(defects=report.failed)

@@ -1,0 +1,74 @@
+"""``tileops serve DIR`` composed: an HTTP Prometheus exporter of the newest run per device under DIR.
+
+The profiles are checked before the server binds (a bad ``--profile`` is exit
+2, not a failed first scrape); the server (``tileops.export.server``) prices
+at scrape time and runs until interrupted (Ctrl-C or SIGTERM: exit 0).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tileops import interrupts
+from tileops.errors import TileOpsError
+from tileops.pipeline.export import DEFAULT_DETAIL
+from tileops.pipeline.outcome import exit_code
+
+#: The server's defaults, written here so the command line shows them without importing the exporter; a test
+#: holds them equal to ``tileops.export.server``'s.
+DEFAULT_PORT = 9469
+DEFAULT_MAX_FILE_BYTES = 256 * 2**20
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    directory: Path = Path("results")
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT  # 0 picks a free one
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES  # a larger records or audit file is left out (and listed)
+    profile: str | None = None  # None: each device's profile, re-read at each scrape
+    detail: str = DEFAULT_DETAIL
+
+
+@dataclass(frozen=True)
+class Served:
+    """The server ran until it was stopped; stopping it is how it ends well."""
+
+    url: str
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code()
+
+
+def serve(opts: ServeOptions) -> Served:
+    """Check the profiles, bind, say where, and serve until interrupted. TileOpsError (exit 2) for a bad
+    profile or an address that cannot be bound; warnings on stderr for profiles left out and a results
+    directory that does not exist yet."""
+    from tileops.export.server import CachedProfiles, DirectorySource, make_http_server
+
+    profiles = CachedProfiles(opts.profile)
+    profiles()  # fail now, not at the first scrape (TileOpsError)
+    for name, problem in profiles.problems.items():  # served without them, and listed in /healthz
+        print(f"tileops serve: warning: profile {name} skipped: {problem}", file=sys.stderr)
+    if not opts.directory.is_dir():
+        print(f"tileops serve: warning: {opts.directory} does not exist yet; /healthz answers 503 until it does",
+              file=sys.stderr)
+    source = DirectorySource(opts.directory, profiles, max_file_bytes=opts.max_file_bytes)
+    try:
+        server = make_http_server(source, opts.host, opts.port, detail=opts.detail)
+    except OSError as exc:
+        raise TileOpsError(f"cannot listen on {opts.host}:{opts.port}: {exc.strerror or exc}") from None
+    host, port = server.server_address[:2]
+    url = f"http://{host!s}:{port}/metrics"  # an IPv4/IPv6 address as text (socketserver declares str | bytes)
+    print(f"tileops serve: {url} (results in {opts.directory})", flush=True)
+    try:
+        with interrupts.handled():  # SIGTERM (docker stop, Kubernetes) stops it like Ctrl-C: exit 0
+            server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return Served(url)

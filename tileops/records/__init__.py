@@ -1,0 +1,29 @@
+"""The records contract (§5.2): what the bench writes and every other layer reads.
+
+Three jobs, one module each: ``contract`` (the dataclasses of a record, a run
+file and an audit entry, with their bounds), ``decode`` (strict JSON to those
+objects and back: the standard library's decoder, with msgspec's mirror in
+``fast`` as the one optional fast path) and ``files`` (``records.jsonl``,
+``run.json`` and ``audit.jsonl``: appended, read in spans, torn tails set
+aside). What the rest of the package uses is named here.
+"""
+
+from tileops.records.contract import (AUDIT_FILE, AUDIT_PREMISE, AUDIT_VERDICTS, MAX_COUNT, MAX_TIME_S, MIN_TIME_S,
+                                      RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYTES, SCHEMA_VERSION, SELECTION_FIELDS,
+                                      AuditEntry,
+                                      AuditVerdict, Environment, ErrorInfo, ErrorKind, Machine, Record, RunInfo,
+                                      RunOptions, RunStatus, Status, TimerKind, Timing, device_key, utcnow)
+from tileops.records.decode import RecordFileError, from_data, parse_time, to_data, to_json
+from tileops.records.files import (append_record, collecting_rarely, iter_jsonl, iter_records, jsonl_spans,
+                                   load_records, parse_record, read_audit, read_run_info, resolve_records_path,
+                                   set_aside_torn_tail, torn_tail, write_run_info)
+
+__all__ = [
+    "AUDIT_FILE", "AUDIT_PREMISE", "AUDIT_VERDICTS", "MAX_COUNT", "MAX_TIME_S", "MIN_TIME_S", "RECORDS_FILE",
+    "RUN_FILE", "RUN_FILE_MAX_BYTES", "SCHEMA_VERSION", "SELECTION_FIELDS", "AuditEntry", "AuditVerdict",
+    "Environment", "ErrorInfo", "ErrorKind", "Machine", "Record", "RecordFileError", "RunInfo", "RunOptions",
+    "RunStatus", "Status", "TimerKind", "Timing", "append_record", "collecting_rarely", "device_key", "from_data",
+    "iter_jsonl", "iter_records", "jsonl_spans", "load_records", "parse_record", "parse_time", "read_audit",
+    "read_run_info", "resolve_records_path", "set_aside_torn_tail", "to_data", "to_json", "torn_tail", "utcnow",
+    "write_run_info",
+]

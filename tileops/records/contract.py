@@ -1,0 +1,306 @@
+"""The record contract every layer shares (§5.2): what the bench writes and everyone else reads.
+
+One JSON object per (op, workload row, dtype, backend) in ``records.jsonl``,
+the run file ``run.json`` beside it, and the audit's ``audit.jsonl``. These are
+plain standard-library dataclasses so the benchmark layer carries no
+third-party dependency (§5.2); how they are read strictly is
+``tileops.records.decode``, how files of them are kept ``tileops.records.files``.
+
+``Machine`` is the one description of where a measurement ran; a record's
+``Environment`` and a calibration result both carry it.
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, ClassVar, Literal
+
+SCHEMA_VERSION = 1
+RECORDS_FILE = "records.jsonl"
+RUN_FILE = "run.json"
+AUDIT_FILE = "audit.jsonl"
+#: A run file is a page of JSON; anything this large is not one (and is not read into memory).
+RUN_FILE_MAX_BYTES = 16 * 2**20
+
+TimerKind = Literal["cupti", "cuda-events", "cpu-wall"]
+Status = Literal["ok", "error", "skipped"]
+ErrorKind = Literal["exception", "crash", "timeout", "oom", "unsupported", "cuda", "compile"]
+RunStatus = Literal["running", "completed", "interrupted", "failed"]
+# PASS: measured reads within tolerance of the declared read half (tileops.audit.verdict).
+AuditVerdict = Literal["PASS", "FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT"]
+AUDIT_VERDICTS: tuple[str, ...] = typing.get_args(AuditVerdict)
+#: The premises every audit reading rests on (§4.5); each verdict states them.
+#: (The default replay's: tileops.audit.ncu.premise gives each replay mode's, and a test holds them equal.)
+AUDIT_PREMISE = ("cold caches at the start of the call, its kernels sharing the caches as in a real run "
+                 "(ncu --cache-control all --replay-mode app-range); read side only: DRAM writes are measured and "
+                 "reported, never judged")
+
+#: Counts (FLOPs, bytes) above this are not a measurement of anything: int64 is what
+#: every consumer (JSON readers, Prometheus, float arithmetic) can carry exactly enough.
+MAX_COUNT = 2**63 - 1
+#: A timed duration is between a picosecond (no timer resolves less) and about 30 years. Inside
+#: these bounds every rate and ratio the roofline tool derives (count / time, time / time) is a
+#: finite float, so no consumer meets an infinity or an OverflowError.
+MIN_TIME_S = 1e-12
+MAX_TIME_S = 1e9
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def device_key(uuid: str | None, hostname: str) -> str:
+    """A device's stable key, decided here only: its GPU (or MIG) uuid, or ``cpu-<hostname>`` for a host's
+    CPU (which has no uuid). Records, calibration results, the profile store and the metrics' ``UUID`` label
+    all name a device by it."""
+    return uuid or f"cpu-{hostname}"
+
+
+def _positive(**extra: Any) -> dict[str, Any]:
+    return {"gt": 0, **extra}
+
+
+def _nonneg(**extra: Any) -> dict[str, Any]:
+    return {"ge": 0, **extra}
+
+
+def _duration() -> dict[str, Any]:
+    return {"ge": MIN_TIME_S, "le": MAX_TIME_S}
+
+
+# --------------------------------------------------------------------------- the contract
+
+
+@dataclass(frozen=True, kw_only=True)
+class Machine:
+    """Where a measurement ran: the fields records and calibration results share.
+
+    The device name is what a profile matches (§1.2). A CPU has no uuid; its
+    stable key is ``cpu-<hostname>`` (:attr:`device_key`).
+    """
+
+    device_kind: Literal["cpu", "cuda"]
+    device_name: str
+    device_uuid: str | None = None
+    device_index: int | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    cpu_model: str | None = None
+    threads: int | None = field(default=None, metadata=_positive())
+    l2_bytes: int | None = field(default=None, metadata=_positive())
+    hostname: str
+    torch_version: str
+    tileops_version: str
+    git_revision: str | None = None
+
+    @property
+    def device_key(self) -> str:
+        """The device's stable key (:func:`device_key`)."""
+        return device_key(self.device_uuid, self.hostname)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment(Machine):
+    """A record's environment: the machine, the run, and the clocks around the row."""
+
+    #: Every row of a run carries the same one: the reader decodes it once (``_shared``).
+    repeats_across_rows: ClassVar[bool] = True
+    run_id: str
+    clocks_before: dict[str, Any] | None = None
+    clocks_after: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timing:
+    """Device-busy time statistics over the timed repetitions, in seconds."""
+
+    timer: TimerKind
+    median_s: float = field(metadata=_duration())
+    min_s: float = field(metadata=_duration())
+    mean_s: float = field(metadata=_duration())
+    p10_s: float = field(metadata=_duration())
+    p90_s: float = field(metadata=_duration())
+    n: int = field(metadata={"ge": 1})
+    rel_noise: float = field(metadata=_nonneg())  # relative standard deviation of the samples
+    warmup: int = field(metadata=_nonneg())
+    total_s: float = field(metadata=_nonneg(le=MAX_TIME_S))  # wall time spent timing this row
+    stop_reason: str  # median precision reached | time cap | sample cap
+    excluded_copies_s: float = field(default=0.0, metadata=_nonneg(le=MAX_TIME_S))  # device copies excluded (§1.2)
+    fallback_reason: str | None = None  # why a GPU row was not timed by CUPTI (then SOL is blank)
+    #: compile/triton backends: the first (checked) call's seconds, compilation included; never in the samples
+    compile_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
+    #: CUPTI rows: the median over repetitions of the span from a repetition's first launch call to its last
+    #: device activity's end. Well above ``median_s`` (busy time), the device waited on the host between
+    #: kernels: the row is host-bound (``tileops.roofline.HOST_BOUND_RATIO``). None where no timer saw it.
+    span_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
+
+    @property
+    def actual_time_s(self) -> float:
+        """§1.2 actual_time: device-busy time plus any device copies excluded from it."""
+        return self.median_s + self.excluded_copies_s
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorInfo:
+    kind: ErrorKind
+    message: str
+    traceback: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One (op, workload row, dtype, backend): raw timing and the evaluator's (flops, bytes)."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    op: str
+    family: str
+    label: str
+    dtype: str  # the dtype case's name ('bfloat16', or 'ids=int64,w=bfloat16')
+    backend: str
+    params: dict[str, Any] = field(default_factory=dict)
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    status: Status
+    error: ErrorInfo | None = None
+    skip_reason: str | None = None
+    timing: Timing | None = None
+    flops: int | None = field(default=None, metadata=_nonneg(le=MAX_COUNT))
+    bytes: int | None = field(default=None, metadata=_nonneg(le=MAX_COUNT))
+    read_bytes: int | None = field(default=None, metadata=_nonneg(le=MAX_COUNT))
+    roof_key: str | None = None
+    data_terms: dict[str, Any] = field(default_factory=dict)  # what decided a value-dependent number (§4.7)
+    env: Environment
+    started_at: datetime
+    finished_at: datetime
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """Identity of a row across runs: (op, label, dtype, backend)."""
+        return (self.op, self.label, self.dtype, self.backend)
+
+
+#: The fields of :class:`RunOptions` that select rows (``tileops.bench.select.Selection`` is their view).
+SELECTION_FIELDS = ("ops", "families", "labels", "tags", "backends", "dtypes", "all_rows", "shapes")
+
+
+@dataclass(kw_only=True)
+class RunOptions:
+    """Everything a user set when starting ``tileops bench``, kept in run.json: ``--resume`` restores it all.
+
+    The one shape of a run's options: the sweep reads its view (the selection,
+    how rows are timed), the outputs theirs (pricing, the plot, the metrics
+    sinks). Each field is the destination of one bench flag (``--row-timeout``
+    is ``row_timeout_s``, ``--op`` is ``ops``), and a test holds every flag of
+    the parser to a field here. Every field has a default, so a run file written
+    before a field existed still reads (and resumes with the default); None means
+    "not given: the layer that uses it decides". Paths are stored absolute, so a
+    run resumes from any working directory.
+    """
+
+    # what to measure: the selection (each filter repeatable; RunInfo.selection repeats it with the device)
+    ops: list[str] = field(default_factory=list)
+    families: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+    dtypes: list[str] = field(default_factory=list)
+    all_rows: bool = False
+    shapes: list[str] = field(default_factory=list)  # --shape: ad-hoc rows of the --op ops
+    # how to measure it
+    device: str = "auto"  # as asked (--device); RunInfo.selection["device"] is what it resolved to
+    quick: bool = False
+    row_timeout_s: float | None = field(default=None, metadata=_positive())  # None: the device's default
+    timer: str = "auto"
+    compile_cache: str | None = None  # absolute; None: beside the run directory (or the environment's)
+    compile_timeout_s: float | None = field(default=None, metadata=_positive())  # None: the bench's default
+    keep_traces: bool = False  # each CUPTI row's last profiled batch kept as a Chrome trace in <run>/traces/
+    # how to price it and what to write
+    profile: str | None = None  # a profile name, or a profile file's absolute path
+    calibrate: str = "auto"
+    calibration_max_age_s: float | None = field(default=None, metadata=_positive())  # None: the bench's default
+    plot: bool = True
+    # where its metrics go (None: the exporter's default)
+    push_url: str | None = None
+    textfile_dir: str | None = None  # absolute
+    job: str | None = None
+    instance: str | None = None
+    push_attempts: int | None = field(default=None, metadata={"ge": 1, "le": 1000})
+    push_backoff_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
+    push_timeout_s: float | None = field(default=None, metadata=_positive(le=MAX_TIME_S))
+    metrics_detail: str | None = None
+
+
+@dataclass(kw_only=True)
+class RunInfo:
+    """The run file: a run's start, end, selection and exit status (mutable while the run goes)."""
+
+    run_id: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    status: RunStatus = "running"
+    exit_code: int | None = None
+    #: Why the run is "failed" or "interrupted", as a sentence (what failed, where, and the fix).
+    reason: str | None = None
+    argv: list[str] = field(default_factory=list)  # the command that started the run (not a resume)
+    selection: dict[str, Any] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)
+    rows_total: int = field(default=0, metadata=_nonneg())
+    rows_ok: int = field(default=0, metadata=_nonneg())
+    rows_error: int = field(default=0, metadata=_nonneg())
+    rows_skipped: int = field(default=0, metadata=_nonneg())
+    health: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class AuditEntry:
+    """One audited row of ``audit.jsonl`` (§4.5): the verdict on one (op, row, dtype, backend) and what
+    it rests on. Written by ``tileops audit``, read by the exporters.
+
+    Fields are only ever added. A reader ignores fields it does not know (an
+    older exporter reading a newer audit), but checks every field it does.
+    """
+
+    ignore_unknown: ClassVar[bool] = True
+    op: str
+    label: str
+    dtype: str  # the dtype case's name, as records name it ("bfloat16", "ids=int64,weight=bfloat16")
+    backend: str
+    verdict: AuditVerdict
+    reason: str = ""  # why: the numbers and limits, the exemption, or the error and its fix
+    premise: str = AUDIT_PREMISE
+    expected_read_bytes: int | None = field(default=None, metadata=_nonneg(le=MAX_COUNT))  # eval_roofline_read_bytes()
+    measured_read_bytes: int | None = field(default=None, metadata=_nonneg(le=MAX_COUNT))  # dram__bytes_read.sum
+    measured_write_bytes: int | None = field(default=None, metadata=_nonneg(le=MAX_COUNT))  # reported, never judged
+    fail_below_bytes: int | None = None  # a reading under this is a shortfall (FAIL, or EXEMPT inside a `when`)
+    warn_above_bytes: int | None = None  # a reading over this is WARN
+    kernels: int | None = field(default=None, metadata=_nonneg())  # kernels profiled inside the call's range
+    duration_ns: float | None = field(default=None, metadata=_nonneg())  # under the profiler: not a timing
+    error_kind: str | None = None  # ERROR rows: ncu-missing, permission, profiler-busy, metric, ...
+    exemption: str | None = None  # EXEMPT rows: where the condition is configured (file:line)
+    params: dict[str, Any] = field(default_factory=dict)
+    data_terms: dict[str, Any] = field(default_factory=dict)  # Op.roofline_data_terms() of the call
+    report: str | None = None  # the ncu report, relative to the audit's output folder
+    device_name: str | None = None
+    device_uuid: str | None = None
+    hostname: str | None = None
+    ncu_version: str | None = None
+    run_id: str | None = None
+    started_at: str | None = None  # ISO 8601
+    finished_at: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.op, self.label, self.dtype, self.backend)
+
+    @property
+    def read_ratio(self) -> float | None:
+        """Measured / declared reads; None when either is missing or nothing is declared."""
+        if self.measured_read_bytes is None or not self.expected_read_bytes:
+            return None
+        ratio = self.measured_read_bytes / self.expected_read_bytes
+        return ratio if math.isfinite(ratio) else None  # a sub-byte expectation is no expectation
+

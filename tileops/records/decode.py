@@ -1,0 +1,449 @@
+"""Reading the record contract strictly, and writing it back: JSON to contract objects and contract objects to JSON.
+
+Reading is strict: a field of the wrong type, a missing one, an unknown one or
+a number that is not finite is an error naming the field (the file and line are
+added by ``tileops.records.files``), never a silently dropped row or an ``inf``
+that crashes a consumer later. The decoder is built per contract class from its
+annotations and ``field(metadata=...)`` bounds, with the standard library alone,
+which is what the benchmark layer may use (§5.2).
+
+:func:`line_decoder` is the one way to read a line of a JSON Lines file. Where
+msgspec is installed (the optional ``fast`` extra) it asks the mirror of the
+class first (``tileops.records.fast``: the same objects, parsed and checked in
+C), and every line the mirror declines is read by the decoder here, which
+accepts it after all or words the error; without msgspec (the GPU machine, the
+bench itself) the decoder here reads every line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import json.scanner
+import math
+import types
+import typing
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+from collections.abc import Callable
+
+from tileops.errors import TileOpsError
+
+class RecordFileError(TileOpsError, ValueError):
+    """A results file (records, run file, audit) holds something that is not the contract;
+    the message names the file, the line and the field."""
+
+
+class Invalid(Exception):
+    """A value does not fit its field; ``path`` is filled in on the way out."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path: list[str] = []
+
+
+_Decoder = Callable[[Any], Any]
+T = TypeVar("T")
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, (str, int, float, bool, type(None))) else type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bounds(meta: dict[str, Any]) -> Callable[[Any], None] | None:
+    gt, ge, le = meta.get("gt"), meta.get("ge"), meta.get("le")
+    if gt is None and ge is None and le is None:
+        return None
+
+    def check(v: Any) -> None:
+        if gt is not None and not v > gt:
+            raise Invalid(f"must be > {gt}, got {_describe(v)}")
+        if ge is not None and not v >= ge:
+            raise Invalid(f"must be >= {ge}, got {_describe(v)}")
+        if le is not None and not v <= le:
+            raise Invalid(f"must be <= {le}, got {_describe(v)}")
+
+    return check
+
+
+def _number_decoder(kind: type, meta: dict[str, Any]) -> _Decoder:
+    check = _bounds(meta)
+
+    if kind is int:
+        def dec(v: Any) -> Any:
+            if type(v) is not int:
+                raise Invalid(f"expected a whole number, got {_describe(v)}")
+            if check:
+                check(v)
+            return v
+        return dec
+
+    def dec_float(v: Any) -> Any:
+        t = type(v)
+        if t is not float and t is not int:
+            raise Invalid(f"expected a number, got {_describe(v)}")
+        if t is int:
+            try:
+                v = float(v)
+            except OverflowError:  # a whole number past float's range
+                raise Invalid(f"expected a finite number, got {_describe(v)}") from None
+        if not math.isfinite(v):
+            raise Invalid(f"expected a finite number, got {v!r}")
+        if check:
+            check(v)
+        return v
+    return dec_float
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time as the contract reads it; ValueError otherwise."""
+    return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)  # 3.10 reads no 'Z'
+
+
+def _datetime(v: Any) -> datetime:
+    if type(v) is not str:
+        raise Invalid(f"expected an ISO 8601 time, got {_describe(v)}")
+    try:
+        return parse_time(v)
+    except ValueError:
+        raise Invalid(f"expected an ISO 8601 time, got {_describe(v)}") from None
+
+
+def _json_value(v: Any) -> Any:
+    """Any JSON value, with every number in it finite."""
+    t = type(v)
+    if t is float:
+        if not math.isfinite(v):
+            raise Invalid(f"expected a finite number, got {v!r}")
+    elif t is dict:
+        for k, x in v.items():
+            try:
+                _json_value(x)
+            except Invalid as exc:
+                exc.path.insert(0, str(k))
+                raise
+    elif t is list:
+        for i, x in enumerate(v):
+            try:
+                _json_value(x)
+            except Invalid as exc:
+                exc.path.insert(0, str(i))
+                raise
+    return v
+
+
+def _simple(kind: type, what: str) -> _Decoder:
+    def dec(v: Any) -> Any:
+        if type(v) is not kind:
+            raise Invalid(f"expected {what}, got {_describe(v)}")
+        return v
+    return dec
+
+
+def _decoder(tp: Any, meta: dict[str, Any]) -> _Decoder:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return _json_value
+    if tp is str:
+        return _simple(str, "a string")
+    if tp is bool:
+        return _simple(bool, "true or false")
+    if tp is int or tp is float:
+        return _number_decoder(tp, meta)
+    if tp is datetime:
+        return _datetime
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+
+        def lit(v: Any) -> Any:
+            if v not in allowed or type(v) is not str:
+                raise Invalid(f"expected one of {', '.join(map(str, allowed))}, got {_describe(v)}")
+            return v
+        return lit
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) != 1:
+            raise TypeError(f"unsupported union {tp}")
+        inner = _decoder(args[0], meta)
+
+        def optional(v: Any) -> Any:
+            return None if v is None else inner(v)
+        return optional
+    if origin is list:
+        (item_tp,) = typing.get_args(tp)
+        item = _decoder(item_tp, {})
+
+        def lst(v: Any) -> Any:
+            if type(v) is not list:
+                raise Invalid(f"expected a list, got {_describe(v)}")
+            out = []
+            for i, x in enumerate(v):
+                try:
+                    out.append(item(x))
+                except Invalid as exc:
+                    exc.path.insert(0, str(i))
+                    raise
+            return out
+        return lst
+    if origin is dict:
+        key_tp, val_tp = typing.get_args(tp)
+        if key_tp is not str:
+            raise TypeError(f"unsupported mapping key {key_tp}")
+        val = _decoder(val_tp, {})
+
+        def mapping(v: Any) -> Any:
+            if type(v) is not dict:
+                raise Invalid(f"expected an object, got {_describe(v)}")
+            out = {}
+            for k, x in v.items():
+                try:
+                    out[k] = val(x)
+                except Invalid as exc:
+                    exc.path.insert(0, str(k))
+                    raise
+            return out
+        return mapping
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _dataclass_decoder(tp)
+    raise TypeError(f"no decoder for {tp!r}")
+
+
+_DATACLASS_DECODERS: dict[type, _Decoder] = {}
+
+
+def _dataclass_decoder(cls: type) -> _Decoder:
+    """The decoder of a contract class, field by field (an environment shared by the rows that repeat it)."""
+    hit = _DATACLASS_DECODERS.get(cls)
+    if hit is None:
+        hit = _field_decoder(cls)
+        if getattr(cls, "repeats_across_rows", False):
+            hit = _shared(hit)
+        _DATACLASS_DECODERS[cls] = hit
+    return hit
+
+
+#: Distinct objects a :func:`_shared` decoder remembers (a run has one environment per device).
+SHARED_LIMIT = 64
+
+
+def _shared(decode: _Decoder) -> _Decoder:
+    """``decode``, answering an object it has decoded before with the same (frozen) instance.
+
+    Every record of a run carries the same environment; decoding it once per run
+    instead of once per row is a good part of the reading time saved (docs/architecture.md,
+    "Figures behind the code"), and the rows then share one copy in memory. The key holds each
+    value's type as well as the value, because ``1``, ``1.0`` and ``True`` are equal keys but not the same
+    input (a field check may take one and refuse another). An object holding a
+    list or an object (GPU clocks) is unhashable and decoded every time.
+    """
+    seen: dict[tuple, Any] = {}
+    last: list[Any] = [None, (), None]  # the last object's data, its value types, and what it decoded to
+
+    def dec(v: Any) -> Any:
+        if type(v) is not dict:
+            return decode(v)
+        types_ = tuple(map(type, v.values()))
+        if v == last[0] and types_ == last[1]:  # the usual case: the row before's (a dict compare is cheap)
+            return last[2]
+        try:
+            key = (tuple(v.items()), types_)
+            hit = seen.get(key)
+        except TypeError:
+            return decode(v)
+        if hit is None:
+            hit = decode(v)  # raises for an invalid object: nothing is remembered
+            if len(seen) < SHARED_LIMIT:
+                seen[key] = hit
+        last[:] = (v, types_, hit)
+        return hit
+
+    return dec
+
+
+def _field_decoder(cls: type) -> _Decoder:
+    """Field by field, in declaration order: the reference decoder, and the one that words every error."""
+    hints = typing.get_type_hints(cls)
+    specs: list[tuple[str, _Decoder, bool]] = []
+    for f in dataclasses.fields(cls):
+        needed = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        specs.append((f.name, _decoder(hints[f.name], dict(f.metadata)), needed))
+    names = frozenset(s[0] for s in specs)
+    required_names = [s[0] for s in specs if s[2]]
+    required = frozenset(required_names)
+    ignore_unknown = bool(getattr(cls, "ignore_unknown", False))
+
+    def dec(v: Any) -> Any:
+        if type(v) is not dict:
+            raise Invalid(f"expected an object, got {_describe(v)}")
+        if not ignore_unknown and not names.issuperset(v):
+            unknown = sorted(set(v) - names)
+            refused = Invalid("unknown field (remove it, or fix its spelling)")
+            refused.path.insert(0, str(unknown[0]))
+            raise refused
+        kwargs = {}
+        for name, d, _ in specs:
+            if name in v:
+                try:
+                    kwargs[name] = d(v[name])
+                except Invalid as exc:
+                    exc.path.insert(0, name)
+                    raise
+        if not required.issubset(kwargs):
+            missing = Invalid("missing (a required field)")
+            missing.path.insert(0, next(n for n in required_names if n not in kwargs))
+            raise missing
+        return cls(**kwargs)
+
+    return dec
+
+
+def from_data(cls: type[T], data: Any) -> T:
+    """Build ``cls`` from parsed JSON, strictly; ValueError naming the field otherwise."""
+    try:
+        return _dataclass_decoder(cls)(data)
+    except Invalid as exc:
+        where = ".".join(exc.path) or "(top level)"
+        raise ValueError(f"{where}: {exc.message}") from None
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def to_data(obj: Any) -> Any:
+    """A contract object as JSON-ready data: dataclasses to objects, times to ISO 8601."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    if isinstance(obj, dict):
+        return {k: to_data(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_data(v) for v in obj]
+    return obj
+
+
+def to_json(obj: Any) -> str:
+    """One line of JSON (no NaN or Infinity: they are not JSON and the readers refuse them)."""
+    return json.dumps(to_data(obj), separators=(",", ":"), allow_nan=False)
+
+
+
+# --------------------------------------------------------------------------- one JSON line
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's pairs as a dict, refusing a key given twice: JSON readers disagree on which value counts
+    (``json`` and msgspec keep the last, others the first), so the line is not one record but two."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]  # add: None
+        exc = Invalid("declared twice in one object (JSON readers disagree on which value counts); keep one")
+        exc.path.append(key)
+        raise exc
+    return obj
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+# the C scanner json.loads calls, without its wrappers (typeshed declares make_scanner a class taking a decoder's
+# context; it is that, called with the decoder)
+_scan = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]  # see above
+
+
+def _not_text(data: Any) -> list[str] | None:
+    """The path to the first string (or key) holding a lone surrogate (``"\\ud800"``: valid JSON, not text,
+    so no output can encode it), or None."""
+    stack: list[tuple[Any, list[str]]] = [(data, [])]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    return path
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                stack.append((k, path))
+                stack.append((v, [*path, str(k)]))
+        elif isinstance(value, list):
+            stack.extend((v, [*path, str(i)]) for i, v in enumerate(value))
+    return None
+
+
+def _checked_text(data: Any, text: str) -> Any:
+    """``data`` when every string in it is text; Invalid naming the field otherwise. Only a line with a
+    ``\\u`` escape can hold a lone surrogate, so the others are not walked."""
+    if "\\u" in text:
+        where = _not_text(data)
+        if where is not None:
+            exc = Invalid("holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its pair), which is "
+                           "not text; write the character itself, or its escaped pair")
+            exc.path.extend(where)
+            raise exc
+    return data
+
+
+def _json_line(text: str) -> Any:
+    """One JSON value filling the line (json.loads's rules; its message on an error), each key once, every
+    string text."""
+    try:
+        data, end = _scan(text, 0)
+        if end == len(text) or text[end:].isspace():
+            return _checked_text(data, text)
+    except (StopIteration, ValueError, RecursionError):
+        pass
+    try:  # leading whitespace (valid), or not JSON: the decoder decides and words it
+        return _checked_text(_DECODER.decode(text), text)
+    except (ValueError, RecursionError) as exc:
+        raise Invalid(f"not JSON ({exc})") from None
+
+
+def parse_line(cls: type[T], raw: bytes | str) -> T:
+    """Parse and check one object; NaN/Infinity (and 1e400) parse to floats the field checks then refuse."""
+    text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    return _dataclass_decoder(cls)(_json_line(text.strip()))
+
+
+def located(path: Path, line: int | None, exc: Invalid, what: str, fix: str) -> RecordFileError:
+    where = ".".join(exc.path)
+    detail = f"{where}: {exc.message}" if where else exc.message
+    at = f"{path}:{line}" if line is not None else str(path)
+    return RecordFileError(f"{at}: not a valid {what} ({detail}); {fix}")
+
+
+LineDecoder = Callable[[bytes], Any]
+
+
+def line_decoder(cls: type[T], *, fast: bool = True) -> Callable[[bytes], T | None]:
+    """The reader of one line of a JSON Lines file into ``cls``: the object, or None for a blank line.
+
+    It raises :class:`Invalid` naming the field, or UnicodeDecodeError for bytes that are not UTF-8 (the
+    caller adds the file and line). ``fast``: where msgspec is installed, its mirror of ``cls`` reads the
+    line first and hands every line it declines to the standard decoder (which accepts it after all or
+    words the error), so both paths accept exactly the same objects; False (the benchmark layer, §5.2),
+    the standard decoder alone.
+    """
+    decode = _dataclass_decoder(cls)
+
+    def standard(raw: bytes) -> T | None:
+        if raw.isspace():
+            return None
+        return decode(_json_line(raw.decode("utf-8")))
+
+    mirror = _fast_reader(cls, standard) if fast else None
+    return standard if mirror is None else mirror
+
+
+def _fast_reader(cls: type[T], declined: Callable[[bytes], T | None]) -> Callable[[bytes], T | None] | None:
+    """msgspec's reader of ``cls`` (``tileops.records.fast``), handing what it declines to ``declined``; None
+    where msgspec is not installed or cannot mirror ``cls``. Imported here, not at module level: the
+    benchmark layer writes and reads records with the standard library alone (§5.2)."""
+    try:
+        from tileops.records.fast import line_reader
+    except ImportError:
+        return None
+    return line_reader(cls, declined)

@@ -1,0 +1,44 @@
+"""Roofline tool (M5, §4.3): price benchmark records against a device profile.
+
+Pure functions over records and a profile. It never instantiates an op and
+imports no op code (§4.4.5): every number it needs is in the record, so old
+records re-price under an updated profile without running anything (§5.2).
+One module per job: ``price`` (one record on one profile: SOL, verdict, the
+physics check per ceiling), ``health`` (the run's health, decided there only)
+and ``races`` (a row's backends side by side).
+
+CONTRACT (shared with tileops.pipeline, tileops.export and tileops.report)::
+
+    price(record, profile) -> Priced
+    price_all(records, chooser) -> list[Priced]       chooser: tileops.profiles.ProfileChooser
+    price_iter(records, chooser) -> Iterator[Priced]  the same, one at a time (a stream of records)
+    health(priced) -> Health                          the run's health (per ceiling: held, breached, not judged)
+    HealthTally                                       the same health, counted as rows go by
+    compare_backends(priced) -> {row: BackendRace}    a row's backends side by side: the best, its margin
+"""
+
+from tileops.roofline.health import (HEALTH_STATES, CeilingHealth, CeilingState, Health, HealthState, HealthTally,
+                                     health)
+from tileops.roofline.price import (ANOMALY, AT_CEILING, BLANK_BYTES_ZERO, BLANK_ERROR, BLANK_MEMORY_UNCALIBRATED,
+                                    BLANK_NO_CUPTI, BLANK_NO_PROFILE, BLANK_NO_ROOFLINE, BLANK_NO_TIMING,
+                                    BLANK_REASONS, BLANK_ROOF_ABSENT, BLANK_ROOF_UNCALIBRATED, BLANK_SKIPPED,
+                                    HOST_BOUND_RATIO, NOT_JUDGED_ESTIMATE, NOT_JUDGED_NO_PROFILE,
+                                    NOT_JUDGED_NO_ROOFLINE, NOT_JUDGED_NO_TIMING, NOT_JUDGED_NOMINAL_UNKNOWN,
+                                    NOT_JUDGED_REASONS, NOT_JUDGED_ROOF_ABSENT, NOT_JUDGED_SUSPECT,
+                                    NOT_JUDGED_THEORETICAL_MISSING, NOTE_NOMINAL_UNKNOWN, VERDICTS, Bound, Breach,
+                                    Check, Priced, Verdict, host_bound, host_bound_note, price, price_all,
+                                    price_iter, si)
+from tileops.roofline.races import (BackendRace, RaceKey, RaceTally, backend_races, compare_backends,
+                                    race_key)
+
+__all__ = [
+    "ANOMALY", "AT_CEILING", "BLANK_BYTES_ZERO", "BLANK_ERROR", "BLANK_MEMORY_UNCALIBRATED", "BLANK_NO_CUPTI",
+    "BLANK_NO_PROFILE", "BLANK_NO_ROOFLINE", "BLANK_NO_TIMING", "BLANK_REASONS", "BLANK_ROOF_ABSENT",
+    "BLANK_ROOF_UNCALIBRATED", "BLANK_SKIPPED", "HEALTH_STATES", "HOST_BOUND_RATIO", "NOTE_NOMINAL_UNKNOWN",
+    "NOT_JUDGED_ESTIMATE", "NOT_JUDGED_NOMINAL_UNKNOWN", "NOT_JUDGED_NO_PROFILE", "NOT_JUDGED_NO_ROOFLINE",
+    "NOT_JUDGED_NO_TIMING", "NOT_JUDGED_REASONS", "NOT_JUDGED_ROOF_ABSENT", "NOT_JUDGED_SUSPECT",
+    "NOT_JUDGED_THEORETICAL_MISSING", "VERDICTS", "BackendRace", "Bound", "Breach", "CeilingHealth",
+    "CeilingState", "Check", "Health", "HealthState", "HealthTally", "Priced", "RaceKey", "RaceTally", "Verdict",
+    "backend_races", "compare_backends", "health", "host_bound", "host_bound_note", "price", "price_all",
+    "price_iter", "race_key", "si",
+]
