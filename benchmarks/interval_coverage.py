@@ -20,10 +20,11 @@ its duration plus a cold-cache flush, each pause its length.
 
 ``--real``: relu, add and softmax (512x1024 fp32) on this CPU, through the bench's own path
 (``Op.prepare``, the LLC read sweep before every sample); ``--rounds`` rounds, each measuring every
-row by both plans, interleaved; coverage counts round r+1 against round r. It prints the load
-average before and after: on a shared host the figures say as much about the neighbours as the plan.
+row by each plan, interleaved (the two-pass plan visits every row a second time after the round's
+first passes); coverage counts round r+1 against round r. It prints the load average before and
+after: on a shared host the figures say as much about the neighbours as the plan.
 
-    python benchmarks/interval_coverage.py [--simulate] [--rows 400] [--real] [--rounds 6] [--json OUT]
+    python benchmarks/interval_coverage.py [--simulate] [--rows 400] [--real] [--rounds 6] [--threads N] [--json OUT]
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from tileops.bench.interval import CPU_BLOCKS, BlockRule, sample_blocks
@@ -135,14 +136,21 @@ def blocks(host: SimHost, rule: BlockRule = CPU_BLOCKS, prior: Sequence[Sequence
     return (iv.median_s, iv.lo_s, iv.hi_s), got.blocks
 
 
+def visit_rules(rule: BlockRule) -> tuple[BlockRule, BlockRule]:
+    """A row's budget split over two visits: the first takes half the time and half the blocks and never stops
+    early; the second stops on the interval of both visits' blocks, within the other half."""
+    first = replace(rule, max_time_s=rule.max_time_s / 2, min_time_s=rule.min_time_s / 2,
+                    min_blocks=max(2, rule.min_blocks // 2), target_precision=math.inf)
+    return first, replace(rule, max_time_s=rule.max_time_s / 2)
+
+
 def _two_visits(host: SimHost, rule: BlockRule) -> Interval:
     """Half the row's time now, half half a sweep later; the interval from both visits' blocks."""
-    half = BlockRule(**{**rule.__dict__, "max_time_s": rule.max_time_s / 2, "min_time_s": rule.min_time_s / 2,
-                        "min_blocks": max(2, rule.min_blocks // 2), "target_precision": math.inf})
-    _, first = blocks(host, half)
+    first_rule, second_rule = visit_rules(rule)
+    _, first = blocks(host, first_rule)
     host.advance(RERUN_AFTER_S / 2)
     host.t -= RERUN_AFTER_S / 2  # the wait is the rest of the sweep's, not this row's
-    iv, _ = blocks(host, BlockRule(**{**rule.__dict__, "max_time_s": rule.max_time_s / 2}), prior=first)
+    iv, _ = blocks(host, second_rule, prior=first)
     return iv
 
 
@@ -216,24 +224,39 @@ def _real_row(op_name: str, label: str) -> tuple[Callable[[], object], object]:
 
 
 def run_real(rounds: int) -> dict:
-    print(f"real rows on this CPU ({os.cpu_count()} CPUs), {rounds} rounds; load before: {os.getloadavg()}")
+    import torch
+
+    print(f"real rows on this CPU ({os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads), {rounds} rounds; "
+          f"load before: {os.getloadavg()}")
     rows = {f"{op} {label}": _real_row(op, label) for op, label in REAL_ROWS}
-    got: dict[str, dict[str, list[Interval]]] = {p: {k: [] for k in rows} for p in ("back to back", "blocks")}
-    wall: dict[str, list[float]] = {"back to back": [], "blocks": []}
+    plans = ("back to back", "blocks", "blocks, two passes")
+    got: dict[str, dict[str, list[Interval]]] = {p: {k: [] for k in rows} for p in plans}
+    wall: dict[str, list[float]] = {p: [] for p in plans}
+    first_rule, second_rule = visit_rules(CPU_BLOCKS)
+
+    def by_blocks(plan: str, key: str, rule: BlockRule, prior: Sequence[Sequence[float]] = ()) -> list[list[float]]:
+        fn, timer = rows[key]
+        fn()
+        t0 = time.perf_counter()
+        res = sample_blocks(lambda k: timer.sample(fn, k), rule, rewarm=fn, prior=prior)
+        wall[plan].append(time.perf_counter() - t0)
+        if rule.target_precision != math.inf:
+            assert res.interval is not None
+            got[plan][key].append((res.interval.median_s, res.interval.lo_s, res.interval.hi_s))
+        return res.blocks
+
     for _ in range(rounds):
+        first_pass = {}
         for key, (fn, timer) in rows.items():
             t0 = time.perf_counter()
             got["back to back"][key].append(_b2b_interval(fn, timer))
             wall["back to back"].append(time.perf_counter() - t0)
-            fn()
-            t0 = time.perf_counter()
-            res = sample_blocks(lambda k: timer.sample(fn, k), CPU_BLOCKS, rewarm=fn)
-            wall["blocks"].append(time.perf_counter() - t0)
-            iv = res.interval
-            assert iv is not None
-            got["blocks"][key].append((iv.median_s, iv.lo_s, iv.hi_s))
+            by_blocks("blocks", key, CPU_BLOCKS)
+            first_pass[key] = by_blocks("blocks, two passes", key, first_rule)
+        for key in rows:  # the second pass: each row again, after every other row's first
+            by_blocks("blocks, two passes", key, second_rule, prior=first_pass[key])
     out: dict = {}
-    print(f"{'plan':<14} {'coverage':>9} {'median ±':>9} {'wall/row':>9}   per row: medians (µs)")
+    print(f"{'plan':<20} {'coverage':>9} {'median ±':>9} {'wall/row':>9}   per row: medians (µs)")
     for plan, per_row in got.items():
         covered = total = 0
         widths = []
@@ -244,9 +267,9 @@ def run_real(rounds: int) -> dict:
             widths += [(hi - lo) / (2 * m) for m, lo, hi in ivs]
         share = covered / total if total else math.nan
         out[plan] = {"coverage": share, "median_half_width": statistics.median(widths),
-                     "wall_per_row_s": statistics.fmean(wall[plan]) if wall[plan] else math.nan,
+                     "wall_per_row_s": sum(wall[plan]) / (rounds * len(rows)),
                      "medians_us": {k: [round(m * 1e6, 1) for m, _, _ in v] for k, v in per_row.items()}}
-        print(f"{plan:<14} {share:>8.1%} {statistics.median(widths):>8.2%} "
+        print(f"{plan:<20} {share:>8.1%} {statistics.median(widths):>8.2%} "
               f"{out[plan]['wall_per_row_s']:>8.2f}s   " + "; ".join(
                   f"{k.split()[0]} " + " ".join(f"{m * 1e6:.0f}" for m, _, _ in v) for k, v in per_row.items()))
     print(f"load after: {os.getloadavg()}")
@@ -282,12 +305,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=400, help="simulated rows per scenario and plan")
     ap.add_argument("--real", action="store_true", help="real CPU rows (relu, add, softmax 512x1024 fp32)")
     ap.add_argument("--rounds", type=int, default=6, help="rounds of the real rows")
+    ap.add_argument("--threads", type=int, help="torch threads for the real rows (default: torch's, as the bench)")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args(argv)
     figures: dict = {}
     if args.simulate or not args.real:
         figures["simulated"] = run_simulation(args.rows)
     if args.real:
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
         figures["real"] = run_real(args.rounds)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
