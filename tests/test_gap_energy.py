@@ -100,6 +100,14 @@ def test_a_failed_audit_shows_the_split_with_its_caveat(tmp_path: Path) -> None:
     assert "the formula's bytes" in got.describe() and "FAILED" in got.note
 
 
+def test_an_exempt_shortfall_says_why_it_reads_less(tmp_path: Path) -> None:
+    (entry,) = _written_and_read(tmp_path, _entry(verdict="EXEMPT", measured_read_bytes=250_000_000,
+                                                  exemption="audit/exempt.yaml:3"))
+    got = gap_for(_record(), entry, actual_time_s=1e-3, bandwidth=BW)
+    assert isinstance(got, GapSplit) and got.traffic_ratio == pytest.approx(0.75)
+    assert "audit/exempt.yaml:3" in got.note and "need not read" in got.note
+
+
 @pytest.mark.parametrize("over, rec_over, words", [
     ({"verdict": "ERROR", "measured_read_bytes": None, "reason": "ncu not found"}, {},
      "no DRAM reading for this row (ERROR: ncu not found)"),

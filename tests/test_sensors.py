@@ -317,6 +317,16 @@ def test_the_polling_thread_reads_during_the_row_and_ends_with_it(tmp_path: Path
     assert not any(t.name == "tileops-sensors" for t in threading.enumerate())
 
 
+def test_a_row_that_raised_before_stop_leaves_no_thread_behind(tmp_path: Path) -> None:
+    s = RowSensors("cuda:0", proc=tmp_path, sys=tmp_path, nvml=FakeNvml(), gpu_uuid="GPU-1", own_pids=set(),
+                   poll_s=0.005)
+    s.start()  # the row raises; the worker's next row starts the same sensors again
+    s.start()
+    assert sum(t.name == "tileops-sensors" for t in threading.enumerate()) == 1
+    s.stop()
+    assert not any(t.name == "tileops-sensors" for t in threading.enumerate())
+
+
 def test_reason_names_keep_unknown_bits() -> None:
     assert reason_names(SW_POWER_CAP | 0x1000) == ["sw_power_cap", "0x1000"]
     assert reason_names(0) == []

@@ -137,6 +137,9 @@ def gap_for(record: Record, entry: AuditEntry | None, *, actual_time_s: float, b
     if entry.verdict == "FAIL":
         note = ("the audit FAILED: the kernel reads less than the formula charges, so the formula (and this row's "
                 "SOL) is suspect")
+    elif entry.verdict == "EXEMPT":
+        note = (f"the audit exempts this call's shortfall ({entry.exemption or 'a configured condition'}): the "
+                "formula charges bytes this call need not read")
     return split_gap(formula_bytes=record.bytes, formula_read_bytes=record.read_bytes,
                      measured_read_bytes=entry.measured_read_bytes, measured_write_bytes=entry.measured_write_bytes,
                      actual_time_s=actual_time_s, bandwidth=bandwidth, compute_time_s=compute_time_s, note=note)

@@ -227,7 +227,8 @@ def rerun_interval(blocks: Sequence[Sequence[float]], confidence: float = CONFID
         raise ValueError(f"rerun_blocks must be at least 1, got {rerun_blocks}")
     eff = effective_blocks(logs)
     other = eff if rerun_blocks is None else rerun_blocks * eff / b
-    h = t_quantile(0.5 + confidence / 2.0, max(1.0, eff - 1.0)) * s * math.sqrt(1.0 / eff + 1.0 / other)
+    df = max(1.0, round(eff - 1.0, 2))  # rounded: the cached quantile is then asked for few distinct df
+    h = t_quantile(0.5 + confidence / 2.0, df) * s * math.sqrt(1.0 / eff + 1.0 / other)
     return MedianInterval(median_s=median, lo_s=median * math.exp(-h), hi_s=median * math.exp(h), blocks=b,
                           n=len(everything), confidence=confidence)
 

@@ -9,9 +9,9 @@ adds its own threads) and the steal over a short window (the hypervisor giving
 the cores to other guests now; since boot it would be an average of the VM's
 life). On a GPU, other processes on the device (``tileops.device``'s check, the
 one calibrations use); a GPU run records the host's figures without judging
-them, since its rows are timed on the device. ``require_quiet`` turns the warning into
-:class:`HostBusyError`, for a CronJob that would rather fail and retry than
-publish numbers a neighbour made.
+them, since its rows are timed on the device. ``require_quiet`` turns the
+warning into :class:`HostBusyError`, for a CronJob that would rather fail and
+retry than publish numbers a neighbour made.
 
 The limits are the sensors' (``STEAL_LIMIT``; the load compared with the CPUs
 ``/proc/stat`` lists, as the load average counts every CPU's queue).

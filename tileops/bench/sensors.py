@@ -35,8 +35,9 @@ How each is read, and why so:
   clocks). The SM clock's minimum and maximum come from the driver's own sample
   buffer (``nvmlDeviceGetSamples(NVML_PROCESSOR_CLK_SAMPLES, since)``, the
   samples after the newest one seen at ``start()``), plus readings at both
-  ends. Clock-event reasons are instantaneous (``nvmlDeviceGetCurrentClocksEventReasons``,
-  before driver 535 ``...ThrottleReasons``), so a light thread ORs them
+  ends. Clock-event reasons are instantaneous (``nvmlDeviceGetCurrentClocksEventReasons``; an
+  older NVML has only ``...ThrottleReasons``, which pynvml.py marks "will be removed in CUDA
+  14.0"), so a light thread ORs them
   together with the clock, power and temperature every ``poll_s`` (0.1 s):
   each poll is a handful of NVML calls, during which ctypes releases the GIL,
   so the timing thread loses microseconds a tenth of a second, and a CPU row
@@ -369,6 +370,7 @@ class RowSensors:
         if self.kind == "cuda":
             self._open_gpu(device, nvml, gpu_uuid, gpu_index)
         self._started = False
+        self._thread: threading.Thread | None = None
 
     def _open_gpu(self, device: str, nvml: Any, uuid: str | None, index: int | None) -> None:
         if nvml is _FROM_DEVICE:
@@ -396,13 +398,16 @@ class RowSensors:
     # -- start / stop
 
     def start(self) -> None:
+        """Read the counters and start the GPU's poll. A ``start()`` without ``stop()`` (a row that raised) is
+        forgotten: its thread ends here."""
+        if self._started:
+            self._halt()
         self._t0 = self.clock()
         self._cpu0 = self._cpu_now()
         self._load0 = self._try(lambda: read_load1(self.proc))
         self._rapl0 = read_rapl(self.sys)
         self._polls: list[tuple[float | None, int | None, float | None, float | None]] = []
         self._stop_event = threading.Event()
-        self._thread: threading.Thread | None = None
         g = self._gpu
         if g is not None:
             self._energy0 = g.energy_mj()
@@ -429,13 +434,17 @@ class RowSensors:
         while not self._stop_event.wait(self.poll_s):
             self.poll_once()
 
-    def stop(self) -> RowConditions:
-        if not self._started:
-            raise RuntimeError("RowSensors.stop() without start()")
+    def _halt(self) -> None:
         self._started = False
         if self._thread is not None:
             self._stop_event.set()
             self._thread.join()
+            self._thread = None
+
+    def stop(self) -> RowConditions:
+        if not self._started:
+            raise RuntimeError("RowSensors.stop() without start()")
+        self._halt()
         gpu = self._gpu_conditions() if self.kind == "cuda" else None
         cpu = self._cpu_conditions()
         window = max(0.0, self.clock() - self._t0)
