@@ -34,8 +34,8 @@ rerun may meet the same disturbance. Blocks of a host whose speed wanders on
 the row's own time scale agree with their neighbours more than with a rerun, so
 B is replaced by the effective count B (1 - r) / (1 + r), r the lag-1
 correlation of the block medians in time order (:func:`effective_blocks`);
-without it the simulation's drifting host is covered one time in five, with it
-three times in four.
+without it the interval of a drifting host is far too narrow
+(``benchmarks/interval_coverage.py``, scenario ``drift``, shows by how much).
 
 What it cannot see. Variation slower than the row (the machine's state drifting
 over minutes) looks like a constant to every block of the row. The estimator
