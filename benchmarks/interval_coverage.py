@@ -37,10 +37,10 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from tileops.bench.interval import CPU_BLOCKS, BlockRule, sample_blocks
+from tileops.bench.interval import CPU_BLOCKS, BlockRule, sample_blocks, visit_rules
 from tileops.bench.stopping import CPU_RULE, StoppingRule, median_precision
 
 #: Where a rerun happens, in simulated seconds after the first run: a sweep later.
@@ -134,14 +134,6 @@ def blocks(host: SimHost, rule: BlockRule = CPU_BLOCKS, prior: Sequence[Sequence
     iv = got.interval
     assert iv is not None
     return (iv.median_s, iv.lo_s, iv.hi_s), got.blocks
-
-
-def visit_rules(rule: BlockRule) -> tuple[BlockRule, BlockRule]:
-    """A row's budget split over two visits: the first takes half the time and half the blocks and never stops
-    early; the second stops on the interval of both visits' blocks, within the other half."""
-    first = replace(rule, max_time_s=rule.max_time_s / 2, min_time_s=rule.min_time_s / 2,
-                    min_blocks=max(2, rule.min_blocks // 2), target_precision=math.inf)
-    return first, replace(rule, max_time_s=rule.max_time_s / 2)
 
 
 def _two_visits(host: SimHost, rule: BlockRule) -> Interval:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tileops.bench.interval import (CPU_BLOCKS, GPU_BLOCKS, QUICK_BLOCKS, BlockRule, effective_blocks,
-                                    rerun_interval, sample_blocks, t_quantile)
+                                    rerun_interval, sample_blocks, t_quantile, visit_rules)
 from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP, median_precision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,6 +230,18 @@ def test_an_earlier_visit_counts_towards_the_interval_not_the_time() -> None:
     assert got.interval is not None and got.interval.n == 18
     with pytest.raises(ValueError, match="block 0"):
         sample_blocks(row.sample, rule, prior=[[]], sleep=row.sleep, clock=lambda: row.t)
+
+
+def test_two_visits_share_the_budget_and_the_second_stops_on_both() -> None:
+    first_rule, second_rule = visit_rules(CPU_BLOCKS)
+    assert first_rule.max_time_s + second_rule.max_time_s == pytest.approx(CPU_BLOCKS.max_time_s)
+    assert first_rule.min_blocks == CPU_BLOCKS.min_blocks // 2 and second_rule.min_blocks == CPU_BLOCKS.min_blocks
+    row = FakeRow([1e-3])
+    first = sample_blocks(row.sample, first_rule, sleep=row.sleep, clock=lambda: row.t)
+    assert first.stop_reason == TIME_CAP  # the first visit never stops early, however tight
+    second = sample_blocks(row.sample, second_rule, prior=first.blocks, sleep=row.sleep, clock=lambda: row.t)
+    assert second.stop_reason == NOISE_REACHED and second.blocks[:len(first.blocks)] == first.blocks
+    assert second.interval is not None and second.interval.blocks == len(second.blocks)
 
 
 def test_a_timer_that_returns_nothing_is_an_error() -> None:

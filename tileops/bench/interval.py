@@ -67,7 +67,7 @@ import math
 import statistics
 import time
 from functools import lru_cache
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP
@@ -286,6 +286,15 @@ class BlockRule:
         per_sample = last_block_s / last_block_n if last_block_n else 0.0
         k = round(self.block_time_s / per_sample) if per_sample > 0 else self.max_block_samples
         return max(self.min_block_samples, min(k, self.max_block_samples, max(1, self.max_samples - taken)))
+
+
+def visit_rules(rule: BlockRule) -> tuple[BlockRule, BlockRule]:
+    """A row's budget split over two visits (a sweep's two passes): the first takes half the time and half the
+    blocks and never stops early; the second, given the first's blocks as ``prior``, stops on the interval of
+    both within the other half of the time."""
+    first = replace(rule, max_time_s=rule.max_time_s / 2, min_time_s=rule.min_time_s / 2,
+                    min_blocks=max(2, rule.min_blocks // 2), target_precision=math.inf)
+    return first, replace(rule, max_time_s=rule.max_time_s / 2)
 
 
 CPU_BLOCKS = BlockRule(target_precision=0.02, min_time_s=0.1, max_time_s=1.0, min_samples=10, warmup_s=0.01,
