@@ -232,7 +232,7 @@ def run_real(rounds: int) -> dict:
         t0 = time.perf_counter()
         res = sample_blocks(lambda k: timer.sample(fn, k), rule, rewarm=fn, prior=prior)
         wall[plan].append(time.perf_counter() - t0)
-        if rule.target_precision != math.inf:
+        if prior or plan != "blocks, two passes":
             assert res.interval is not None
             got[plan][key].append((res.interval.median_s, res.interval.lo_s, res.interval.hi_s))
         return res.blocks

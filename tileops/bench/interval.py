@@ -289,11 +289,11 @@ class BlockRule:
 
 
 def visit_rules(rule: BlockRule) -> tuple[BlockRule, BlockRule]:
-    """A row's budget split over two visits (a sweep's two passes): the first takes half the time and half the
-    blocks and never stops early; the second, given the first's blocks as ``prior``, stops on the interval of
-    both within the other half of the time."""
-    first = replace(rule, max_time_s=rule.max_time_s / 2, min_time_s=rule.min_time_s / 2,
-                    min_blocks=max(2, rule.min_blocks // 2), target_precision=math.inf)
+    """A row's budget split over two visits (a sweep's two passes): the first takes half the time, whatever its
+    interval (its minimum time is its cap); the second, given the first's blocks as ``prior``, stops on the
+    interval of both within the other half."""
+    half = rule.max_time_s / 2
+    first = replace(rule, max_time_s=half, min_time_s=half, min_blocks=max(2, rule.min_blocks // 2))
     return first, replace(rule, max_time_s=rule.max_time_s / 2)
 
 
