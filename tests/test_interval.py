@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tileops.bench.interval import (CPU_BLOCKS, GPU_BLOCKS, QUICK_BLOCKS, BlockRule, effective_blocks,
-                                    rerun_interval, sample_blocks, t_quantile, visit_rules)
+                                    rerun_interval, sample_blocks, t_quantile, visit_drift, visit_rules, widen)
 from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP, median_precision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -242,6 +242,44 @@ def test_two_visits_share_the_budget_and_the_second_stops_on_both() -> None:
     second = sample_blocks(row.sample, second_rule, prior=first.blocks, sleep=row.sleep, clock=lambda: row.t)
     assert second.stop_reason == NOISE_REACHED and second.blocks[:len(first.blocks)] == first.blocks
     assert second.interval is not None and second.interval.blocks == len(second.blocks)
+
+
+# -- the host's drift between a sweep's passes ------------------------------------------------------------
+
+
+def test_a_host_that_slowed_between_passes_shows_its_drift() -> None:
+    """Every row's second visit 10 % slower, no noise: the pooled drift is 1.4826 ln(1.1) / sqrt(2)."""
+    rows = [([[t] * 4] * 4, [[t * 1.1] * 4] * 4) for t in (1e-4, 2e-4, 5e-4, 1e-3)]
+    assert visit_drift(rows) == pytest.approx(1.4826 * math.log(1.1) / math.sqrt(2))
+    assert visit_drift(rows[:2]) is None  # two rows are no pool
+
+
+def test_the_drift_is_robust_to_a_burst_and_net_of_the_rows_own_noise() -> None:
+    rng = random.Random(4)
+
+    def visit(level: float) -> list[list[float]]:
+        return _lognormal_blocks(rng, 6, 8, [level] * 6, noise=0.03)
+
+    steady = [(visit(1e-3), visit(1e-3)) for _ in range(20)]
+    burst = [([[1e-3] * 8] * 6, [[4e-2] * 8] * 6) for _ in range(3)]  # a neighbour ran during three rows
+    got = visit_drift(steady + burst)
+    assert got is not None and got < 0.01  # the blocks' own noise explains the visits' differences
+    drifting = [(visit(1e-3), visit(1e-3 * math.exp(rng.gauss(0, 0.1)))) for _ in range(40)]
+    got = visit_drift(drifting)
+    assert got is not None and 0.03 < got < 0.12  # a drift of sigma 0.1 between the visits: 0.07 per visit
+
+
+def test_widen_adds_the_drift_in_quadrature() -> None:
+    iv = rerun_interval([[1.0], [1.02], [0.99], [1.01], [1.0]])
+    assert iv is not None
+    assert widen(iv, 0.0).pair == pytest.approx(iv.pair)
+    w = widen(iv, 0.05)
+    h = math.hypot(math.log(iv.hi_s / iv.median_s), statistics.NormalDist().inv_cdf(0.975) * math.sqrt(2) * 0.05)
+    assert w.pair == pytest.approx((iv.median_s * math.exp(-h), iv.median_s * math.exp(h)))
+    assert w.median_s == iv.median_s and (w.blocks, w.n) == (iv.blocks, iv.n)
+    for bad in (-0.1, math.nan, math.inf):
+        with pytest.raises(ValueError, match="drift_sigma"):
+            widen(iv, bad)
 
 
 def test_a_timer_that_returns_nothing_is_an_error() -> None:

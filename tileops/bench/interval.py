@@ -40,9 +40,11 @@ without it the interval of a drifting host is far too narrow
 What it cannot see. Variation slower than the row (the machine's state drifting
 over minutes) looks like a constant to every block of the row. The estimator
 takes blocks from any number of visits, so a sweep that revisits each row in a
-second pass (``sample_blocks(..., prior=first_visit.blocks)``) spreads its
-blocks over the whole sweep; ``benchmarks/interval_coverage.py`` shows the
-coverage each plan reaches.
+second pass (``sample_blocks(..., prior=first_visit.blocks)``, budgets from
+:func:`visit_rules`) spreads its blocks over the whole sweep; and the rows'
+two visits, pooled, measure the host's drift (:func:`visit_drift`), which
+:func:`widen` adds to every row's interval. ``benchmarks/interval_coverage.py``
+shows the coverage each plan reaches.
 
 The stopping rule stops on this interval: when its relative half-width is under
 ``target_precision``, after ``min_blocks`` blocks, ``min_samples`` samples and
@@ -236,6 +238,49 @@ def rerun_interval(blocks: Sequence[Sequence[float]], confidence: float = CONFID
     h = t_quantile(0.5 + confidence / 2.0, df) * s * math.sqrt(1.0 / eff + 1.0 / other)
     return MedianInterval(median_s=median, lo_s=median * math.exp(-h), hi_s=median * math.exp(h), blocks=b,
                           n=len(everything), confidence=confidence)
+
+
+# -- the host's drift between visits -----------------------------------------------------------------------
+
+
+def visit_drift(rows: Sequence[tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]]) -> float | None:
+    """The host's drift between a sweep's two passes, pooled over its rows: sigma of ln(speed), or None.
+
+    Each row gives ``(first visit's blocks, second visit's blocks)``. Its d = ln(median of the second) -
+    ln(median of the first) is the host's drift over half a sweep (twice a visit's variance) plus each visit's
+    own noise, which its blocks' spread estimates (s^2 / B per visit). Pooled robustly, so a neighbour's burst
+    during a few rows does not widen every row: the spread of d is 1.4826 x the median |d| (a normal d's), the
+    noise the rows' median, and sigma^2 = (spread^2 - noise) / 2, at least 0. Memory- and thread-bound rows
+    share the host's state (a neighbouring VM's memory traffic moves every one of them and shows in no /proc
+    counter), so a sweep's rows, pooled, measure what a single row cannot. None below three rows.
+    """
+    ds, noise = [], []
+    for first, second in rows:
+        visits = [_checked(first), _checked(second)]
+        if not all(visits):
+            continue
+        meds = [statistics.median([x for blk in v for x in blk]) for v in visits]
+        ds.append(math.log(meds[1] / meds[0]))
+        noise.append(sum(statistics.variance([math.log(statistics.median(b)) for b in v]) / len(v)
+                         for v in visits if len(v) >= 2))
+    if len(ds) < 3:
+        return None
+    spread = 1.4826 * statistics.median(abs(d) for d in ds)
+    return math.sqrt(max(0.0, spread * spread - statistics.median(noise)) / 2.0)
+
+
+def widen(interval: MedianInterval, drift_sigma: float) -> MedianInterval:
+    """The interval with the host's drift added: a rerun's level differs from this run's by a drift of variance
+    2 sigma^2, independent of the row's own noise, so the log half-widths add in quadrature (the drift's at the
+    normal quantile: it is pooled over many rows)."""
+    if not (math.isfinite(drift_sigma) and drift_sigma >= 0):
+        raise ValueError(f"drift_sigma must be a finite number >= 0, got {drift_sigma!r}")
+    h_row = math.log(interval.hi_s / interval.median_s)
+    z = statistics.NormalDist().inv_cdf(0.5 + interval.confidence / 2.0)
+    h = math.hypot(h_row, z * math.sqrt(2.0) * drift_sigma)
+    m = interval.median_s
+    return MedianInterval(median_s=m, lo_s=m * math.exp(-h), hi_s=m * math.exp(h), blocks=interval.blocks,
+                          n=interval.n, confidence=interval.confidence)
 
 
 # -- the plan and its stopping rule ------------------------------------------------------------------------
