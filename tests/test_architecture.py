@@ -41,8 +41,10 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "manifest": ("ops",),
     "formula_guard": (),
     "profiles": (),
+    "gap": (),  # the SOL gap split by an audit entry (issue 28); moves into the roofline package after issue 25
+    "energy": (),  # energy rates from a window's joules (issue 28); likewise
     "bench": ("device", "ops"),
-    "roofline": ("profiles",),
+    "roofline": ("profiles", "gap", "energy"),
     "ceilings": ("device", "profiles", "roofline"),  # roofline: its rate formatting (si)
     "calibrate": ("device", "profiles", "bench", "tf32", "ceilings"),
     "report": ("profiles", "roofline"),
@@ -204,3 +206,14 @@ def test_a_bench_run_loads_no_third_party_library_and_no_upper_layer() -> None:
     assert got["records"] and set(got["records"]) == {"ok"}
     loaded = [m for m in got["modules"] if any(m == f or m.startswith(f + ".") for f in FORBIDDEN_AT_RUN_TIME)]
     assert loaded == []
+
+
+def test_the_bench_building_blocks_load_no_third_party_library() -> None:
+    """The rerun interval, the sensors and the quiet check (issues 26 and 28) are standard library only: not even
+    torch, so the worker pays nothing to import them and a record's reader could reuse them."""
+    code = ("import sys; import tileops.bench.interval, tileops.bench.sensors, tileops.bench.quiet; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [m for m in json.loads(r.stdout.replace("'", '"')) if m not in ("tileops", "__main__", "_distutils_hack")] \
+        == []

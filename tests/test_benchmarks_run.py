@@ -23,6 +23,7 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
     ("attribution.py", ["--ranges", "100", "--per-range", "10", "--repeat", "1"],
      ["1,000 launches over 100 ranges", "goal < 1 s", "scan/sorted"]),
     ("serve_scrape.py", ["--records", "300", "--scrapes", "2"], ["first scrape", "goal < 200 ms"]),
+    ("interval_coverage.py", ["--rows", "3"], ["goal >= 90 %", "bursts       two passes + drift"]),
     ("whole_run_tools.py", ["--n", "300", "--formats", "table,csv", "--repeat", "1"],
      ["roofline --format table", "roofline --format csv", "export --textfile again", "tileops --help"]),
 ])

@@ -1,0 +1,78 @@
+"""Energy per call and per unit of work: joules per call, FLOP per joule, bytes per joule, or why not.
+
+Why. A fleet buys energy as much as time: two GPUs of one SKU at the same SOL
+may differ in joules per token, and a power-capped row trades time for watts
+(issue 28). The bench's sensors (``tileops.bench.sensors``) read an energy
+counter over a window (NVML's total energy on a GPU, RAPL on a CPU where
+readable); this turns the joules of a window and the calls made in it into
+rates, each blank with its reason where a reading is missing, so a row on a
+machine without counters says so instead of showing a zero.
+
+What the window holds is the caller's decision, and the rates are only as good
+as it: the energy of a window of timed samples includes the cache flush before
+each sample and the gaps between them, so joules per call from it is an upper
+bound on the call's own; a window of back-to-back calls (no flush) gives the
+call's warm energy. ``window`` says which, and travels with the rates. The
+counters tick coarsely (NVML's updates a few times a second), so a window
+should last a second or more; the sensors blank a window whose counter did not
+move.
+
+Pure arithmetic, standard library only: the roofline tool and the exporters
+read it. It sits beside the roofline tool while ``roofline.py`` is split into a
+package (issue 25) and moves into it afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class EnergyRates:
+    joules_per_call: float | None = None
+    flop_per_joule: float | None = None
+    bytes_per_joule: float | None = None
+    average_power_w: float | None = None  # the window's joules over its seconds
+    window: str = ""  # what the window held (e.g. "timed samples, cache flush included")
+    blank: dict[str, str] = field(default_factory=dict)  # rate -> why it is None
+
+
+RATES = ("joules_per_call", "flop_per_joule", "bytes_per_joule", "average_power_w")
+
+
+def energy_rates(joules: float | None, calls: int, *, flops: int | None, nbytes: int | None,
+                 window_s: float | None = None, window: str = "", why: str = "") -> EnergyRates:
+    """Rates from the joules of a window in which ``calls`` calls ran; ``why`` is the sensor's reason when
+    ``joules`` is None. ``flops`` and ``nbytes`` are one call's (the record's ``flops`` and ``bytes``)."""
+    if calls < 1:
+        raise ValueError(f"calls must be at least 1, got {calls}")
+    if joules is not None and not (math.isfinite(joules) and joules >= 0):
+        raise ValueError(f"joules must be a finite number >= 0, got {joules!r}")
+    if window_s is not None and not (math.isfinite(window_s) and window_s >= 0):
+        raise ValueError(f"window_s must be a finite number >= 0, got {window_s!r}")
+    if joules is None or joules == 0:
+        reason = why or ("no energy reading" if joules is None else "the energy counter did not advance over the "
+                                                                  "window")
+        return EnergyRates(window=window, blank=dict.fromkeys(RATES, reason))
+    blank: dict[str, str] = {}
+    per_call = joules / calls
+    flop_j = bytes_j = power = None
+    if flops is None:
+        blank["flop_per_joule"] = "the record carries no FLOP count"
+    elif flops == 0:
+        blank["flop_per_joule"] = "the formula counts no FLOPs (the op moves data only)"
+    else:
+        flop_j = flops / per_call
+    if nbytes is None:
+        blank["bytes_per_joule"] = "the record carries no byte count"
+    elif nbytes == 0:
+        blank["bytes_per_joule"] = "the formula counts no bytes"
+    else:
+        bytes_j = nbytes / per_call
+    if window_s:
+        power = joules / window_s
+    else:
+        blank["average_power_w"] = "the window's length is unknown"
+    return EnergyRates(joules_per_call=per_call, flop_per_joule=flop_j, bytes_per_joule=bytes_j,
+                       average_power_w=power, window=window, blank=blank)
