@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from roofline_fixtures import make_record
 
+from tileops.records.contract import CpuConditions, GpuConditions, RowConditions
 from tileops.records import (AuditEntry, Environment, Machine, Record, RecordFileError, RunInfo, append_record,
                              from_data, iter_records, load_records, parse_record, read_audit, read_run_info,
                              to_data, to_json, torn_tail, utcnow, write_run_info)
@@ -27,6 +28,17 @@ def _line(rec: Record, **changes: object) -> str:
         else:
             obj[leaf] = value
     return json.dumps(data)
+
+
+def test_a_record_written_before_intervals_and_conditions_reads_with_them_blank() -> None:
+    data = to_data(make_record())
+    del data["conditions"], data["timing"]["median_ci_s"]
+    back = parse_record(json.dumps(data))
+    assert back.conditions is None and back.timing is not None and back.timing.median_ci_s is None
+    with_them = dataclasses.replace(make_record(), timing=dataclasses.replace(make_record().timing,
+                                                                              median_ci_s=[0.95, 1.1]),
+                                    conditions=RowConditions(window_s=1.0, cpu=CpuConditions(cores=2)))
+    assert parse_record(to_json(with_them)) == with_them
 
 
 def test_round_trip_is_exact(tmp_path: Path) -> None:
@@ -54,6 +66,11 @@ def test_round_trip_is_exact(tmp_path: Path) -> None:
     ({"shapes": {"x": [4, "8"]}}, "shapes.x.1", "whole number"),
     ({"started_at": "yesterday"}, "started_at", "ISO 8601"),
     ({"params": {"scale": 1e400}}, "params.scale", "finite"),
+    ({"timing__median_ci_s": [1.2, 0.9]}, "timing.median_ci_s", "lo <= median_s <= hi"),
+    ({"timing__median_ci_s": [0.5, 0.9]}, "timing.median_ci_s", "lo <= median_s <= hi"),  # misses the median
+    ({"timing__median_ci_s": [0.9]}, "timing.median_ci_s", "two finite numbers"),
+    ({"timing__median_ci_s": [0.0, 1.2]}, "timing.median_ci_s", "lo <= median_s <= hi"),
+    ({"conditions": {"contended": True}}, "conditions.window_s", "missing"),
 ])
 def test_a_bad_line_is_named_by_file_line_and_field(tmp_path: Path, changes: dict, field: str, why: str) -> None:
     path = tmp_path / "records.jsonl"
@@ -210,6 +227,16 @@ _RECORDS = [
     dataclasses.replace(make_record(), env=dataclasses.replace(
         make_record().env, device_kind="cuda", device_uuid="GPU-1", threads=4, l2_bytes=1 << 20,
         clocks_before={"sm_mhz": 1980, "power_w": 300.5})),
+    dataclasses.replace(make_record(), timing=dataclasses.replace(make_record().timing, median_ci_s=[0.9, 1.25]),
+                        conditions=RowConditions(
+                            window_s=2.5, contended=True, contention=["steal 4 %"], throttled=True,
+                            power_capped=True,
+                            cpu=CpuConditions(cores=2, steal=0.04, others_busy=0.01, load1_start=0.5,
+                                              blank={"energy_j": "no RAPL"}),
+                            gpu=GpuConditions(other_processes=[12], sm_mhz_min=1500.0, sm_mhz_max=1980.0,
+                                              sm_mhz_readings=7, clock_events=["sw_power_cap"],
+                                              clock_event_mask=4, power_w=690.5, power_limit_w=700.0,
+                                              energy_j=12.5, power_capped_s=0.3))),
 ]
 
 

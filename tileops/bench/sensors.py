@@ -55,12 +55,13 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Collection
 
 from tileops.device import namespace_pids
+from tileops.records.contract import CpuConditions, GpuConditions, RowConditions
 
 PROC = Path("/proc")
 SYS = Path("/sys")
@@ -104,50 +105,7 @@ NVML_PERF_POLICY_THERMAL = 1
 # -- the snapshot -----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class CpuConditions:
-    """The host during the row. Shares are of all CPUs' time over the row."""
-
-    cores: int | None = None  # CPUs /proc/stat lists (what the host's load average is spread over)
-    steal: float | None = None  # share the hypervisor gave to other guests
-    others_busy: float | None = None  # share other processes used
-    load1_start: float | None = None
-    load1_end: float | None = None
-    energy_j: float | None = None  # RAPL package energy over the row
-    blank: dict[str, str] = field(default_factory=dict)  # field -> why it is None
-
-
-@dataclass(frozen=True, kw_only=True)
-class GpuConditions:
-    """The GPU during the row."""
-
-    other_processes: list[int] | None = None  # PIDs NVML lists on the device besides this process
-    sm_mhz_min: float | None = None
-    sm_mhz_max: float | None = None
-    sm_mhz_readings: int = 0  # how many clock readings the min and max are over
-    clock_events: list[str] = field(default_factory=list)  # every clock-event reason seen during the row
-    clock_event_mask: int | None = None  # their bits, OR-ed
-    power_w: float | None = None  # mean draw over the row (its energy over its time; else the polled mean)
-    power_limit_w: float | None = None  # the enforced limit
-    temperature_c_max: float | None = None
-    energy_j: float | None = None
-    power_capped_s: float | None = None  # time the power policy held the clocks down during the row
-    thermal_capped_s: float | None = None  # time the thermal policy did
-    blank: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, kw_only=True)
-class RowConditions:
-    """What surrounded one row: ``contended`` with its reasons, the power flags, and the readings."""
-
-    window_s: float
-    contended: bool = False
-    contention: list[str] = field(default_factory=list)  # one phrase per reason, for a person
-    throttled: bool = False  # a clock-event reason other than idle or applications clocks
-    power_capped: bool = False
-    thermal: bool = False
-    cpu: CpuConditions | None = None
-    gpu: GpuConditions | None = None
+# CpuConditions, GpuConditions and RowConditions are the records contract's (a record carries them).
 
 
 # -- the CPU's readers (pure over a root) --------------------------------------------------------------

@@ -10,7 +10,7 @@ aside). What the rest of the package uses is named here.
 
 from tileops.records.contract import (AUDIT_FILE, AUDIT_PREMISE, AUDIT_VERDICTS, MAX_COUNT, MAX_TIME_S, MIN_TIME_S,
                                       RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYTES, SCHEMA_VERSION, SELECTION_FIELDS,
-                                      AuditEntry,
+                                      AuditEntry, CpuConditions, GpuConditions, RowConditions,
                                       AuditVerdict, Environment, ErrorInfo, ErrorKind, Machine, Record, RunInfo,
                                       RunOptions, RunStatus, Status, TimerKind, Timing, device_key, utcnow)
 from tileops.records.decode import RecordFileError, from_data, parse_time, to_data, to_json
@@ -19,7 +19,8 @@ from tileops.records.files import (append_record, collecting_rarely, iter_jsonl,
                                    set_aside_torn_tail, torn_tail, write_run_info)
 
 __all__ = [
-    "AUDIT_FILE", "AUDIT_PREMISE", "AUDIT_VERDICTS", "MAX_COUNT", "MAX_TIME_S", "MIN_TIME_S", "RECORDS_FILE",
+    "AUDIT_FILE", "AUDIT_PREMISE", "AUDIT_VERDICTS", "CpuConditions", "GpuConditions", "RowConditions",
+    "MAX_COUNT", "MAX_TIME_S", "MIN_TIME_S", "RECORDS_FILE",
     "RUN_FILE", "RUN_FILE_MAX_BYTES", "SCHEMA_VERSION", "SELECTION_FIELDS", "AuditEntry", "AuditVerdict",
     "Environment", "ErrorInfo", "ErrorKind", "Machine", "Record", "RecordFileError", "RunInfo", "RunOptions",
     "RunStatus", "Status", "TimerKind", "Timing", "append_record", "collecting_rarely", "device_key", "from_data",

@@ -114,6 +114,52 @@ class Environment(Machine):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CpuConditions:
+    """The host during the row (``tileops.bench.sensors`` reads it). Shares are of all CPUs' time over the row."""
+
+    cores: int | None = None  # CPUs /proc/stat lists (what the host's load average is spread over)
+    steal: float | None = None  # share the hypervisor gave to other guests
+    others_busy: float | None = None  # share other processes used
+    load1_start: float | None = None
+    load1_end: float | None = None
+    energy_j: float | None = None  # RAPL package energy over the row
+    blank: dict[str, str] = field(default_factory=dict)  # field -> why it is None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuConditions:
+    """The GPU during the row, through NVML (``tileops.bench.sensors``)."""
+
+    other_processes: list[int] | None = None  # PIDs NVML lists on the device besides this process
+    sm_mhz_min: float | None = None
+    sm_mhz_max: float | None = None
+    sm_mhz_readings: int = 0  # how many clock readings the min and max are over
+    clock_events: list[str] = field(default_factory=list)  # every clock-event reason seen during the row
+    clock_event_mask: int | None = None  # their bits, OR-ed
+    power_w: float | None = None  # mean draw over the row (its energy over its time; else the polled mean)
+    power_limit_w: float | None = None  # the enforced limit
+    temperature_c_max: float | None = None
+    energy_j: float | None = None
+    power_capped_s: float | None = None  # time the power policy held the clocks down during the row
+    thermal_capped_s: float | None = None  # time the thermal policy did
+    blank: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowConditions:
+    """What surrounded one row: ``contended`` with its reasons, the power flags, and the readings."""
+
+    window_s: float
+    contended: bool = False
+    contention: list[str] = field(default_factory=list)  # one phrase per reason, for a person
+    throttled: bool = False  # a clock-event reason other than idle or applications clocks
+    power_capped: bool = False
+    thermal: bool = False
+    cpu: CpuConditions | None = None
+    gpu: GpuConditions | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Timing:
     """Device-busy time statistics over the timed repetitions, in seconds."""
 
@@ -136,6 +182,23 @@ class Timing:
     #: device activity's end. Well above ``median_s`` (busy time), the device waited on the host between
     #: kernels: the row is host-bound (``tileops.roofline.HOST_BOUND_RATIO``). None where no timer saw it.
     span_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
+    #: [lo, hi]: where a rerun's median is expected to fall (95 %), from independent blocks of samples spread
+    #: over the row (``tileops.bench.interval``), not from back-to-back samples. None: not known (a record
+    #: written before intervals, or too few blocks).
+    median_ci_s: list[float] | None = None
+
+    def contract_check(self) -> tuple[str, str] | None:
+        """A check across fields the per-field bounds cannot make: (field, what is wrong), or None."""
+        ci = self.median_ci_s
+        if ci is None:
+            return None
+        if len(ci) != 2 or not all(type(v) in (int, float) and math.isfinite(v) for v in ci):
+            return "median_ci_s", "expected [lo, hi], two finite numbers of seconds"
+        lo, hi = ci
+        if not MIN_TIME_S <= lo <= self.median_s <= hi <= MAX_TIME_S:
+            return "median_ci_s", (f"expected lo <= median_s <= hi within [{MIN_TIME_S:g}, {MAX_TIME_S:g}] s, "
+                                   f"got [{lo!r}, {hi!r}] around {self.median_s!r}")
+        return None
 
     @property
     def actual_time_s(self) -> float:
@@ -176,6 +239,8 @@ class Record:
     env: Environment
     started_at: datetime
     finished_at: datetime
+    #: what surrounded the row (contention, clocks, power, energy); None in records written before it was read
+    conditions: RowConditions | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:

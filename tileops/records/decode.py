@@ -274,6 +274,7 @@ def _field_decoder(cls: type) -> _Decoder:
     required_names = [s[0] for s in specs if s[2]]
     required = frozenset(required_names)
     ignore_unknown = bool(getattr(cls, "ignore_unknown", False))
+    checked = hasattr(cls, "contract_check")  # a check across fields (Timing's interval around its median)
 
     def dec(v: Any) -> Any:
         if type(v) is not dict:
@@ -295,7 +296,14 @@ def _field_decoder(cls: type) -> _Decoder:
             missing = Invalid("missing (a required field)")
             missing.path.insert(0, next(n for n in required_names if n not in kwargs))
             raise missing
-        return cls(**kwargs)
+        obj = cls(**kwargs)
+        if checked:
+            bad = obj.contract_check()
+            if bad is not None:
+                refused = Invalid(bad[1])
+                refused.path.insert(0, bad[0])
+                raise refused
+        return obj
 
     return dec
 

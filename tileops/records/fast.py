@@ -196,6 +196,7 @@ def _mirror(cls: type, lenient: bool) -> tuple[type, _Build]:
     plain = not hasattr(cls, "__post_init__") and not hasattr(cls, "__slots__")
     new, set_dict = object.__new__, object.__setattr__
     width = len(fields)
+    checked = hasattr(cls, "contract_check")
 
     def build(s: Any) -> tuple[Any, int]:
         values = asdict(s)
@@ -221,6 +222,8 @@ def _mirror(cls: type, lenient: bool) -> tuple[type, _Build]:
             return cls(**values), keys
         obj: Any = new(cls)
         set_dict(obj, "__dict__", values)  # what the frozen __init__ would set
+        if checked and obj.contract_check() is not None:
+            raise ValueError("declined: the standard reader words the error")
         return obj, keys
 
     return struct, build
