@@ -14,10 +14,14 @@ from typing import Any
 from collections.abc import Callable, Iterable
 
 from tileops.roofline import BackendRace, Priced, si
+from tileops.roofline.noise import precision, time_interval
 
 #: The human table's columns, in order (``op`` is the group heading). ``FLOP/s`` and ``B/s`` are both achieved
 #: rates, side by side whichever bounds the row (``roof`` names the bounding ceiling).
 DISPLAY_COLUMNS = ("label", "dtype", "backend", "time", "FLOP/s", "B/s", "roof", "bound", "efficiency", "verdict")
+#: The column the human table adds after the efficiency when a row of the run has an interval: the SOL's 95 %
+#: interval (a rerun's SOL falls in it), ``—`` on a row without one.
+SOL_CI_COLUMN = "SOL (95 % CI)"
 #: Columns the human table adds before the verdict when the run has them (:func:`display_columns`):
 #: ``compile time``, a compile/triton row's first call, compilation included, and never part of ``time``;
 #: ``vs best``, where a row ran on several backends, each backend's SOL points behind the best.
@@ -30,7 +34,9 @@ RAW_COLUMNS = (
     "memory_time_s", "compute_time_s", "sol_time_s", "efficiency", "bound",
     "achieved_bytes_per_s", "achieved_flops_per_s", "effective_bandwidth", "effective_peak",
     "verdict", "blank_reason", "blank_detail", "formula_error", "breaches", "notes", "data_terms",
-    "compile_s", "span_s", "host_bound", "best_backend", "best_margin", "behind_best",
+    "compile_s", "span_s", "host_bound",
+    "sol_ci", "sol_ci_blank", "time_ci_s", "time_precision", "unstable",
+    "best_backend", "best_margin", "behind_best",
 )
 
 _TIME = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
@@ -94,6 +100,15 @@ def efficiency_text(p: Priced) -> str:
     return f"{text} {HOST_BOUND_MARK}" if p.efficiency is not None and p.host_bound else text
 
 
+def sol_ci_text(p: Priced) -> str:
+    """The ``SOL (95 % CI)`` cell: ``76.1–81.6 %``; a dash where the row has no interval (its JSON row says why,
+    ``sol_ci_blank``) or no SOL."""
+    ci = p.sol_ci
+    if ci is None:
+        return DASH
+    return f"{ci[0] * 100:.1f}–{ci[1] * 100:.1f} %"
+
+
 def verdict_text(p: Priced) -> str:
     """The verdict cell: the verdict, a blank's reason, and FORMULA ERROR on a breach."""
     text: str = p.verdict
@@ -135,20 +150,25 @@ def compile_seconds(p: Priced) -> float | None:
     return p.record.timing.compile_s if p.record.timing else None
 
 
-def columns_for(compiled: bool, raced: bool) -> tuple[str, ...]:
+def columns_for(compiled: bool, raced: bool, intervals: bool = False) -> tuple[str, ...]:
     """The human table's columns: ``DISPLAY_COLUMNS``, plus ``compile time`` when a row was compiled and
-    ``vs best`` when a row ran on several backends, both before the verdict."""
+    ``vs best`` when a row ran on several backends, both before the verdict, and :data:`SOL_CI_COLUMN` after
+    the efficiency when a row has an interval."""
     extra = (("compile time",) if compiled else ()) + (("vs best",) if raced else ())
-    return DISPLAY_COLUMNS[:-1] + extra + DISPLAY_COLUMNS[-1:]
+    ci = (SOL_CI_COLUMN,) if intervals else ()
+    return DISPLAY_COLUMNS[:-1] + ci + extra + DISPLAY_COLUMNS[-1:]
 
 
 def display_columns(priced: Iterable[Priced], races: dict) -> tuple[str, ...]:
     """The human table's columns for this run (:func:`columns_for`)."""
-    return columns_for(any(compile_seconds(p) is not None for p in priced), bool(races))
+    priced = list(priced)
+    return columns_for(any(compile_seconds(p) is not None for p in priced), bool(races),
+                       any(p.sol_ci is not None for p in priced))
 
 
-#: Where the number columns sit in :func:`display_cells` (the compile time is last).
-TIME_AT, FLOPS_AT, BYTES_AT, COMPILE_AT = 3, 4, 5, 10
+#: Where the number columns sit in :func:`display_cells` (the compile time after the verdict), and the SOL
+#: interval's cell (last: the human table draws it after the efficiency).
+TIME_AT, FLOPS_AT, BYTES_AT, COMPILE_AT, SOL_CI_AT = 3, 4, 5, 10, 11
 
 
 def roof_text(p: Priced) -> str:
@@ -171,7 +191,8 @@ def achieved(p: Priced) -> tuple[float | None, float | None]:
 
 
 def display_cells(p: Priced) -> tuple[Any, ...]:
-    """The human columns (:data:`DISPLAY_COLUMNS`) of a row, in order, then its compile time (the ``vs best``
+    """The human columns (:data:`DISPLAY_COLUMNS`) of a row, in order but the SOL interval, then its compile
+    time and its SOL interval (the ``vs best``
     cell needs the run's other backends: :func:`versus_best_of` when the run is read). The number columns
     (time, both achieved rates, compile time) are kept as numbers: a report draws each column in one unit
     (:func:`column_unit`) once it has every row."""
@@ -180,7 +201,7 @@ def display_cells(p: Priced) -> tuple[Any, ...]:
     flops_per_s, bytes_per_s = achieved(p)
     return (r.label, r.dtype, r.backend, p.actual_time_s, flops_per_s, bytes_per_s,
             roof_text(p), p.bound or DASH, efficiency_text(p), verdict_text(p),
-            timing.compile_s if timing is not None else None)
+            timing.compile_s if timing is not None else None, sol_ci_text(p))
 
 
 def display(p: Priced, race: BackendRace | None = None) -> dict[str, str]:
@@ -189,8 +210,8 @@ def display(p: Priced, race: BackendRace | None = None) -> dict[str, str]:
     cells = list(display_cells(p))
     cells[TIME_AT], cells[COMPILE_AT] = seconds(cells[TIME_AT]), seconds(cells[COMPILE_AT])
     cells[FLOPS_AT], cells[BYTES_AT] = si(cells[FLOPS_AT], "FLOP/s"), si(cells[BYTES_AT], "B/s")
-    return {"op": p.record.op, **dict(zip(DISPLAY_COLUMNS, cells)), "compile time": cells[COMPILE_AT],
-            "vs best": versus_best(p, race)}
+    return {"op": p.record.op, **dict(zip(DISPLAY_COLUMNS, cells)), SOL_CI_COLUMN: cells[SOL_CI_AT],
+            "compile time": cells[COMPILE_AT], "vs best": versus_best(p, race)}
 
 
 _last: tuple[Priced | None, tuple[str, ...]] = (None, ())  # the last row's breach sentences
@@ -239,11 +260,24 @@ def raw_values(p: Priced) -> list[Any]:
         compile_seconds(p),
         timing.span_s if timing is not None else None,
         p.host_bound,
+        *interval_values(p),
     ]
+
+
+def interval_values(p: Priced) -> list[Any]:
+    """The interval columns of a row (``sol_ci`` .. ``unstable``): the SOL's interval or why a priced row has
+    none, the time's interval and its relative half-width, and why the verdict is ``unstable``."""
+    timing = p.record.timing
+    ci = p.sol_ci
+    tci = time_interval(timing) if timing is not None else None
+    return [list(ci) if ci is not None else None, p.sol_ci_blank, list(tci) if tci is not None else None,
+            precision(timing) if timing is not None else None, list(p.unstable)]
 
 
 #: Where the list-valued columns sit in a row's values (CSV flattens them to text).
 BREACHES_AT, NOTES_AT, DATA_TERMS_AT = (RAW_COLUMNS.index(c) for c in ("breaches", "notes", "data_terms"))
+#: The interval columns CSV writes as text: the two intervals as JSON ``[lo, hi]``, the reasons joined by "; ".
+SOL_CI_COLUMN_AT, TIME_CI_COLUMN_AT, UNSTABLE_AT = (RAW_COLUMNS.index(c) for c in ("sol_ci", "time_ci_s", "unstable"))
 #: The columns that depend on the run's other backends of the row (last, so a streamed report adds them
 #: when the whole run has been read).
 RACE_COLUMNS = ("best_backend", "best_margin", "behind_best")

@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from tileops.report import columns
-from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, HOST_BOUND_RATIO, NOT_JUDGED_REASONS, BackendRace,
-                              CeilingHealth, Health, HealthTally, Priced, RaceKey, RaceTally, race_key, si)
+from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, HOST_BOUND_RATIO, NOT_JUDGED_REASONS, UNSTABLE_CPU,
+                              UNSTABLE_GPU, BackendRace, CeilingHealth, Health, HealthTally, Priced, RaceKey,
+                              RaceTally, race_key, si)
 
 #: Where a person finds every row when a report shows only some.
 EVERYTHING_HINT = "every row: `tileops roofline RESULTS --full-table`, or `--format csv|json|md`"
 
 # A skipped record's verdict is "error" (it has no time); people read it as what it is, apart from failures.
-VERDICT_ORDER = ("at-ceiling", "below", "latency-bound", "anomaly", "blank", "error", "skipped")
+VERDICT_ORDER = ("at-ceiling", "below", "unstable", "latency-bound", "anomaly", "blank", "error", "skipped")
 
 
 #: Host-bound rows named in the summary line; the rest are counted (each row's note is in roofline.json).
@@ -31,6 +32,15 @@ def _host_bound_row(p: Priced) -> str:
     r, t = p.record, p.record.timing
     assert t is not None and t.span_s is not None
     return f"{r.op} [{r.label} {r.dtype} {r.backend}] {t.span_s / t.median_s:.2f}x"
+
+
+#: Unstable rows named in the summary line; the rest are counted (each row's reasons are in roofline.json).
+UNSTABLE_SHOWN = 5
+
+
+def _unstable_row(p: Priced) -> str:
+    r = p.record
+    return f"{r.op} [{r.label} {r.dtype} {r.backend}]: {p.unstable[0]}"
 
 
 def shown_verdict(p: Priced) -> str:
@@ -121,7 +131,8 @@ SKIP_REASONS_SHOWN = 4
 class RunFacts:
     """What the summary under a report says about a run, counted row by row (mergeable)."""
 
-    __slots__ = ("tally", "skipped", "breach_lines", "notes", "profiles", "backends", "host_bound", "_races")
+    __slots__ = ("tally", "skipped", "breach_lines", "notes", "profiles", "backends", "host_bound", "unstable",
+                 "intervals", "_races")
 
     def __init__(self) -> None:
         self.tally = HealthTally()
@@ -130,6 +141,9 @@ class RunFacts:
         self.notes: dict[str, None] = {}
         #: host-bound rows: how many, and the first few as "op [label dtype backend] span/busy"
         self.host_bound: list = [0, []]
+        #: unstable rows: how many, and the first few as "op [label dtype backend]: the first reason"
+        self.unstable: list = [0, []]
+        self.intervals = False  # whether a row has a SOL interval (the human table then shows its column)
         self.profiles: set[str] = set()
         self.backends = BackendTally()
         self._races: dict[RaceKey, BackendRace] | None = None
@@ -155,12 +169,20 @@ class RunFacts:
                 self.notes.setdefault(note)
         if hb:
             self._host_bound(1, [_host_bound_row(p)])
+        if p.unstable:
+            self._unstable(1, [_unstable_row(p)])
+        if p.sol_ci is not None:
+            self.intervals = True
         if p.profile:
             self.profiles.add(p.profile)
 
     def _host_bound(self, n: int, shown: list[str]) -> None:
         self.host_bound[0] += n
         self.host_bound[1] = (self.host_bound[1] + shown)[:HOST_BOUND_SHOWN]
+
+    def _unstable(self, n: int, shown: list[str]) -> None:
+        self.unstable[0] += n
+        self.unstable[1] = (self.unstable[1] + shown)[:UNSTABLE_SHOWN]
 
     def merge(self, later: RunFacts) -> None:
         self._races = None
@@ -171,6 +193,8 @@ class RunFacts:
         for note in later.notes:
             self.notes.setdefault(note)
         self._host_bound(*later.host_bound)
+        self._unstable(*later.unstable)
+        self.intervals = self.intervals or later.intervals
         self.profiles |= later.profiles
 
     @property
@@ -190,7 +214,7 @@ class RunFacts:
 
     def columns(self) -> tuple[str, ...]:
         """The human table's columns for this run."""
-        return columns.columns_for(self.compiled, bool(self.races()))
+        return columns.columns_for(self.compiled, bool(self.races()), self.intervals)
 
     def health(self) -> Health:
         return self.tally.health()
@@ -225,6 +249,13 @@ class RunFacts:
             lines.append(f"host-bound: {n} row(s) whose calls span more than {HOST_BOUND_RATIO:.1f}x their device-busy "
                          f"time (the device waits on the host between kernels), so their SOL of busy time overstates "
                          f"them: {'; '.join(shown_rows)}{more}")
+        n, shown_rows = self.unstable
+        if n:
+            more = f", and {n - len(shown_rows)} more" if n > len(shown_rows) else ""
+            lines.append(f"unstable: {n} row(s) whose time is not known well enough to judge (an interval wider than "
+                         f"±{UNSTABLE_CPU:.0%} on a CPU, ±{UNSTABLE_GPU:.0%} on a GPU) or that ran contended or "
+                         f"throttled; their SOL is shown, not judged: {'; '.join(shown_rows)}{more}. Re-run them on a "
+                         "quieter host or with more time (--max-time)")
         return lines + self.backends.lines(self.races()) + physics_lines(h)
 
     def profile_names(self) -> str:

@@ -34,6 +34,7 @@ VERDICT_STYLE = {
     "below": "",
     "anomaly": "bold magenta",
     "latency-bound": "yellow",
+    "unstable": "yellow",
     "blank": "dim",
     "error": "red",
 }
@@ -128,6 +129,15 @@ def _json_race_tail(backend: str, race: BackendRace | None) -> str:
     return f',"best_backend":{json.dumps(best)},"best_margin":{json.dumps(margin)},"behind_best":{json.dumps(behind)}}}'
 
 
+def _csv_intervals(values: list[Any]) -> None:
+    """The interval columns of a CSV line as text: each interval ``[lo, hi]`` (JSON, so it reads back with
+    one call), the unstable reasons joined by "; "."""
+    for at in (columns.SOL_CI_COLUMN_AT, columns.TIME_CI_COLUMN_AT):
+        if values[at] is not None:
+            values[at] = json.dumps(values[at])
+    values[columns.UNSTABLE_AT] = "; ".join(values[columns.UNSTABLE_AT])
+
+
 class CsvReport(Report):
     """One line per record, base units. With a baseline, three more columns (and the gone rows)."""
 
@@ -157,6 +167,7 @@ class CsvReport(Report):
         values[columns.BREACHES_AT] = "; ".join(b["message"] for b in breaches) if breaches else ""
         values[columns.NOTES_AT] = "; ".join(notes) if notes else ""
         values[columns.DATA_TERMS_AT] = columns.data_terms_text(terms) if terms else ""
+        _csv_intervals(values)
         self._sink.items.append(csv_line(values))
         self.races.add(p)
         if self.baseline:
@@ -315,7 +326,7 @@ class MarkdownReport(Report):
                                  if with_terms else ())) + "|\n")
             for (cells, terms), (key, backend) in zip(group, self.races[op].keys):
                 versus = _md(columns.versus_best_of(backend, races.get(key))) if races else None
-                line = "| " + " | ".join(_drawn(cells, units, compiled, versus))
+                line = "| " + " | ".join(_drawn(cells, units, compiled, versus, facts.intervals))
                 out.write(f"{line} | {_md(terms)} |\n" if with_terms else line + " |\n")
             out.write("\n")
         out.write("## Summary\n\n")
@@ -357,17 +368,25 @@ def _units(shown: tuple[str, ...], kept: Iterable[tuple]) -> _Units:
     return {c: columns.column_unit(c, values[c]) for c in wanted}
 
 
-def _drawn(cells: tuple, units: _Units, compiled: bool, vs_best: str | None) -> tuple[str, ...]:
+def _drawn(cells: tuple, units: _Units, compiled: bool, vs_best: str | None, intervals: bool = False
+           ) -> tuple[str, ...]:
     """A kept row's cells as drawn in the run's columns (:meth:`RunFacts.columns`): numbers in their column's
-    unit, then the compile time and ``vs best`` where the run has them, then the verdict."""
+    unit, the SOL interval where the run has one, then the compile time and ``vs best`` where the run has them,
+    then the verdict."""
     out: tuple[str, ...] = (cells[0], cells[1], cells[2], units["time"][1](cells[columns.TIME_AT]),
                             units["FLOP/s"][1](cells[columns.FLOPS_AT]), units["B/s"][1](cells[columns.BYTES_AT]),
                             cells[6], cells[7], cells[8])
+    if intervals:
+        out += (cells[columns.SOL_CI_AT],)
     if compiled:
         out += (units["compile time"][1](cells[columns.COMPILE_AT]),)
     if vs_best is not None:
         out += (vs_best,)
     return out + (cells[9],)
+
+
+#: Where :func:`_row_cells` keeps the row's device: after its display cells.
+_DEVICE_AT = columns.SOL_CI_AT + 1
 
 
 def _row_cells(p: Priced) -> tuple:
@@ -376,11 +395,12 @@ def _row_cells(p: Priced) -> tuple:
     return columns.display_cells(p) + (race_key(p.record)[0],)
 
 
-def _shown(op: str, cells: tuple, units: _Units, compiled: bool, races: dict[RaceKey, BackendRace]
-           ) -> tuple[str, ...]:
+def _shown(op: str, cells: tuple, units: _Units, compiled: bool, races: dict[RaceKey, BackendRace],
+           intervals: bool = False) -> tuple[str, ...]:
     """A kept row's cells in the run's columns (:meth:`RunFacts.columns`)."""
-    vs_best = columns.versus_best_of(cells[2], races.get((cells[11], op, cells[0], cells[1]))) if races else None
-    return _drawn(cells, units, compiled, vs_best)
+    key = (cells[_DEVICE_AT], op, cells[0], cells[1])
+    vs_best = columns.versus_best_of(cells[2], races.get(key)) if races else None
+    return _drawn(cells, units, compiled, vs_best, intervals)
 
 
 class _OpDigest:
@@ -543,7 +563,7 @@ class TableReport(Report):
         for op, group in groups.items():
             last = len(group) - 1
             for i, (cells, style) in enumerate(group):
-                t.add(op if i == 0 else "", *_shown(op, cells, units, compiled, races),
+                t.add(op if i == 0 else "", *_shown(op, cells, units, compiled, races, facts.intervals),
                       styles=["bold", *plain, style], end_section=i == last)
         return t
 

@@ -4,7 +4,8 @@ Pure functions over records and a profile. It never instantiates an op and
 imports no op code (§4.4.5): every number it needs is in the record, so old
 records re-price under an updated profile without running anything (§5.2).
 One module per job: ``price`` (one record on one profile: SOL, verdict, the
-physics check per ceiling), ``health`` (the run's health, decided there only)
+physics check per ceiling), ``noise`` (how well a row's time is known: its SOL
+interval, whether its verdict can stand), ``health`` (the run's health, decided there only)
 and ``races`` (a row's backends side by side).
 
 CONTRACT (shared with tileops.pipeline, tileops.export and tileops.report)::
@@ -25,9 +26,12 @@ from tileops.roofline.price import (ANOMALY, AT_CEILING, BLANK_BYTES_ZERO, BLANK
                                     HOST_BOUND_RATIO, NOT_JUDGED_ESTIMATE, NOT_JUDGED_NO_PROFILE,
                                     NOT_JUDGED_NO_ROOFLINE, NOT_JUDGED_NO_TIMING, NOT_JUDGED_NOMINAL_UNKNOWN,
                                     NOT_JUDGED_REASONS, NOT_JUDGED_ROOF_ABSENT, NOT_JUDGED_SUSPECT,
-                                    NOT_JUDGED_THEORETICAL_MISSING, NOTE_NOMINAL_UNKNOWN, VERDICTS, Bound, Breach,
+                                    NOT_JUDGED_NOISE, NOT_JUDGED_THEORETICAL_MISSING, NOTE_NOMINAL_UNKNOWN, VERDICTS,
+                                    Bound, Breach,
                                     Check, Priced, Verdict, host_bound, host_bound_note, price, price_all,
                                     price_iter, si)
+from tileops.roofline.noise import (CI_NO_INTERVAL, CI_REASONS, UNSTABLE_CPU, UNSTABLE_GPU, sol_interval,
+                                    throttle_unsettles, time_interval, unstable_limit, unstable_reasons)
 from tileops.roofline.races import (BackendRace, RaceKey, RaceTally, backend_races, compare_backends,
                                     race_key)
 
@@ -35,6 +39,8 @@ __all__ = [
     "ANOMALY", "AT_CEILING", "BLANK_BYTES_ZERO", "BLANK_ERROR", "BLANK_MEMORY_UNCALIBRATED", "BLANK_NO_CUPTI",
     "BLANK_NO_PROFILE", "BLANK_NO_ROOFLINE", "BLANK_NO_TIMING", "BLANK_REASONS", "BLANK_ROOF_ABSENT",
     "BLANK_ROOF_UNCALIBRATED", "BLANK_SKIPPED", "HEALTH_STATES", "HOST_BOUND_RATIO", "NOTE_NOMINAL_UNKNOWN",
+    "CI_NO_INTERVAL", "CI_REASONS", "NOT_JUDGED_NOISE", "UNSTABLE_CPU", "UNSTABLE_GPU", "sol_interval",
+    "throttle_unsettles", "time_interval", "unstable_limit", "unstable_reasons",
     "NOT_JUDGED_ESTIMATE", "NOT_JUDGED_NOMINAL_UNKNOWN", "NOT_JUDGED_NO_PROFILE", "NOT_JUDGED_NO_ROOFLINE",
     "NOT_JUDGED_NO_TIMING", "NOT_JUDGED_REASONS", "NOT_JUDGED_ROOF_ABSENT", "NOT_JUDGED_SUSPECT",
     "NOT_JUDGED_THEORETICAL_MISSING", "VERDICTS", "BackendRace", "Bound", "Breach", "CeilingHealth",

@@ -10,8 +10,12 @@ The model::
 Verdicts, checked in this order: an error/skipped record is ``error``; a row
 the model cannot price honestly is ``blank`` with a named reason (``BLANK_*``,
 never guessed); ``latency-bound`` when sol_time and the measured time are both
-below the profile's latency floor; ``anomaly`` above 105 %; ``at-ceiling`` at
-80 % or more; otherwise ``below``.
+below the profile's latency floor; ``unstable`` when the row's time is not
+known well enough to judge (its interval wider than ±5 % on a CPU, ±2 % on a
+GPU, or the row ran contended or throttled: ``tileops.roofline.noise``), unless
+even its SOL interval's low end is an anomaly; ``anomaly`` above 105 %;
+``at-ceiling`` at 80 % or more; otherwise ``below``. A priced row carries its
+SOL interval (``sol_ci``) where its record has a time interval.
 
 The physics check compares each row's implied rates (bytes / time, flops /
 time) with the *theoretical* ceilings of its roofs. A breach is physically
@@ -22,7 +26,11 @@ profile lacks, no profile at all) cannot be judged: each row records that as a
 against only when it is an upper bound (issue 29): an estimate on a clock
 nobody measured (``Roof.not_a_bound``) still prices rows but is
 ``NOT_JUDGED_ESTIMATE``; and a row above a ceiling in doubt (a calibration above
-95 % of it) is ``NOT_JUDGED_SUSPECT``, never a FORMULA ERROR.
+95 % of it) is ``NOT_JUDGED_SUSPECT``, never a FORMULA ERROR. A row with a
+time interval is judged on its conservative ends: a breach only when even the
+slow end implies a rate above the ceiling (noise cannot invent one), held only
+when even the fast end is under it (noise cannot hide one); an interval that
+straddles the ceiling is ``NOT_JUDGED_NOISE``.
 """
 
 from __future__ import annotations
@@ -34,10 +42,12 @@ from collections.abc import Iterable, Iterator
 
 from tileops.profiles import Profile, ProfileChooser
 from tileops.records import Record
+from tileops.roofline.noise import CI_NO_INTERVAL, sol_interval, time_interval, unstable_reasons
 
 Verdict = Literal[
     "at-ceiling",  # efficiency >= 80 %
     "below",  # priced, under 80 %
+    "unstable",  # priced, but its time is not known well enough (or was disturbed) to judge it (issue 26)
     "anomaly",  # > 105 %: the formula or the calibration is wrong; never "at ceiling"
     "latency-bound",  # sol_time and measured time both below the profile's latency floor
     "blank",  # not priced; blank_reason says why (never guessed)
@@ -45,7 +55,7 @@ Verdict = Literal[
 ]
 Bound = Literal["memory", "compute"]
 
-VERDICTS: tuple[str, ...] = ("at-ceiling", "below", "anomaly", "latency-bound", "blank", "error")
+VERDICTS: tuple[str, ...] = ("at-ceiling", "below", "unstable", "anomaly", "latency-bound", "blank", "error")
 
 AT_CEILING = 0.80
 ANOMALY = 1.05
@@ -94,6 +104,7 @@ NOT_JUDGED_NO_TIMING = "no-timing"  # an ok record without timing: no implied ra
 NOT_JUDGED_NO_ROOFLINE = "no-roofline"  # the record carries no flops (or bytes): no implied rate
 NOT_JUDGED_ESTIMATE = "estimate"  # the compute peak is an estimate on an unmeasured clock: no upper bound
 NOT_JUDGED_SUSPECT = "ceiling-suspect"  # the row is above a ceiling its own calibration puts in doubt
+NOT_JUDGED_NOISE = "within-noise"  # the row's interval straddles the ceiling: a rerun could land either side
 
 NOT_JUDGED_REASONS: dict[str, str] = {
     NOT_JUDGED_NO_PROFILE: "no profile matches the device, so there is no theoretical ceiling to compare with; "
@@ -113,6 +124,9 @@ NOT_JUDGED_REASONS: dict[str, str] = {
     NOT_JUDGED_SUSPECT: "the row is above a ceiling its own calibration puts in doubt (the calibration reached over "
                         "95% of it): the theoretical is more likely wrong than the formula; see the ceiling's "
                         "SUSPECT line, fix the theoretical (clock, units per core, nominal) and price again",
+    NOT_JUDGED_NOISE: "the row's time interval straddles the ceiling: at its slow end the implied rate is under "
+                      "the theoretical, at its fast end above, so noise could invent a breach or hide one; re-run "
+                      "the row on a quieter host or with more time (--max-time) for a narrower interval",
 }
 
 
@@ -207,6 +221,9 @@ class Priced:
     roof: str | None = None  # the profile key that priced record.roof_key (after roof_aliases)
     notes: tuple[str, ...] = ()  # caveats on the reading (e.g. nominal bandwidth unknown)
     checks: tuple[Check, ...] = ()  # the physics check per ceiling (none for error/skipped records)
+    sol_ci: tuple[float, float] | None = None  # the SOL ratio's 95 % interval (tileops.roofline.noise)
+    sol_ci_blank: str | None = None  # why a priced row has no sol_ci (noise.CI_REASONS); None otherwise
+    unstable: tuple[str, ...] = ()  # why the verdict is "unstable", one phrase each
 
     @property
     def physics(self) -> str | None:
@@ -319,28 +336,40 @@ def _blank(record: Record, profile: str | None, reason: str, detail: str, *,
                   actual_time_s=actual, breaches=_breaches(checks), notes=notes, checks=checks)
 
 
-def _judge(ceiling: str, theo: float, implied: float, unbound: str | None, suspect: str | None) -> Check:
+def _judge(ceiling: str, theo: float, implied: float, unbound: str | None, suspect: str | None,
+           ends: tuple[float, float] | None = None) -> Check:
     """A ceiling with a theoretical figure and an implied rate: judged, unless the figure is no upper bound
-    (``unbound``: an estimate) or the row is above a ceiling in doubt (``suspect``), which is no formula error."""
+    (``unbound``: an estimate) or the row is above a ceiling in doubt (``suspect``), which is no formula error.
+    ``ends``: the implied rate at the slow and the fast end of the row's time interval. A breach is judged at
+    the slow end (and the check carries that rate); a row whose fast end is above the ceiling and slow end
+    under it is ``NOT_JUDGED_NOISE``."""
     if unbound is not None:
         return Check(ceiling, theo, implied, unbound, suspect)
     if suspect is not None and implied > theo:
         return Check(ceiling, theo, implied, NOT_JUDGED_SUSPECT, suspect)
+    if ends is not None:
+        slow, fast = ends
+        if slow > theo:
+            return Check(ceiling, theo, slow, None, suspect)
+        if fast > theo:
+            return Check(ceiling, theo, implied, NOT_JUDGED_NOISE, suspect)
     return Check(ceiling, theo, implied, None, suspect)
 
 
 def _checks(r: Record, actual: float | None, c: _Ceilings | None, roof: _RoofView) -> tuple[Check, ...]:
     """The physics check of each ceiling the row's work touches: its implied rate against the ceiling's
     theoretical figure where both exist and the figure is a bound, else the reason it could not be judged
-    (never a pass)."""
+    (never a pass). With a time interval, on its conservative ends (:func:`_judge`)."""
     flops, nbytes = r.flops, r.bytes
+    span = time_interval(r.timing) if actual and r.timing is not None else None
     row_reason = NOT_JUDGED_NO_PROFILE if c is None else NOT_JUDGED_NO_TIMING if not actual else None
     out: list[Check] = []
     if nbytes != 0:  # no traffic: the memory ceiling is not involved
         theo = c.bandwidth_theoretical if c is not None else None
         why = row_reason or (NOT_JUDGED_NO_ROOFLINE if nbytes is None else c.memory_not_judged if c else None)
         if why is None and nbytes and actual and theo is not None:  # memory_not_judged is None: theo is known
-            out.append(_judge("memory", theo, nbytes / actual, None, c.memory_suspect if c else None))
+            out.append(_judge("memory", theo, nbytes / actual, None, c.memory_suspect if c else None,
+                              (nbytes / span[1], nbytes / span[0]) if span else None))
         else:
             out.append(Check("memory", theo, None, why))
     if flops != 0:  # no arithmetic: no compute ceiling is involved
@@ -349,7 +378,8 @@ def _checks(r: Record, actual: float | None, c: _Ceilings | None, roof: _RoofVie
                              else NOT_JUDGED_ROOF_ABSENT if resolved is None or theo is None else None)
         name = resolved or r.roof_key or "compute"
         if why is None and flops and actual and theo is not None:
-            out.append(_judge(name, theo, flops / actual, unbound, suspect))
+            out.append(_judge(name, theo, flops / actual, unbound, suspect,
+                              (flops / span[1], flops / span[0]) if span else None))
         else:
             out.append(Check(name, theo, None, why))
     return tuple(out)
@@ -426,9 +456,14 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         sol, bound = compute_time, "compute"
     eff = sol / actual
     floor = c.latency_floor_s
+    sol_ci = sol_interval(sol, timing)
+    unstable: tuple[str, ...] = ()
     verdict: Verdict
     if floor is not None and sol < floor and actual < floor:
         verdict = "latency-bound"
+    elif unstable := unstable_reasons(r):
+        # an anomaly stands only when even the SOL's low end is one; else a rerun could read it otherwise
+        verdict = "anomaly" if (sol_ci[0] if sol_ci else eff) > ANOMALY + _EPS else "unstable"
     elif eff > ANOMALY + _EPS:
         verdict = "anomaly"
     elif eff >= AT_CEILING - _EPS:
@@ -443,7 +478,8 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         compute_time_s=compute_time, sol_time_s=sol, efficiency=eff, bound=bound,
         achieved_bytes_per_s=nbytes / actual, achieved_flops_per_s=flops / actual,
         effective_bandwidth=bw, effective_peak=peak, breaches=_breaches(checks), roof=resolved, notes=notes,
-        checks=checks)
+        checks=checks, sol_ci=sol_ci, sol_ci_blank=None if sol_ci else CI_NO_INTERVAL,
+        unstable=unstable if verdict == "unstable" else ())
 
 
 def price_iter(records: Iterable[Record], chooser: ProfileChooser) -> Iterator[Priced]:

@@ -1,0 +1,168 @@
+"""Issue 26 items 2-3 in the roofline: every SOL carries its interval, a row whose time is not known well enough
+(or was disturbed) is ``unstable``, and the physics check judges the conservative end of the interval.
+
+The records are built as data (tests/roofline_fixtures.py): a record with ``timing.median_ci_s`` and
+``conditions`` is exactly what the bench writes once it measures them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tileops.records import CpuConditions, GpuConditions, RowConditions
+from tileops.roofline import (CI_NO_INTERVAL, NOT_JUDGED_NOISE, health, price, sol_interval, throttle_unsettles,
+                              unstable_reasons)
+from tests.roofline_fixtures import make_profile, make_record
+
+# The profile's memory roof: 1e9 B/s theoretical and effective; 800 bytes take 0.8 µs at the ceiling.
+CPU = make_profile()
+GPU = make_profile(name="gpu", kind="gpu", match=("Test GPU",), bw_theoretical=1e12, bw_calibration=0.9, roofs={"cuda_core.fp32": (1e12, 0.9)}, aliases={})
+
+
+def _cpu(median: float = 1e-6, ci: tuple[float, float] | None = None, **kw):
+    return make_record(median_s=median, median_ci_s=ci, **kw)
+
+
+def _gpu(median: float = 1e-6, ci: tuple[float, float] | None = None, **kw):
+    return make_record(median_s=median, median_ci_s=ci, device_kind="cuda", device_name="Test GPU", timer="cupti",
+                       **kw)
+
+
+def test_the_sol_interval_is_the_sol_time_over_each_end_of_the_time_interval() -> None:
+    p = price(_cpu(1e-6, (0.98e-6, 1.03e-6)), CPU)
+    assert p.sol_time_s == pytest.approx(0.8e-6)
+    lo, hi = p.sol_ci
+    assert lo == pytest.approx(0.8 / 1.03) and hi == pytest.approx(0.8 / 0.98)
+    assert lo < p.efficiency < hi
+    assert p.sol_ci_blank is None
+
+
+def test_device_copies_excluded_from_the_median_are_added_to_both_ends_as_to_the_median() -> None:
+    from tileops.records import Timing
+
+    t = Timing(timer="cupti", median_s=1.0, min_s=1.0, mean_s=1.0, p10_s=1.0, p90_s=1.0, n=5, rel_noise=0.0,
+               warmup=1, total_s=5.0, stop_reason="x", excluded_copies_s=1.0, median_ci_s=[0.5, 2.0])
+    assert sol_interval(1.0, t) == pytest.approx((1.0 / 3.0, 1.0 / 1.5))
+
+
+def test_a_record_without_an_interval_prices_as_before_with_its_sol_interval_blank_and_why() -> None:
+    p = price(_cpu(1e-6), CPU)
+    assert p.verdict == "at-ceiling" and p.efficiency == pytest.approx(0.8)
+    assert p.sol_ci is None and p.sol_ci_blank == CI_NO_INTERVAL
+    assert not p.unstable
+
+
+def test_a_blank_row_has_no_sol_interval_and_no_interval_reason_of_its_own() -> None:
+    p = price(_cpu(1e-6, (0.9e-6, 1.1e-6), bytes=None), CPU)
+    assert p.verdict == "blank" and p.sol_ci is None and p.sol_ci_blank is None
+
+
+@pytest.mark.parametrize("half, verdict", [(0.049, "at-ceiling"), (0.051, "unstable")])
+def test_a_cpu_row_is_unstable_above_five_percent(half: float, verdict: str) -> None:
+    p = price(_cpu(1e-6, (1e-6 * (1 - half / 2), 1e-6 * (1 + half))), CPU)
+    assert p.verdict == verdict
+    assert p.efficiency == pytest.approx(0.8)  # its SOL is shown either way
+    assert bool(p.unstable) == (verdict == "unstable")
+    if p.unstable:
+        assert "±5 %" in p.unstable[0] and "CPU" in p.unstable[0]
+
+
+@pytest.mark.parametrize("half, verdict", [(0.019, "at-ceiling"), (0.021, "unstable")])
+def test_a_gpu_row_is_unstable_above_two_percent(half: float, verdict: str) -> None:
+    nbytes = 900_000  # 1 µs at 0.9 TB/s: 100 %
+    p = price(_gpu(1.1e-6, (1.1e-6 * (1 - half), 1.1e-6 * 1.001), bytes=nbytes), GPU)
+    assert p.verdict == verdict
+
+
+def test_the_wider_side_decides() -> None:
+    """A lopsided interval (a slow block pulls the top up) is as unknown as its wider side."""
+    p = price(_cpu(1e-6, (0.999e-6, 1.2e-6)), CPU)
+    assert p.verdict == "unstable" and "±20.0 %" in p.unstable[0]
+
+
+def test_a_contended_row_is_unstable_whatever_its_interval_with_the_contention_named() -> None:
+    cond = RowConditions(window_s=0.5, contended=True, contention=["steal 12 % of the CPUs"],
+                         cpu=CpuConditions(cores=2, steal=0.12))
+    p = price(_cpu(1e-6, (0.999e-6, 1.001e-6), conditions=cond), CPU)
+    assert p.verdict == "unstable"
+    assert p.unstable == ("contended: steal 12 % of the CPUs",)
+
+
+def test_a_throttled_gpu_row_is_unstable_and_a_quiet_one_is_not() -> None:
+    nbytes = 900_000
+    quiet = RowConditions(window_s=0.2, gpu=GpuConditions(sm_mhz_min=1980, sm_mhz_max=1980))
+    hot = RowConditions(window_s=0.2, throttled=True, thermal=True,
+                        gpu=GpuConditions(sm_mhz_min=1400, sm_mhz_max=1980, clock_events=["sw_thermal_slowdown"]))
+    assert price(_gpu(1.1e-6, (1.099e-6, 1.101e-6), bytes=nbytes, conditions=quiet), GPU).verdict == "at-ceiling"
+    p = price(_gpu(1.1e-6, (1.099e-6, 1.101e-6), bytes=nbytes, conditions=hot), GPU)
+    assert p.verdict == "unstable" and p.unstable[0].startswith("throttled (thermal)")
+
+
+def test_a_power_capped_row_priced_on_a_sustained_ceiling_is_not_unstable_for_its_cap() -> None:
+    """The exemption issue 28 needs: a power cap (not heat) measured against a ceiling taken under that cap."""
+    capped = RowConditions(window_s=0.2, throttled=True, power_capped=True)
+    hot = RowConditions(window_s=0.2, throttled=True, power_capped=True, thermal=True)
+    assert throttle_unsettles(capped) and not throttle_unsettles(capped, sustained=True)
+    assert throttle_unsettles(hot, sustained=True)
+    assert not throttle_unsettles(RowConditions(window_s=0.2), sustained=False)
+    rec = _gpu(1.1e-6, (1.099e-6, 1.101e-6), bytes=900_000, conditions=capped)
+    assert unstable_reasons(rec) and not unstable_reasons(rec, sustained=True)
+
+
+def test_an_unstable_row_is_an_anomaly_only_when_even_its_low_end_is_above_105_percent() -> None:
+    # sol 0.8 µs; median 0.7 µs: 114 %
+    certain = price(_cpu(0.7e-6, (0.69e-6, 0.74e-6)), CPU)  # low end 0.8 / 0.74 = 108 %
+    assert certain.verdict == "anomaly"
+    maybe = price(_cpu(0.7e-6, (0.69e-6, 0.8e-6)), CPU)  # low end 100 %
+    assert maybe.verdict == "unstable"
+    assert price(_cpu(0.7e-6, (0.695e-6, 0.705e-6)), CPU).verdict == "anomaly"  # a stable row: as before
+
+
+def test_a_latency_bound_row_stays_latency_bound() -> None:
+    prof = make_profile(latency_floor_s=1e-5)
+    assert price(_cpu(1e-6, (0.5e-6, 2e-6)), prof).verdict == "latency-bound"
+
+
+# ---- the physics check on the conservative end: noise can neither invent a breach nor hide one
+
+#: The memory ceiling: 1e9 B/s theoretical (800 bytes imply it at 0.8 µs), calibrated at 80 % so it is no
+#: ceiling in doubt (a calibration above 95 % of it would make a row above it "ceiling-suspect").
+PHYS = make_profile(bw_calibration=0.8)
+
+
+def _memory_check(p):
+    (check,) = [c for c in p.checks if c.ceiling == "memory"]
+    return check
+
+
+def test_a_breach_only_when_even_the_slow_end_breaches_and_the_breach_carries_that_rate() -> None:
+    p = price(_cpu(0.5e-6, (0.45e-6, 0.6e-6)), PHYS)  # slow end 0.6 µs: 1.33e9 B/s
+    assert p.physics == "breach"
+    (b,) = p.breaches
+    assert b.implied_per_s == pytest.approx(800 / 0.6e-6)  # the least the row may imply
+    assert health([p]).state == "breached"
+
+
+def test_a_median_above_the_ceiling_whose_slow_end_is_under_it_is_not_a_breach() -> None:
+    """Noise cannot invent a breach: the median implies 1.07x the ceiling, the slow end 0.89x."""
+    p = price(_cpu(0.75e-6, (0.7e-6, 0.9e-6)), PHYS)
+    assert not p.breaches and p.physics == "not-judged"
+    check = _memory_check(p)
+    assert check.not_judged == NOT_JUDGED_NOISE and not check.breached
+    h = health([p])
+    assert h.ok and h.state != "held"  # not a pass either
+
+
+def test_a_median_under_the_ceiling_whose_fast_end_is_above_it_is_not_a_pass() -> None:
+    """Noise cannot hide a breach: the median implies 0.94x, but a rerun at the fast end would imply 1.14x."""
+    p = price(_cpu(0.85e-6, (0.7e-6, 0.9e-6)), PHYS)
+    assert _memory_check(p).not_judged == NOT_JUDGED_NOISE
+    h = health([p])
+    (memory,) = [c for c in h.ceilings if c.ceiling == "memory"]
+    assert memory.state == "not-judged" and memory.not_judged == {NOT_JUDGED_NOISE: 1}
+    assert h.state == "partial"  # the compute ceiling was judged and held; memory was not
+
+
+def test_an_interval_wholly_under_the_ceiling_holds_and_one_without_an_interval_is_judged_on_its_median() -> None:
+    assert price(_cpu(1e-6, (0.9e-6, 1.1e-6)), PHYS).physics == "held"
+    assert price(_cpu(0.75e-6), PHYS).physics == "breach"  # no interval: the point rule, as before
