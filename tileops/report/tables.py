@@ -52,11 +52,20 @@ def _comparison_lines(c: Comparison) -> list[str]:
     counts = c.counts()
     lines = [f"baseline: {len(c.regressions)} row(s) more than {c.threshold:.0%} slower; "
              + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))]
+    ambiguous = counts.get("ambiguous", 0)
+    if ambiguous:
+        lines.append(f"baseline: {ambiguous} row(s) ambiguous: their intervals neither show a change of "
+                     f"{c.threshold:.0%} nor rule one out (or a side was disturbed); counted, never a failure; "
+                     "re-run both on a quieter host or with more time (--max-time)")
+    point = sum(1 for r in c.rows if r.basis == "point")
+    if point:
+        lines.append(f"baseline: {point} row(s) compared on their medians alone at {c.threshold:.0%}: a side has no "
+                     "interval (recorded before intervals)")
     lines += [f"note: {n}" for n in c.notes]
     return lines
 
 
-_CHANGE_ORDER = {"slower": 0, "untimed": 1, "faster": 2, "new": 3, "gone": 4}
+_CHANGE_ORDER = {"slower": 0, "untimed": 1, "ambiguous": 2, "faster": 3, "new": 4, "gone": 5}
 
 
 def _changed(c: Comparison) -> list[RowChange]:
@@ -66,10 +75,13 @@ def _changed(c: Comparison) -> list[RowChange]:
 
 def _change_cells(r: RowChange) -> tuple[str, ...]:
     ratio = f"{r.ratio:.2f}x" if r.ratio else columns.DASH
-    return (*r.key, columns.seconds(r.old_time_s), columns.seconds(r.new_time_s), ratio, r.change)
+    allowed = (f"{r.ratio_interval[0]:.2f}–{r.ratio_interval[1]:.2f}x" if r.ratio_interval is not None
+               else columns.DASH)
+    return (*r.key, columns.seconds(r.old_time_s), columns.seconds(r.new_time_s), ratio, allowed, r.change,
+            r.reason or "")
 
 
-_CHANGE_COLUMNS = ("op", "label", "dtype", "backend", "baseline", "now", "ratio", "change")
+_CHANGE_COLUMNS = ("op", "label", "dtype", "backend", "baseline", "now", "ratio", "ratio (95 % CI)", "change", "why")
 
 
 # --------------------------------------------------------------------------- the reports
@@ -181,7 +193,7 @@ class CsvReport(Report):
 
     def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
               health: Health | None = None, *, colour: bool = False) -> None:
-        extra = ["baseline_time_s", "time_ratio", "change"] if self.baseline else []
+        extra = ["baseline_time_s", "time_ratio", "change", "change_reason"] if self.baseline else []
         tail = Lines()
         w = csv.writer(tail, lineterminator="\n")
         w.writerow(list(columns.RAW_COLUMNS) + extra)
@@ -200,7 +212,7 @@ class CsvReport(Report):
                     cells = cells[:-1]
             if idx is not None:
                 rc = idx.get(self.keys[i])
-                w.writerow([rc.old_time_s, rc.ratio, rc.change] if rc else [None, None, None])
+                w.writerow([rc.old_time_s, rc.ratio, rc.change, rc.reason] if rc else [None, None, None, None])
                 cells += "," + tail.items.pop()
             out.write(line[:-1] + "," + cells)
         if comparison is None:
@@ -212,7 +224,7 @@ class CsvReport(Report):
                 gone: list[object] = list(empty)
                 for col, value in zip(("op", "label", "dtype", "backend"), rc.key):
                     gone[at[col]] = value
-                w.writerow([*gone, rc.old_time_s, None, "gone"])
+                w.writerow([*gone, rc.old_time_s, None, "gone", None])
                 out.write(tail.items.pop())
 
 
@@ -272,7 +284,9 @@ def baseline_doc(comparison: Comparison) -> dict[str, Any]:
         "rows": [{"op": r.key[0], "label": r.key[1], "dtype": r.key[2], "backend": r.key[3],
                   "change": r.change, "baseline_time_s": r.old_time_s, "time_s": r.new_time_s,
                   "time_ratio": r.ratio, "baseline_efficiency": r.old_efficiency,
-                  "efficiency": r.new_efficiency} for r in comparison.rows],
+                  "efficiency": r.new_efficiency, "reason": r.reason, "message": r.message,
+                  "ratio_interval": list(r.ratio_interval) if r.ratio_interval is not None else None,
+                  "basis": r.basis} for r in comparison.rows],
     }
 
 
@@ -335,8 +349,7 @@ class MarkdownReport(Report):
             out.write("\n## Against the baseline\n\n")
             changed = _changed(comparison)
             if changed:
-                out.write("| op | label | dtype | backend | baseline | now | ratio | change |\n"
-                          "|---|---|---|---|---:|---:|---:|---|\n")
+                out.write("| " + " | ".join(_CHANGE_COLUMNS) + " |\n|---|---|---|---|---:|---:|---:|---:|---|---|\n")
                 out.writelines("| " + " | ".join(map(_md, _change_cells(r))) + " |\n" for r in changed)
                 out.write("\n")
             out.writelines(f"- {_md(line)}\n" for line in _comparison_lines(comparison))
@@ -533,11 +546,12 @@ class TableReport(Report):
             changed = _changed(comparison)
             if changed:
                 shown = changed[:ATTENTION_SHOWN] if digest else changed
-                t = TextTable(_CHANGE_COLUMNS, right=frozenset({"baseline", "now", "ratio"}),
+                t = TextTable(_CHANGE_COLUMNS, right=frozenset({"baseline", "now", "ratio", "ratio (95 % CI)"}),
                               title=f"Against the baseline (threshold {comparison.threshold:.0%})")
                 for r in shown:
-                    style = "bold red" if r.change == "slower" else "green" if r.change == "faster" else "dim"
-                    t.add(*_change_cells(r), styles=[""] * 7 + [style])
+                    style = ("bold red" if r.change == "slower" else "green" if r.change == "faster"
+                             else "yellow" if r.change == "ambiguous" else "dim")
+                    t.add(*_change_cells(r), styles=[""] * 8 + [style, ""])
                 out.write("\n".join(t.lines(colour)) + "\n")
                 if len(shown) < len(changed):
                     say(f"… {len(changed) - len(shown):,} more changed row(s) not listed ({EVERYTHING_HINT})")

@@ -92,7 +92,13 @@ def unstable_reasons(record: Record, *, sustained: bool = False) -> tuple[str, .
             where = "GPU" if record.env.device_kind == "cuda" else "CPU"
             out += (f"its time is known to ±{p * 100:.1f} %, wider than the ±{limit * 100:.0f} % a verdict needs "
                     f"on a {where}",)
+    return out + disturbances(record, sustained=sustained)
+
+
+def disturbances(record: Record, *, sustained: bool = False) -> tuple[str, ...]:
+    """What made the row's time not the device's own alone: contention, throttling (one phrase each)."""
     c = record.conditions
+    out: tuple[str, ...] = ()
     if c is not None:
         if c.contended:
             out += ("contended: " + ("; ".join(c.contention) or "another load shared the device"),)
@@ -100,3 +106,13 @@ def unstable_reasons(record: Record, *, sustained: bool = False) -> tuple[str, .
             held = [w for w, on in (("power cap", c.power_capped), ("thermal", c.thermal)) if on]
             out += ("throttled" + (f" ({', '.join(held)})" if held else "") + ": the clocks fell during the row",)
     return out
+
+
+def sm_clock_mhz(record: Record) -> float | None:
+    """The SM clock during a GPU row: the middle of its lowest and highest reading (what a comparison in
+    cycles scales by); None on a CPU or where NVML could not read it."""
+    c = record.conditions
+    g = c.gpu if c is not None else None
+    if g is None or g.sm_mhz_min is None or g.sm_mhz_max is None:
+        return None
+    return (g.sm_mhz_min + g.sm_mhz_max) / 2
