@@ -57,7 +57,8 @@ def _snapshot(rows: int) -> RunSnapshot:
             run_id="bench", op=f"op{i % 60}", family="bench", label=f"shape{i}", dtype="bfloat16",
             backend=("torch", "triton")[i % 2], status="ok",
             timing=Timing(timer="cupti", median_s=t, min_s=t, mean_s=t, p10_s=t, p90_s=t, n=5, rel_noise=0.01,
-                          warmup=1, total_s=t * 6, stop_reason="noise target reached"),
+                          warmup=1, total_s=t * 6, stop_reason="noise target reached",
+                          median_ci_s=[t * 0.99, t * 1.01]),  # every ok row of a run carries its interval
             flops=(4 * 10**10 if compute else 10**6) + i, bytes=10**8 + i,
             roof_key="tensor_core.bf16" if compute else "cuda_core.fp32", env=env, started_at=T0,
             finished_at=T0 + timedelta(seconds=1)))

@@ -128,3 +128,23 @@ def test_scrape_config_honours_pushed_labels():
     assert jobs["tileops-pushgateway"]["honor_labels"] is True
     assert "tileops-serve" in jobs
     assert cfg["rule_files"] == ["rules/*.rules.yml"]
+
+
+def test_the_regression_alert_fires_on_the_interval_bound_holds_and_never_pages_an_unstable_row() -> None:
+    """Issue 26: the SOL regression reads the top of each row's 95 % interval (the median only where a record
+    has none), holds with `for:`, leaves unstable rows out of the alert and of the bar it measures against; the
+    promtool file keeps a row that oscillates inside its interval, which must not fire (run above)."""
+    rule = _alerts()["TileOpsSOLRegression"]
+    expr = " ".join(rule["expr"].split())
+    assert "max without (job, instance) (tileops_sol_ratio_upper) or max without (job, instance) (tileops_sol_ratio)" \
+        in expr
+    assert expr.endswith('unless on (Hostname, UUID, modelName, op, label, dtype, backend) max without (job, instance) '
+                         '(tileops_row_verdict{verdict="unstable"})')
+    assert rule["for"] != "0m"
+    best = {r["record"]: " ".join(r["expr"].split()) for r in _rules() if "record" in r}["tileops:sol_ratio:best_7d"]
+    assert 'unless on (Hostname, UUID, modelName, op, label, dtype, backend) tileops_row_verdict{verdict="unstable"}' \
+        in best
+    cases = {case["name"]: case for f in TESTS for case in yaml.safe_load(f.read_text())["tests"]}
+    quiet = cases["SOL regression never fires on a row whose value oscillates inside its interval"]
+    assert all(not a["exp_alerts"] for a in quiet["alert_rule_test"])
+    assert any(s["series"].startswith("tileops_sol_ratio_upper{") for s in quiet["input_series"])

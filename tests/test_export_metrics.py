@@ -443,3 +443,27 @@ def test_a_host_bound_row_publishes_its_span_over_busy_time(tmp_path: Path):
     assert {s.labels["op"]: s.value for s in full["tileops_row_span_seconds"]} == pytest.approx(
         {"fused_experts": 3.2e-3, "relu": 1.1e-3})
     assert "tileops_row_span_seconds" not in lean
+
+
+def test_a_row_with_an_interval_adds_one_lean_series_the_top_of_its_sol_interval(tmp_path: Path):
+    """Issue 26: at most one more lean series per row (4 in all on a healthy row): tileops_sol_ratio_upper,
+    sol time over the low end of the time's interval. A record without an interval exports none."""
+    from dataclasses import replace
+
+    with_ci = record("relu", "steady")
+    with_ci = replace(with_ci, timing=replace(with_ci.timing, median_ci_s=[0.98e-3, 1.03e-3]))
+    run = write_run(tmp_path / "run", [with_ci, record("add", "old")])
+    prof = profile()
+    (snap,) = load_run(run, ProfileChooser.only(prof))
+    lean = parse(exposition([snap]))
+    lab = {"op": "relu", "label": "steady", "dtype": "float32", "backend": "torch"}
+    p = price(with_ci, prof)
+    assert one(lean["tileops_sol_ratio_upper"], **lab).value == pytest.approx(p.sol_time_s / 0.98e-3)
+    assert one(lean["tileops_sol_ratio_upper"], **lab).value > one(lean["tileops_sol_ratio"], **lab).value
+    assert [s.labels["op"] for s in lean["tileops_sol_ratio_upper"]] == ["relu"]  # the old record has none
+    row_metrics = {n for n, spec in METRICS.items() if spec.scope == "row"}
+    per_row: dict[str, int] = {}
+    for name in (n for n in lean if n in row_metrics):
+        for smp in lean[name]:
+            per_row[smp.labels["op"]] = per_row.get(smp.labels["op"], 0) + 1
+    assert per_row == {"relu": 4, "add": 3}

@@ -15,14 +15,15 @@ row. High-cardinality detail (shapes, params, run id, git revision) lives only
 in ``_info`` series, so a new shape or commit never multiplies the numeric series.
 
 Two detail levels (``DETAILS``). ``lean``, the default, exports per row only
-what cannot be derived, three series on a healthy row: device time, SOL ratio
-and the row's state (verdict, bound, roof, physics as labels); a breached row
-adds its breach ratio. SOL time is ``sol_ratio x device_time``; the achieved
+what cannot be derived, at most four series on a healthy row: device time, SOL
+ratio, the top of the SOL's 95 % interval (where the record has one) and the
+row's state (verdict, bound, roof, physics as labels); a breached row adds its
+breach ratio. SOL time is ``sol_ratio x device_time``; the achieved
 rate on the bounding roof is ``sol_ratio x`` that roof, which is a per-device
 profile gauge, not a per-row one. ``full`` adds per row what those give (SOL
 time, both achieved rates) and the ``tileops_row_info`` detail (shapes,
-params, ``data_terms``). At 10,000 GPUs x ~450 rows that is the difference
-between ~14M and ~31M series (docs/metrics.md, "Capacity").
+params, ``data_terms``): about twice the series per row (docs/metrics.md,
+"Capacity", counts them).
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
           ROW_LABELS, "row"),
     _spec("tileops_sol_ratio", "SOL efficiency: sol time / device time (1 = at the speed of light; "
           "above 1.05 the row is an anomaly). SOL time is this times the device time.", ROW_LABELS, "row"),
+    _spec("tileops_sol_ratio_upper", "The top of the SOL ratio's 95 % interval: the most a rerun of the row is "
+          "expected to reach (sol time / the low end of the device time's interval). Absent where the record has "
+          "no interval. The SOL regression alert fires on it, so noise cannot page.", ROW_LABELS, "row"),
     _spec("tileops_row_verdict", "The row's state (value 1): verdict; blank_reason (why a blank or error row has "
           "no SOL); bound (memory or compute); roof (the profile roof that priced its FLOPs); physics (held, "
           "breach or not-judged: the physics check of its ceilings).",
@@ -205,6 +209,7 @@ def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[RowSeries], full: b
     """Each row's series, appended straight to their lists (a run may hold 100,000 rows)."""
     d = fam.data
     times, sols, states = (d["tileops_device_time_seconds"], d["tileops_sol_ratio"], d["tileops_row_verdict"])
+    uppers = d["tileops_sol_ratio_upper"]
     breach_ratio, host_bound = d["tileops_physics_breach_ratio"], d["tileops_row_host_bound_ratio"]
     if full:
         compiles, sol_times = d["tileops_compile_seconds"], d["tileops_sol_time_seconds"]
@@ -216,6 +221,8 @@ def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[RowSeries], full: b
             times.append((lab, row.device_time_s))
         if row.sol_ratio is not None:
             sols.append((lab, row.sol_ratio))
+        if row.sol_ratio_upper is not None:
+            uppers.append((lab, row.sol_ratio_upper))
         states.append((lab + row.state, 1.0))
         for ceiling, ratio in row.breaches:
             breach_ratio.append((lab + (ceiling,), ratio))

@@ -41,6 +41,8 @@ class RowSeries(NamedTuple):
     achieved_flops_per_s: float | None
     span_s: float | None
     info: tuple[str, ...]  # family, roof_key, roof, profile, timer, status, shapes, params, data_terms
+    # ---- lean again (issue 26; last, so the fields above keep their places)
+    sol_ratio_upper: float | None = None  # the top of the SOL's 95 % interval; None without an interval
 
 
 def row_series(p: Priced) -> RowSeries:
@@ -60,7 +62,8 @@ def row_series(p: Priced) -> RowSeries:
         p.achieved_flops_per_s, None if span_s is None else float(span_s),
         (r.family, r.roof_key or "", p.roof or "", p.profile or "", t.timer if t is not None else "", r.status,
          _dumps(r.shapes) if r.shapes else "", _dumps(r.params) if r.params else "",
-         _dumps(r.data_terms) if r.data_terms else "")))
+         _dumps(r.data_terms) if r.data_terms else ""),
+        p.sol_ci[1] if p.sol_ci is not None else None))
 
 
 _new = tuple.__new__
