@@ -12,7 +12,7 @@ import pytest
 from tileops.records import CpuConditions, GpuConditions, RowConditions
 from tileops.roofline import (CI_NO_INTERVAL, NOT_JUDGED_NOISE, health, price, sol_interval, throttle_unsettles,
                               unstable_reasons)
-from tests.roofline_fixtures import make_profile, make_record
+from roofline_fixtures import make_profile, make_record
 
 # The profile's memory roof: 1e9 B/s theoretical and effective; 800 bytes take 0.8 µs at the ceiling.
 CPU = make_profile()
@@ -166,3 +166,84 @@ def test_a_median_under_the_ceiling_whose_fast_end_is_above_it_is_not_a_pass() -
 def test_an_interval_wholly_under_the_ceiling_holds_and_one_without_an_interval_is_judged_on_its_median() -> None:
     assert price(_cpu(1e-6, (0.9e-6, 1.1e-6)), PHYS).physics == "held"
     assert price(_cpu(0.75e-6), PHYS).physics == "breach"  # no interval: the point rule, as before
+
+
+# ---- the interval in every output of `tileops roofline`
+
+
+def _run_of(tmp_path):
+    from roofline_fixtures import write_profile, write_records
+
+    rows = [_cpu(1e-6, (0.98e-6, 1.03e-6), label="steady"), _cpu(1e-6, (0.9e-6, 1.2e-6), label="noisy"),
+            _cpu(1e-6, label="old")]
+    run = write_records(tmp_path / "run" / "records.jsonl", rows)
+    return run.parent, write_profile(tmp_path / "p.yaml", CPU)
+
+
+def _roofline(tmp_path, capsys, fmt: str) -> str:
+    from tileops.cli import main
+
+    run, prof = _run_of(tmp_path)
+    assert main(["roofline", str(run), "--profile", str(prof), "--format", fmt]) == 0
+    return capsys.readouterr().out
+
+
+def test_json_rows_carry_sol_ci_and_why_a_row_has_none(tmp_path, capsys) -> None:
+    import json
+
+    rows = {r["label"]: r for r in json.loads(_roofline(tmp_path, capsys, "json"))["rows"]}
+    assert rows["steady"]["sol_ci"] == pytest.approx([0.8 / 1.03, 0.8 / 0.98])
+    assert rows["steady"]["time_ci_s"] == pytest.approx([0.98e-6, 1.03e-6])
+    assert rows["steady"]["time_precision"] == pytest.approx(0.03)
+    assert rows["steady"]["verdict"] == "at-ceiling" and rows["steady"]["unstable"] == []
+    assert rows["noisy"]["verdict"] == "unstable" and "±20.0 %" in rows["noisy"]["unstable"][0]
+    assert rows["old"]["sol_ci"] is None and rows["old"]["sol_ci_blank"] == "no-interval"
+
+
+def test_csv_rows_carry_sol_ci_as_json_text(tmp_path, capsys) -> None:
+    import csv
+    import io
+    import json
+
+    rows = {r["label"]: r for r in csv.DictReader(io.StringIO(_roofline(tmp_path, capsys, "csv")))}
+    assert json.loads(rows["steady"]["sol_ci"]) == pytest.approx([0.8 / 1.03, 0.8 / 0.98])
+    assert rows["old"]["sol_ci"] == "" and rows["old"]["sol_ci_blank"] == "no-interval"
+    assert rows["noisy"]["unstable"].startswith("its time is known to ±20.0 %")
+
+
+def test_the_table_and_markdown_show_the_sol_interval_and_the_summary_counts_unstable_rows(tmp_path, capsys) -> None:
+    table = _roofline(tmp_path, capsys, "table")
+    assert "SOL (95 % CI)" in table
+    assert "77.7–81.6 %" in table  # steady: 0.8 / 1.03 .. 0.8 / 0.98
+    assert "1 unstable" in table and "unstable: 1 row(s)" in table and "relu [noisy float32 torch]" in table
+    md = _roofline(tmp_path, capsys, "md")
+    assert "| efficiency | SOL (95 % CI) | verdict |" in md
+    assert "| 80.0 % | 77.7–81.6 % | at-ceiling |" in md and "| 80.0 % | — | at-ceiling |" in md
+
+
+def test_a_run_without_intervals_has_no_interval_column() -> None:
+    from tileops.report import render_text
+
+    text = render_text([price(_cpu(1e-6), CPU)], "md")
+    assert "SOL (95 % CI)" not in text
+
+
+def test_the_plot_draws_an_error_bar_for_each_row_with_an_interval(tmp_path) -> None:
+    """Issue 26: error bars on the plot. The bar spans the achieved rate at the slow and the fast end of the
+    time's interval (the SOL interval on the plot's scale); a row without an interval has none."""
+    import re
+
+    from tileops.report.plot import plot_layout, write_plot
+
+    rows = [price(_cpu(1e-6, (0.98e-6, 1.03e-6), label="steady"), CPU),
+            price(_cpu(1e-6, (0.9e-6, 1.2e-6), label="noisy"), CPU), price(_cpu(1e-6, label="old"), CPU)]
+    layout = plot_layout(rows, CPU)
+    bars = {q.priced.record.label: q.y_ci for q in layout.points}
+    assert bars["steady"] == pytest.approx((100 / 1.03e-6, 100 / 0.98e-6))
+    assert bars["noisy"][0] < bars["steady"][0] and bars["old"] is None
+    svg = write_plot(rows, CPU, tmp_path)[1].read_text(encoding="utf-8")
+    group = re.search(r'<g id="sol-ci">(.*?)</g>\s*</g>', svg, flags=re.S)
+    assert group is not None, "no error bars drawn"
+    assert "#fdae61" in svg  # the unstable row's colour
+    # two bars (steady, noisy), each a vertical line plus two caps
+    assert len(re.findall(r"<path ", group.group(1))) + len(re.findall(r"<use ", group.group(1))) >= 2

@@ -37,11 +37,12 @@ from matplotlib.ticker import EngFormatter, FuncFormatter
 
 from tileops.profiles import Profile
 from tileops.report import columns
-from tileops.roofline import BLANK_SKIPPED, Priced
+from tileops.roofline import BLANK_SKIPPED, Priced, time_interval
 
 VERDICT_COLOR = {
     "at-ceiling": "#1a9850",
     "below": "#4575b4",
+    "unstable": "#fdae61",
     "latency-bound": "#f39c12",
     "anomaly": "#c51b7d",
     "blank": "#9e9e9e",
@@ -74,6 +75,7 @@ class _Point:
     x: float
     y: float
     priced: Priced
+    y_ci: tuple[float, float] | None = None  # the achieved rate at the slow and the fast end of the time's interval
 
 
 @dataclass
@@ -168,7 +170,9 @@ def plot_layout(priced: Sequence[Priced], profile: Profile, *, label_cap: int = 
             r = p.record
             assert r.timing is not None and r.flops is not None and r.bytes  # a placed row has them (_why_not_placed)
             t = r.timing.actual_time_s
-            points.append(_Point(str(i), r.flops / r.bytes, r.flops / t, p))
+            ci = time_interval(r.timing)
+            points.append(_Point(str(i), r.flops / r.bytes, r.flops / t, p,
+                                 (r.flops / ci[1], r.flops / ci[0]) if ci is not None else None))
         else:
             unplaced.append((str(i), p, why))
     labelled = _choose_labels(points, label_cap)
@@ -349,6 +353,7 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
         ax.scatter([q.x for q in pts], [q.y for q in pts], s=46, color=VERDICT_COLOR[verdict], zorder=5,
                    marker=backend_marker(backend), edgecolors="white", linewidths=0.6,
                    gid=f"points-{backend}-{verdict}")
+    _error_bars(ax, points)
     backends = list(dict.fromkeys(pt.priced.record.backend for pt in points))
     breached = [pt for pt in points if pt.priced.breaches]
     if breached:
@@ -401,6 +406,20 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
         paths.append(path)
     plt.close(fig)
     return paths
+
+
+def _error_bars(ax: Any, points: list[_Point]) -> None:
+    """One vertical bar per point with an interval: its achieved rate at the slow and the fast end of its time's
+    95 % interval, which is its SOL interval on the plot's scale (SOL is this rate over the roof). One artist
+    for every bar, as for the points."""
+    with_ci = [q for q in points if q.y_ci is not None]
+    if not with_ci:
+        return
+    ys = [q.y for q in with_ci]
+    lows = [q.y - q.y_ci[0] for q in with_ci]  # type: ignore[index]  # with_ci holds intervals only
+    highs = [q.y_ci[1] - q.y for q in with_ci]  # type: ignore[index]
+    ax.errorbar([q.x for q in with_ci], ys, yerr=[lows, highs], fmt="none", ecolor="#555555", elinewidth=0.9,
+                capsize=2.5, zorder=4, gid="sol-ci")
 
 
 TABLE_HEADER = ("id", "op", "label", "dtype", "backend", "eff", "verdict")
