@@ -67,8 +67,8 @@ class RooflineResult:
             return (f"roofline: physics check FAILED: {h.breaches} row(s) breach a theoretical ceiling "
                     f"(FORMULA ERROR); exit {self.exit_code}")
         if self.regressions:
-            return (f"roofline: {self.regressions} row(s) more than {threshold:.0%} slower than the baseline; "
-                    f"exit {self.exit_code}")
+            return (f"roofline: {self.regressions} row(s) slower than the baseline (more than {threshold:.0%}, and "
+                    f"beyond both runs' intervals where they have them); exit {self.exit_code}")
         if h.errors:
             return f"roofline: {h.errors} error record(s) in the results; exit {self.exit_code}"
         return None
