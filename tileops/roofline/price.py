@@ -361,7 +361,7 @@ def _checks(r: Record, actual: float | None, c: _Ceilings | None, roof: _RoofVie
     theoretical figure where both exist and the figure is a bound, else the reason it could not be judged
     (never a pass). With a time interval, on its conservative ends (:func:`_judge`)."""
     flops, nbytes = r.flops, r.bytes
-    span = time_interval(r.timing) if actual and r.timing is not None else None
+    ends_s = time_interval(r.timing) if actual and r.timing is not None else None  # (fast, slow) times
     row_reason = NOT_JUDGED_NO_PROFILE if c is None else NOT_JUDGED_NO_TIMING if not actual else None
     out: list[Check] = []
     if nbytes != 0:  # no traffic: the memory ceiling is not involved
@@ -369,7 +369,7 @@ def _checks(r: Record, actual: float | None, c: _Ceilings | None, roof: _RoofVie
         why = row_reason or (NOT_JUDGED_NO_ROOFLINE if nbytes is None else c.memory_not_judged if c else None)
         if why is None and nbytes and actual and theo is not None:  # memory_not_judged is None: theo is known
             out.append(_judge("memory", theo, nbytes / actual, None, c.memory_suspect if c else None,
-                              (nbytes / span[1], nbytes / span[0]) if span else None))
+                              (nbytes / ends_s[1], nbytes / ends_s[0]) if ends_s else None))
         else:
             out.append(Check("memory", theo, None, why))
     if flops != 0:  # no arithmetic: no compute ceiling is involved
@@ -379,7 +379,7 @@ def _checks(r: Record, actual: float | None, c: _Ceilings | None, roof: _RoofVie
         name = resolved or r.roof_key or "compute"
         if why is None and flops and actual and theo is not None:
             out.append(_judge(name, theo, flops / actual, unbound, suspect,
-                              (flops / span[1], flops / span[0]) if span else None))
+                              (flops / ends_s[1], flops / ends_s[0]) if ends_s else None))
         else:
             out.append(Check(name, theo, None, why))
     return tuple(out)
