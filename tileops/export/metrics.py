@@ -128,7 +128,7 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
     # ---- the physics check per ceiling of the device's run
     _spec("tileops_physics_check_judged", "1 when the physics check compared the device's rows with this "
           "ceiling's theoretical figure, 0 when it could not (reason: no-profile, nominal-unknown, "
-          "theoretical-missing, roof-absent, no-timing, no-roofline, estimate, ceiling-suspect).",
+          "theoretical-missing, roof-absent, no-timing, no-roofline, estimate, ceiling-suspect, within-noise).",
           DEVICE_LABELS + ("ceiling", "reason"),
           "physics"),
     # ---- this device's own calibration (tileops calibrate: <store>/devices/<uuid>.yaml and its history)
