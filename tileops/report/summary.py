@@ -253,7 +253,7 @@ class RunFacts:
         if n:
             more = f", and {n - len(shown_rows)} more" if n > len(shown_rows) else ""
             lines.append(f"unstable: {n} row(s) whose time is not known well enough to judge (an interval wider than "
-                         f"±{UNSTABLE_CPU:.0%} on a CPU, ±{UNSTABLE_GPU:.0%} on a GPU) or that ran contended or "
+                         f"±{UNSTABLE_CPU * 100:.0f} % on a CPU, ±{UNSTABLE_GPU * 100:.0f} % on a GPU) or that ran contended or "
                          f"throttled; their SOL is shown, not judged: {'; '.join(shown_rows)}{more}. Re-run them on a "
                          "quieter host or with more time (--max-time)")
         return lines + self.backends.lines(self.races()) + physics_lines(h)
