@@ -252,10 +252,11 @@ class RunFacts:
         n, shown_rows = self.unstable
         if n:
             more = f", and {n - len(shown_rows)} more" if n > len(shown_rows) else ""
+            cpu, gpu = f"±{UNSTABLE_CPU * 100:.0f} %", f"±{UNSTABLE_GPU * 100:.0f} %"
             lines.append(f"unstable: {n} row(s) whose time is not known well enough to judge (an interval wider than "
-                         f"±{UNSTABLE_CPU * 100:.0f} % on a CPU, ±{UNSTABLE_GPU * 100:.0f} % on a GPU) or that ran contended or "
-                         f"throttled; their SOL is shown, not judged: {'; '.join(shown_rows)}{more}. Re-run them on a "
-                         "quieter host or with more time (--max-time)")
+                         f"{cpu} on a CPU, {gpu} on a GPU) or that ran contended or throttled; their SOL is shown, "
+                         f"not judged: {'; '.join(shown_rows)}{more}. Re-run them on a quieter host or with more time "
+                         "(--max-time)")
         return lines + self.backends.lines(self.races()) + physics_lines(h)
 
     def profile_names(self) -> str:
