@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from tileops.report import columns
+from tileops.report.conditions import ConditionFacts
 from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, HOST_BOUND_RATIO, NOT_JUDGED_REASONS, BackendRace,
                               CeilingHealth, Health, HealthTally, Priced, RaceKey, RaceTally, race_key, si)
 
@@ -121,7 +122,8 @@ SKIP_REASONS_SHOWN = 4
 class RunFacts:
     """What the summary under a report says about a run, counted row by row (mergeable)."""
 
-    __slots__ = ("tally", "skipped", "breach_lines", "notes", "profiles", "backends", "host_bound", "_races")
+    __slots__ = ("tally", "skipped", "breach_lines", "notes", "profiles", "backends", "host_bound", "_races",
+                 "conditions")
 
     def __init__(self) -> None:
         self.tally = HealthTally()
@@ -133,6 +135,7 @@ class RunFacts:
         self.profiles: set[str] = set()
         self.backends = BackendTally()
         self._races: dict[RaceKey, BackendRace] | None = None
+        self.conditions = ConditionFacts()  # the gap split, power states, energy (issue 28)
 
     @classmethod
     def of(cls, priced: Iterable[Priced]) -> RunFacts:
@@ -157,6 +160,7 @@ class RunFacts:
             self._host_bound(1, [_host_bound_row(p)])
         if p.profile:
             self.profiles.add(p.profile)
+        self.conditions.add(p)
 
     def _host_bound(self, n: int, shown: list[str]) -> None:
         self.host_bound[0] += n
@@ -172,6 +176,7 @@ class RunFacts:
             self.notes.setdefault(note)
         self._host_bound(*later.host_bound)
         self.profiles |= later.profiles
+        self.conditions.merge(later.conditions)
 
     @property
     def rows(self) -> int:
@@ -225,6 +230,7 @@ class RunFacts:
             lines.append(f"host-bound: {n} row(s) whose calls span more than {HOST_BOUND_RATIO:.1f}x their device-busy "
                          f"time (the device waits on the host between kernels), so their SOL of busy time overstates "
                          f"them: {'; '.join(shown_rows)}{more}")
+        lines += self.conditions.lines()
         return lines + self.backends.lines(self.races()) + physics_lines(h)
 
     def profile_names(self) -> str:

@@ -157,6 +157,7 @@ class CsvReport(Report):
         values[columns.BREACHES_AT] = "; ".join(b["message"] for b in breaches) if breaches else ""
         values[columns.NOTES_AT] = "; ".join(notes) if notes else ""
         values[columns.DATA_TERMS_AT] = columns.data_terms_text(terms) if terms else ""
+        values[columns.CLOCK_EVENTS_AT] = ",".join(values[columns.CLOCK_EVENTS_AT])
         self._sink.items.append(csv_line(values))
         self.races.add(p)
         if self.baseline:
@@ -499,6 +500,9 @@ class TableReport(Report):
         h = health or facts.health()
         digest = self.all is None
         lines = self._digest(facts, colour) if digest else self._rows_table(facts, colour)
+        gaps = facts.conditions.gap_table()  # the audited rows' SOL gap split (issue 28)
+        if gaps is not None:
+            lines += [""] + gaps.lines(colour)
         out.write("\n".join(lines) + "\n")
         reset = "\x1b[0m" if colour else ""
 
