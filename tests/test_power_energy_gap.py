@@ -236,3 +236,37 @@ def test_a_run_without_audit_or_sensors_says_why_each_is_blank(tmp_path: Path) -
     assert "no conditions" in row["energy_blank"] and row["energy_j_per_call"] is None
     text = _roofline(run, prof, "table")
     assert "SOL gap" not in text and "energy:" not in text and "power:" not in text
+
+
+def test_full_metrics_carry_the_gap_energy_and_power_series_and_lean_none(audited_run: tuple[Path, Path]) -> None:
+    """The exporter's own path (load_run reads records and audit.jsonl; the exposition at each detail level)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tileops.export.metrics import exposition
+    from tileops.export.snapshot import load_run
+    from tileops.pipeline.export import chooser
+
+    run, prof = audited_run
+    snaps = load_run(run, chooser(str(prof)))
+
+    def samples(detail: str) -> dict[tuple[str, str], list]:
+        text = exposition(snaps, detail=detail).decode()
+        out: dict[tuple[str, str], list] = {}
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                out.setdefault((s.name, s.labels.get("label", "")), []).append(s)
+        return out
+
+    full, lean = samples("full"), samples("lean")
+    assert full[("tileops_row_gap_traffic_ratio", "llama3-8b")][0].value == pytest.approx(1.8)
+    assert full[("tileops_row_gap_achieved_ratio", "llama3-8b")][0].value == pytest.approx(0.54)
+    assert ("tileops_row_gap_traffic_ratio", "llama3-70b") not in full  # its audit has no reading
+    assert full[("tileops_row_energy_joules", "llama3-8b")][0].value == pytest.approx(5.0)
+    assert ("tileops_row_energy_joules", "mistral-7b") not in full  # no sensor readings: absent, not zero
+    assert ("tileops_row_flops_per_joule", "llama3-8b") not in full  # data only
+    (state,) = full[("tileops_row_power_state", "llama3-70b")]
+    assert state.labels["state"] == "power-capped" and state.labels["basis"] == "sustained"
+    assert full[("tileops_row_sm_clock_min_hertz", "llama3-70b")][0].value == pytest.approx(1.5e9)
+    assert full[("tileops_row_power_watts", "llama3-8b")][0].value == pytest.approx(690.0)
+    new = ("gap", "energy", "joule", "power_state", "sm_clock", "power_watts")
+    assert not [k for k in lean if any(w in k[0] for w in new)]
