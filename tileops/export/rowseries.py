@@ -77,13 +77,13 @@ def conditions_series(p: Priced) -> tuple:
     r = p.record
     g = p.gap
     split = (g.traffic_ratio, g.achieved) if isinstance(g, GapSplit) else (None, None)
-    energy = (None, None, None)
+    energy: tuple[float | None, float | None, float | None] = (None, None, None)
     if r.conditions is not None:
         e = row_energy(r)
         energy = (e.joules_per_call, e.flop_per_joule, e.bytes_per_joule)
     state = power_state(r)
     gpu = r.conditions.gpu if r.conditions is not None else None
-    power = (None, None, None)
+    power: tuple[tuple[str, str] | None, float | None, float | None] = (None, None, None)
     if state is not None and gpu is not None:
         power = ((state, p.ceiling_basis or ""), None if gpu.sm_mhz_min is None else gpu.sm_mhz_min * 1e6,
                  None if gpu.power_w is None else float(gpu.power_w))
