@@ -270,3 +270,32 @@ def test_full_metrics_carry_the_gap_energy_and_power_series_and_lean_none(audite
     assert full[("tileops_row_power_watts", "llama3-8b")][0].value == pytest.approx(690.0)
     new = ("gap", "energy", "joule", "power_state", "sm_clock", "power_watts")
     assert not [k for k in lean if any(w in k[0] for w in new)]
+
+
+def test_the_plots_side_table_shows_the_gap_split(audited_run: tuple[Path, Path], tmp_path: Path) -> None:
+    """The rows as the reader prices them (audit.jsonl read beside the records), in the table beside the plot."""
+    from tileops.pipeline.export import chooser
+    from tileops.report.plot import _table_lines, plot_layout
+    from tileops.report.stream import read_priced
+
+    class Keep:
+        def __init__(self) -> None:
+            self.rows: list = []
+
+        def add(self, p: object) -> None:
+            self.rows.append(p)
+
+        def merge(self, later: Keep) -> None:
+            self.rows += later.rows
+
+    run, prof = audited_run
+    ch = chooser(str(prof))
+    (kept,) = read_priced([run], ch, lambda: [Keep()])
+    layout = plot_layout(kept.rows, ch.profiles[0])  # no FLOPs, so no row is placed: each is listed with why
+    lines = [text for text, _ in _table_lines(layout.listed)]
+    assert lines[0].endswith("gap: bytes x min, at bytes moved")
+    assert next(t for t in lines if "llama3-8b" in t).endswith("1.80x, 54.0 %")
+    assert "power-capped (sustained)" in next(t for t in lines if "llama3-70b" in t)
+    run_roofline(RooflineOptions(results=[run], profile=str(prof), plot_dir=tmp_path / "plot", jobs=1),
+                 io.StringIO(), io.StringIO())
+    assert (tmp_path / "plot" / "roofline.png").stat().st_size > 0
