@@ -41,7 +41,9 @@ def _gpu(*, power_capped: bool = False, thermal: bool = False, energy_j: float |
     return RowConditions(window_s=2.0, throttled=power_capped or thermal, power_capped=power_capped,
                          thermal=thermal,
                          gpu=GpuConditions(sm_mhz_min=1500.0 if power_capped else 1980.0, sm_mhz_max=1980.0,
-                                           sm_mhz_readings=20, clock_events=events, power_w=690.0,
+                                           sm_mhz_readings=20, clock_events=events,
+                                           clock_event_mask=(0x4 if power_capped else 0) | (0x20 if thermal else 0),
+                                           power_w=690.0,
                                            power_limit_w=700.0, temperature_c_max=71.0, energy_j=energy_j,
                                            blank=blank or {}))
 
@@ -90,6 +92,22 @@ def test_a_compute_bound_capped_row_uses_its_roofs_sustained_fraction() -> None:
     assert [c.theoretical_per_s for c in got.checks] == [c.theoretical_per_s for c in mem_only.checks]
 
 
+def test_a_gpu_row_whose_clock_events_were_not_read_has_no_power_state(tmp_path: Path) -> None:
+    """NVML absent: the sensors leave every GPU field blank with the reason, and the row is neither capped nor
+    uncapped, but priced on burst with the reason in power_blank."""
+    from tileops.bench.sensors import RowSensors
+    from tileops.report.columns import raw
+    from tileops.roofline import power_blank, power_state
+
+    FakeProc(tmp_path / "proc")
+    s = RowSensors("cuda:0", proc=tmp_path / "proc", sys=tmp_path / "sys", nvml=None, poll_s=None)
+    s.start()
+    rec = _row(conditions=s.stop())
+    assert power_state(rec) is None and power_blank(rec) == "no NVML given"
+    got = price(rec, _profile())
+    assert got.ceiling_basis == "burst" and raw(got)["power_blank"] == "no NVML given"
+
+
 @pytest.mark.parametrize("memory, words", [
     ({"sustained": 0.8}, "sustained_source"),
     ({"sustained": 0.95, "sustained_source": {"source": "calibration"}}, "above the burst calibration"),
@@ -103,6 +121,33 @@ def test_a_profile_refuses_a_sustained_fraction_it_cannot_stand_behind(tmp_path:
     with pytest.raises(ProfileError, match=words) as info:
         parse_profile(data, tmp_path / "x.yaml")
     assert "x.yaml" in str(info.value) and info.value.field == "memory"
+
+
+# -- calibration: the same power state ------------------------------------------------------------------------
+
+
+def test_a_calibration_under_a_power_cap_records_it_and_warns(tmp_path: Path) -> None:
+    """The calibration's window read by the sensors on a fake NVML that reports the power cap: kept in the
+    device's result (written and read back as the store keeps it), with a warning that its fractions are
+    sustained ones."""
+    from tileops.bench.sensors import SW_POWER_CAP
+    from tileops.calibrate.results import DeviceCalibration, read_device_result, write_device_result
+    from tileops.calibrate.run import power_warnings
+    from tileops.records import Machine
+
+    cond = _sensed_gpu(tmp_path, [SW_POWER_CAP])
+    (warning,) = power_warnings(cond)
+    assert "measured power-capped under a 700 W limit (sw_power_cap" in warning and "sustained" in warning
+    assert power_warnings(_sensed_gpu(tmp_path / "free", [0x1])) == []
+    machine = Machine(device_kind="cuda", device_name=H200, device_uuid="GPU-1", hostname="h", torch_version="2.11",
+                      tileops_version="0")
+    run = DeviceCalibration(run_id="cal-1", started_at="2026-01-01T00:00:00Z", finished_at="2026-01-01T00:01:00Z",
+                            quick=True, machine=machine, conditions=cond, power_state=cond.power_state(),
+                            power_blank=cond.power_blank(), warnings=[warning])
+    back = read_device_result(write_device_result(run, path=tmp_path / "GPU-1.yaml"))
+    assert back.power_state == "power-capped" and back.power_blank is None and back.conditions == cond
+    assert back.conditions is not None and back.conditions.gpu is not None
+    assert back.conditions.gpu.power_limit_w == 700.0 and back.conditions.gpu.energy_j == pytest.approx(500.0)
 
 
 # -- energy ------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from tileops.durations import format_age
 from tileops.fsutil import read_regular, write_atomic
 from tileops.profiles import MIXES, MemoryRoof, Profile, ProfileError, Provenance, Roof, store_dir
-from tileops.records import Machine
+from tileops.records import Machine, RowConditions
 from tileops.yamlfile import YamlError, read_yaml, refuse_duplicates
 
 #: STREAM accounting: words each mix moves per element (reads + writes). STREAM
@@ -98,6 +98,13 @@ class DeviceCalibration(BaseModel):
     clock: ClockMeasurement | None = None
     clock_not_measured: str | None = None
     warnings: list[str] = Field(default_factory=list)
+    #: What surrounded the measurement, as the bench's sensors read a row (``tileops.bench.sensors``): the SM
+    #: clock's range, clock-event reasons, power draw and limit, temperature, energy; None in a result written
+    #: before calibrations read them
+    conditions: RowConditions | None = None
+    #: Its power state (``RowConditions.power_state``: power-capped, thermal, ...), or why there is none
+    power_state: str | None = None
+    power_blank: str | None = None
 
     #: The device's calibration before this one, as :func:`with_previous` found it in the store's history;
     #: not part of the file.

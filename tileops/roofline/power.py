@@ -38,18 +38,10 @@ UNCAPPED = "uncapped"
 
 
 def power_state(record: Record) -> str | None:
-    """``power-capped``, ``thermal``, ``power-capped+thermal`` or ``uncapped`` for a row whose GPU readings were
-    taken; None where there are none (a CPU row, no conditions, NVML not read)."""
+    """``power-capped``, ``thermal``, ``power-capped+thermal`` or ``uncapped`` for a GPU row whose clock-event
+    reasons were read; None where they were not (:func:`power_blank` says why)."""
     c = record.conditions
-    if c is None or c.gpu is None:
-        return None
-    if c.power_capped and c.thermal:
-        return POWER_CAPPED_THERMAL
-    if c.power_capped:
-        return POWER_CAPPED
-    if c.thermal:
-        return THERMAL
-    return UNCAPPED
+    return None if c is None or record.env.device_kind != "cuda" else c.power_state()
 
 
 def power_blank(record: Record) -> str | None:
@@ -59,15 +51,12 @@ def power_blank(record: Record) -> str | None:
     c = record.conditions
     if c is None:
         return "the record carries no conditions (written before the bench read its sensors)"
-    if c.gpu is None:
-        return "no GPU readings in the record (NVML was not read)"
-    return None
+    return c.power_blank()
 
 
 def wants_sustained(record: Record) -> bool:
     """Whether the row's power state matches a sustained fraction: power-capped, and not thermal."""
-    c = record.conditions
-    return c is not None and c.gpu is not None and c.power_capped and not c.thermal
+    return power_state(record) == POWER_CAPPED
 
 
 def burst_note(ceiling: str) -> str:
