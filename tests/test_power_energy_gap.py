@@ -344,3 +344,15 @@ def test_the_plots_side_table_shows_the_gap_split(audited_run: tuple[Path, Path]
     run_roofline(RooflineOptions(results=[run], profile=str(prof), plot_dir=tmp_path / "plot", jobs=1),
                  io.StringIO(), io.StringIO())
     assert (tmp_path / "plot" / "roofline.png").stat().st_size > 0
+
+
+def test_the_fast_path_of_a_row_without_readings_or_audit_says_what_the_full_path_says() -> None:
+    """Most rows (older records, runs not audited) take a shortcut in the machine columns: the same cells."""
+    from tileops.report import columns
+    from tileops.roofline import GapBlank
+
+    for rec in (make_record(), make_record(status="error"), _row()):
+        p = price(rec, make_profile())
+        fast = columns.conditions_values(p)
+        p.gap = GapBlank(columns.NO_AUDIT)  # not None: the full path
+        assert columns.conditions_values(p) == fast

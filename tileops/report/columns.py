@@ -14,6 +14,7 @@ from typing import Any
 from collections.abc import Callable, Iterable
 
 from tileops.roofline import BackendRace, GapSplit, Priced, power_blank, power_state, row_energy, si
+from tileops.roofline.energy import NO_CONDITIONS, NO_TIMING
 
 #: The human table's columns, in order (``op`` is the group heading). ``FLOP/s`` and ``B/s`` are both achieved
 #: rates, side by side whichever bounds the row (``roof`` names the bounding ceiling).
@@ -264,11 +265,19 @@ def raw_values(p: Priced) -> list[Any]:
     ]
 
 
+#: Why a row of a run without audit entries has no gap split.
+NO_AUDIT = "the run has no audit entries (`tileops audit --out RUN_DIR` measures each row's DRAM traffic)"
+
+
 def conditions_values(p: Priced) -> list[Any]:
     """The power state, energy and gap columns of a row (issue 28), in :data:`RAW_COLUMNS` order: a blank
     value's reason is in ``power_blank``, ``energy_blank`` or ``gap_blank``."""
     r = p.record
     c = r.conditions
+    if c is None and p.gap is None:  # a record from before the sensors, a run without an audit: most rows
+        return [None, power_blank(r), p.ceiling_basis, None, None, None, None, None, [], None, None, None,
+                NO_CONDITIONS if r.status == "ok" and r.timing is not None else NO_TIMING,
+                None, None, None, None, None, None, None, NO_AUDIT]
     g = c.gpu if c is not None else None
     why_power = power_blank(r)
     power = [power_state(r), why_power, p.ceiling_basis,
@@ -289,7 +298,7 @@ def conditions_values(p: Priced) -> list[Any]:
         split = [gap.describe(), gap.traffic_ratio, gap.achieved, gap.traffic_factor, gap.moved_bytes,
                  gap.bound_at_moved, gap.note or None, None]
     else:
-        why = gap.why if gap is not None else "the run has no audit entries (`tileops audit --out RUN_DIR`)"
+        why = gap.why if gap is not None else NO_AUDIT
         split = [None] * 7 + [why]
     return power + energy + split
 
