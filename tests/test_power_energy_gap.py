@@ -356,3 +356,19 @@ def test_the_fast_path_of_a_row_without_readings_or_audit_says_what_the_full_pat
         fast = columns.conditions_values(p)
         p.gap = GapBlank(columns.NO_AUDIT)  # not None: the full path
         assert columns.conditions_values(p) == fast
+
+
+def test_the_command_line_shows_the_gap_and_a_bad_audit_file_is_a_located_error(
+        audited_run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    from tileops import exitcodes
+    from tileops.cli import main
+
+    run, prof = audited_run
+    assert main(["roofline", str(run), "--profile", str(prof)]) == exitcodes.OK
+    out = capsys.readouterr().out
+    assert "SOL gap, split by the audit's DRAM traffic" in out and "1.80x" in out
+    with (run / AUDIT_FILE).open("a") as f:
+        f.write("{not json\n")
+    assert main(["roofline", str(run), "--profile", str(prof)]) == exitcodes.USAGE
+    err = capsys.readouterr().err
+    assert f"{AUDIT_FILE}:3" in err
