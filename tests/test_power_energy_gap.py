@@ -372,3 +372,30 @@ def test_the_command_line_shows_the_gap_and_a_bad_audit_file_is_a_located_error(
     assert main(["roofline", str(run), "--profile", str(prof)]) == exitcodes.USAGE
     err = capsys.readouterr().err
     assert f"{AUDIT_FILE}:3" in err
+
+
+def test_a_new_calibration_keeps_a_sustained_fraction_below_it_and_drops_one_above(tmp_path: Path) -> None:
+    """build_profile over a base that holds sustained fractions: memory's (0.80) is below the new burst envelope
+    and stays; bf16's (0.72) is above the new 0.70 and is dropped with a warning, so the profile still loads."""
+    from tileops.calibrate.results import (DeviceCalibration, MixMeasurement, RoofMeasurement, build_profile)
+    from tileops.profiles.store import write_profile as store_write
+    from tileops.records import Machine
+
+    base = _profile(bf16_sustained=0.72)
+    machine = Machine(device_kind="cuda", device_name=H200, device_uuid="GPU-1", hostname="h", torch_version="2.11",
+                      tileops_version="0")
+    mix = {"bytes_per_s": 0.85 * BW, "bytes": 3 * 2**30, "array_bytes": 2**30, "best_s": 1e-3, "reps": 5,
+           "kernel": "torch"}
+    run = DeviceCalibration(run_id="cal-2", started_at="2026-01-02T00:00:00Z",
+                            finished_at="2026-01-02T00:01:00Z", quick=False, machine=machine,
+                            mixes={"triad": MixMeasurement.model_validate(mix)},
+                            roofs={"tensor_core.bf16": RoofMeasurement.model_validate(
+                                {"flops_per_s": 0.70 * 9.895e14, "flops": 1e12, "best_s": 1e-3, "reps": 5,
+                                 "method": "cuBLAS"})})
+    prof, warnings = build_profile(base, [run])
+    assert prof.memory is not None and prof.memory.calibration == pytest.approx(0.85)
+    assert prof.memory.sustained == SUSTAINED and prof.memory.sustained_source == CALIB
+    bf16 = prof.compute["tensor_core.bf16"]
+    assert bf16.calibration == pytest.approx(0.70) and bf16.sustained is None
+    assert any("tensor_core.bf16: the profile's sustained fraction 0.720" in w and "dropped" in w for w in warnings)
+    store_write(prof, tmp_path)  # validated as written: it loads
