@@ -246,6 +246,10 @@ def test_the_table_shows_the_gap_split_power_marks_and_energy(audited_run: tuple
     assert "power-capped (sustained)" in text  # the capped row's verdict cell
     assert "power: 1 under a power cap (1 against the sustained ceiling), of 2 GPU row(s) read" in text
     assert "energy: 2 row(s) with joules per call" in text
+    md = _roofline(*audited_run, "md")
+    table = md.split("## SOL gap, split by the audit's DRAM traffic", 1)[1].split("## Summary")[0]
+    assert "| relu | llama3-8b | bfloat16 | torch | 30.0 % | 1.80x | 54.0 % | memory |  |" in table
+    assert "llama3-70b" not in table and "power-capped (sustained)" in md
 
 
 def test_json_and_csv_carry_the_gap_power_and_energy_fields(audited_run: tuple[Path, Path]) -> None:

@@ -21,6 +21,7 @@ GAP_ROWS_SHOWN = 50
 #: The gap table's columns.
 GAP_COLUMNS = ("op", "label", "dtype", "backend", "SOL", "bytes moved / minimum", "at the bytes moved",
                "bound there", "note")
+GAP_RIGHT = frozenset({"SOL", "bytes moved / minimum", "at the bytes moved"})
 
 
 def _count(into: dict[str, int], key: str, n: int = 1) -> None:
@@ -76,7 +77,7 @@ class ConditionFacts:
         if not self.gap_rows:
             return None
         more = self.gap_split - len(self.gap_rows)
-        t = TextTable(GAP_COLUMNS, right=frozenset({"SOL", "bytes moved / minimum", "at the bytes moved"}),
+        t = TextTable(GAP_COLUMNS, right=GAP_RIGHT,
                       title="SOL gap, split by the audit's DRAM traffic (SOL = at the bytes moved / traffic cost)"
                       + (f": the first {len(self.gap_rows)} of {self.gap_split} rows" if more > 0 else ""))
         for cells in self.gap_rows:
