@@ -330,7 +330,7 @@ def test_cpu_calibration_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert profile.roof(gpu_key) is not None
 
     # the summary table names every mix and roof
-    for needle in (*MIXES, "cpu.fp32_matmul", "envelope", "latency floor"):
+    for needle in (*MIXES, "cpu.fp32_matmul", "envelope", "latency floor", "power state: none (a CPU"):
         assert needle in proc.stdout
     from tileops.calibrate.streaming import load_kernels
 

@@ -148,6 +148,9 @@ def test_a_calibration_under_a_power_cap_records_it_and_warns(tmp_path: Path) ->
     assert back.power_state == "power-capped" and back.power_blank is None and back.conditions == cond
     assert back.conditions is not None and back.conditions.gpu is not None
     assert back.conditions.gpu.power_limit_w == 700.0 and back.conditions.gpu.energy_j == pytest.approx(500.0)
+    from tileops.calibrate.summary import power_text
+
+    assert power_text(back) == "power state: power-capped (SM clock 1980-1980 MHz; 350 W of 700 W; sw_power_cap)"
 
 
 # -- energy ------------------------------------------------------------------------------------------------
