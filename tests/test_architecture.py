@@ -41,10 +41,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "manifest": ("ops",),
     "formula_guard": (),
     "profiles": (),
-    "gap": (),  # the SOL gap split by an audit entry (issue 28); moves into the roofline package after issue 25
-    "energy": (),  # energy rates from a window's joules (issue 28); likewise
     "bench": ("device", "ops"),
-    "roofline": ("profiles", "gap", "energy"),
+    "roofline": ("profiles",),
     "ceilings": ("device", "profiles", "roofline"),  # roofline: its rate formatting (si)
     "calibrate": ("device", "profiles", "bench", "tf32", "ceilings"),
     "report": ("profiles", "roofline"),

@@ -330,7 +330,7 @@ def test_cpu_calibration_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert profile.roof(gpu_key) is not None
 
     # the summary table names every mix and roof
-    for needle in (*MIXES, "cpu.fp32_matmul", "envelope", "latency floor"):
+    for needle in (*MIXES, "cpu.fp32_matmul", "envelope", "latency floor", "power state: none (a CPU"):
         assert needle in proc.stdout
     from tileops.calibrate.streaming import load_kernels
 
@@ -345,6 +345,11 @@ def test_cpu_calibration_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     # the per-device result, and the store profile is what this device now selects
     devs = load_device_results(store)
     assert len(devs) == 1 and devs[0].kind == "cpu" and devs[0].name == name
+    # what surrounded the measurement, read by the bench's sensors: no power state on a CPU, and why
+    cond = devs[0].conditions
+    assert cond is not None and cond.cpu is not None and cond.gpu is None and cond.window_s > 0
+    assert devs[0].power_state is None and devs[0].power_blank == "a CPU: no GPU clocks or power to read"
+    assert cond.cpu.energy_j is not None or cond.cpu.blank["energy_j"]  # RAPL's joules, or why there are none
     monkeypatch.setenv("TILEOPS_PROFILE_DIR", str(store))
     hit = select_profile(name, load_profiles())
     assert hit is not None and hit.source_path == files[0]

@@ -1,5 +1,5 @@
-"""The SOL gap split (tileops.gap) on audit entries written and read back as the audit writes them, and the
-energy rates (tileops.energy), fed by the sensors' readings as the later wiring will feed them."""
+"""The SOL gap split (tileops.roofline.gap) on audit entries written and read back as the audit writes them, and the
+energy rates (tileops.roofline.energy), fed by the sensors' readings as the later wiring will feed them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tileops.audit.ncu import premise
-from tileops.energy import RATES, energy_rates
-from tileops.gap import GapBlank, GapSplit, gap_for, split_gap
+from tileops.roofline.energy import RATES, energy_rates
+from tileops.roofline.gap import GapBlank, GapSplit, gap_for, split_gap
 from tileops.records import AUDIT_FILE, AuditEntry, parse_record, read_audit, to_json
 
 BW = 4.8e12  # bytes/s: the ceiling the row was priced against

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from tileops.durations import format_age
 from tileops.fsutil import read_regular, write_atomic
 from tileops.profiles import MIXES, MemoryRoof, Profile, ProfileError, Provenance, Roof, store_dir
-from tileops.records import Machine
+from tileops.records import Machine, RowConditions
 from tileops.yamlfile import YamlError, read_yaml, refuse_duplicates
 
 #: STREAM accounting: words each mix moves per element (reads + writes). STREAM
@@ -98,6 +98,13 @@ class DeviceCalibration(BaseModel):
     clock: ClockMeasurement | None = None
     clock_not_measured: str | None = None
     warnings: list[str] = Field(default_factory=list)
+    #: What surrounded the measurement, as the bench's sensors read a row (``tileops.bench.sensors``): the SM
+    #: clock's range, clock-event reasons, power draw and limit, temperature, energy; None in a result written
+    #: before calibrations read them
+    conditions: RowConditions | None = None
+    #: Its power state (``RowConditions.power_state``: power-capped, thermal, ...), or why there is none
+    power_state: str | None = None
+    power_blank: str | None = None
 
     #: The device's calibration before this one, as :func:`with_previous` found it in the store's history;
     #: not part of the file.
@@ -412,6 +419,9 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
             memory_kw.update(mixes=fractions, calibration=max(fractions.values()),
                              calibration_source=prov("envelope (max) over the STREAM-counted mixes "
                                                      + ", ".join(fractions)))
+    if mem is not None:
+        memory_kw.update(_kept_sustained("memory", mem.sustained, mem.sustained_source,
+                                         memory_kw.get("calibration"), warnings))
     data["memory"] = MemoryRoof(**memory_kw)
     if data["memory"].suspect:
         warnings.append(f"memory ceiling suspect: {data['memory'].suspect}")
@@ -432,10 +442,12 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
         if frac > MAX_FRACTION:
             warnings.append(f"{key}: measured {rate / 1e12:.3g} TFLOP/s is {frac:.2f}x the theoretical "
                             f"{roof.theoretical / 1e12:.3g}: the theoretical figure is wrong; roof left uncalibrated")
-            compute[key] = roof.model_copy(update={"calibration": None, "calibration_source": None})
+            compute[key] = roof.model_copy(update={"calibration": None, "calibration_source": None,
+                                                   "sustained": None, "sustained_source": None})
             continue
         compute[key] = Roof(theoretical=roof.theoretical, theoretical_source=roof.theoretical_source,
-                            calibration=frac, calibration_source=prov(got[0].method), peak=roof.peak)
+                            calibration=frac, calibration_source=prov(got[0].method), peak=roof.peak,
+                            **_kept_sustained(key, roof.sustained, roof.sustained_source, frac, warnings))
         if compute[key].suspect:
             warnings.append(f"{key} ceiling suspect: {compute[key].suspect}")
     for key in sorted({k for r in runs for k in r.roofs} - set(base.compute)):
@@ -451,6 +463,21 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
         data["latency_floor_s"] = _median(floors)
         data["latency_floor_source"] = prov(first.latency_method or "trivial op")
     return Profile.model_validate(data), warnings
+
+
+def _kept_sustained(ceiling: str, sustained: float | None, source: Provenance | None, burst: float | None,
+                    warnings: list[str]) -> dict[str, Any]:
+    """A ceiling's sustained fraction (measured under the power cap, docs/profiles.md) carried over a new burst
+    calibration while it is still at most the burst one; dropped with a warning otherwise."""
+    if sustained is None:
+        return {}
+    if burst is not None and sustained <= burst:
+        return {"sustained": sustained, "sustained_source": source}
+    warnings.append(f"{ceiling}: the profile's sustained fraction {sustained:.3f} (under the power cap) is "
+                    + (f"above the new burst calibration {burst:.3f}" if burst is not None else
+                       "left without a burst calibration")
+                    + ", so it is dropped; measure it again under the cap")
+    return {}
 
 
 # --------------------------------------------------------------------------- pricing each device on its own

@@ -24,10 +24,11 @@ from tileops import __version__
 from tileops.calibrate import measure
 from tileops.calibrate.clock import highest, measure_clock
 from tileops.calibrate.theoretical import TheoryOptions, base_profile
+from tileops.bench.sensors import RowSensors
 from tileops.calibrate.results import ClockMeasurement, DeviceCalibration, build_profile, new_run_id
 from tileops.device import DeviceInfo, cpu_busy_fraction, describe_device, other_gpu_processes, read_clocks
 from tileops.profiles import Profile
-from tileops.records import Machine
+from tileops.records import Machine, RowConditions
 from tileops.revision import git_revision
 
 #: progress(what, step, steps): called before each step, and once more with step == steps at the end.
@@ -89,43 +90,49 @@ def measure_device(info: DeviceInfo, *, quick: bool = False, progress: Progress 
         done[0] += 1
 
     clocks_before = read_clocks(info)  # now, not when the device was described
-    if info.kind == "cpu":
-        sizes = measure.cpu_sizes(info.l2_bytes, info.memory_bytes, quick)
-    else:  # pragma: no cover - needs a GPU
-        torch.cuda.set_device(dev)
-        sizes = measure.gpu_sizes(info.l2_bytes, info.memory_bytes, quick)
-    mixes, mix_notes = measure.measure_mixes(dev, sizes, step)
-    warnings += mix_notes
-    roofs: dict[str, measure.RoofMeasurement] = {}
-    not_measured: dict[str, str] = {}
-    clock: ClockMeasurement | None = None
-    clock_why: str | None = None
-    if info.kind == "cpu":
-        # The clock on the bench's threads, around the FMA path and the big matmul (same thermal state); the
-        # higher of the two. Why it could not be measured is said by build_profile's warning.
-        step(CLOCK_STEP)
-        threads = torch.get_num_threads()
-        before = measure_clock(threads)
-        step("compute: cpu.fp32")
-        roofs["cpu.fp32"] = measure.cpu_fma_path(sizes)
-        step("compute: cpu.fp32_matmul")
-        roofs["cpu.fp32_matmul"] = measure.cpu_big_matmul(sizes)
-        clock, clock_why = highest([before, measure_clock(threads)],
-                                   ["before the FMA path", "after the big matmul"])
-        step("latency floor")
-        floor, how = measure.cpu_latency_floor(sizes)
-    else:  # pragma: no cover - needs a GPU
-        for key in GPU_ROOFS:
-            step(f"compute: {key}")
-            try:
-                roofs[key] = (measure.gpu_fp32(dev, sizes) if key == "cuda_core.fp32"
-                              else measure.gpu_gemm(key, dev, sizes))
-            except Exception as exc:  # an unsupported dtype is a finding, not a crash
-                not_measured[key] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            finally:
-                torch.cuda.empty_cache()
-        step("latency floor")
-        floor, how = measure.gpu_latency_floor(dev, sizes)
+    sensors = sensors_for(info)
+    sensors.start()  # the whole measurement is one window: its power state is the calibration's
+    try:
+        if info.kind == "cpu":
+            sizes = measure.cpu_sizes(info.l2_bytes, info.memory_bytes, quick)
+        else:  # pragma: no cover - needs a GPU
+            torch.cuda.set_device(dev)
+            sizes = measure.gpu_sizes(info.l2_bytes, info.memory_bytes, quick)
+        mixes, mix_notes = measure.measure_mixes(dev, sizes, step)
+        warnings += mix_notes
+        roofs: dict[str, measure.RoofMeasurement] = {}
+        not_measured: dict[str, str] = {}
+        clock: ClockMeasurement | None = None
+        clock_why: str | None = None
+        if info.kind == "cpu":
+            # The clock on the bench's threads, around the FMA path and the big matmul (same thermal state); the
+            # higher of the two. Why it could not be measured is said by build_profile's warning.
+            step(CLOCK_STEP)
+            threads = torch.get_num_threads()
+            before = measure_clock(threads)
+            step("compute: cpu.fp32")
+            roofs["cpu.fp32"] = measure.cpu_fma_path(sizes)
+            step("compute: cpu.fp32_matmul")
+            roofs["cpu.fp32_matmul"] = measure.cpu_big_matmul(sizes)
+            clock, clock_why = highest([before, measure_clock(threads)],
+                                       ["before the FMA path", "after the big matmul"])
+            step("latency floor")
+            floor, how = measure.cpu_latency_floor(sizes)
+        else:  # pragma: no cover - needs a GPU
+            for key in GPU_ROOFS:
+                step(f"compute: {key}")
+                try:
+                    roofs[key] = (measure.gpu_fp32(dev, sizes) if key == "cuda_core.fp32"
+                                  else measure.gpu_gemm(key, dev, sizes))
+                except Exception as exc:  # an unsupported dtype is a finding, not a crash
+                    not_measured[key] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                finally:
+                    torch.cuda.empty_cache()
+            step("latency floor")
+            floor, how = measure.gpu_latency_floor(dev, sizes)
+    finally:
+        conditions = sensors.stop()
+    warnings += power_warnings(conditions)
     if progress is not None:
         progress("done", len(steps), len(steps))
     machine = Machine(**info.machine_fields(), torch_version=torch.__version__, tileops_version=__version__,
@@ -135,7 +142,35 @@ def measure_device(info: DeviceInfo, *, quick: bool = False, progress: Progress 
         quick=quick, machine=machine, clocks_before=clocks_before, clocks_after=read_clocks(info),
         mixes=mixes,
         roofs=roofs, not_measured=not_measured, latency_floor_s=floor, latency_method=how, clock=clock,
-        clock_not_measured=clock_why or None, warnings=warnings)
+        clock_not_measured=clock_why or None, warnings=warnings, conditions=conditions,
+        power_state=conditions.power_state(), power_blank=conditions.power_blank())
+
+
+def sensors_for(info: DeviceInfo) -> RowSensors:
+    """The bench's sensors on the calibrated device: the same readings a row's record carries."""
+    if info.kind == "cpu":
+        return RowSensors("cpu", threads=torch.get_num_threads(), poll_s=None)
+    return RowSensors(info.torch_device, gpu_uuid=info.uuid, gpu_index=info.index)  # pragma: no cover - GPU
+
+
+def power_warnings(conditions: RowConditions) -> list[str]:
+    """A calibration measured under a power or thermal cap: its fractions are not the burst ones."""
+    state = conditions.power_state()
+    if state is None or state == "uncapped":
+        return []
+    g = conditions.gpu
+    assert g is not None  # a power state is a GPU's
+    clocks = (f", SM clock {g.sm_mhz_min:.0f}-{g.sm_mhz_max:.0f} MHz"
+              if g.sm_mhz_min is not None and g.sm_mhz_max is not None else "")
+    limit = f" under a {g.power_limit_w:.0f} W limit" if g.power_limit_w is not None else ""
+    seen = ", ".join(g.clock_events) or "the violation counters"
+    if state == "power-capped":
+        return [f"measured power-capped{limit} ({seen}{clocks}): these fractions are sustained ones, below the "
+                "burst ceiling a row at full clocks reaches; keep them as the profile's `sustained` and calibrate "
+                "again with the clocks free for the burst `calibration` (docs/profiles.md, \"Burst and sustained "
+                "fractions\")"]
+    return [f"measured under a thermal cap ({seen}{clocks}): the device was too hot, so these fractions are low; "
+            "fix the cooling and calibrate again"]
 
 
 def calibrate_device(info: DeviceInfo, *, quick: bool = False, progress: Progress | None = None,

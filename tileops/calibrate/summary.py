@@ -180,6 +180,8 @@ def profile_view(profile: Profile, run: DeviceCalibration | None = None) -> Rend
     extra = [f"L2/LLC: {profile.l2_bytes / 2**20:g} MiB" if profile.l2_bytes else "L2/LLC: unknown",
              f"latency floor: {fmt_seconds(profile.latency_floor_s)}"
              + (f" ({fmt_source(profile.latency_floor_source)})" if profile.latency_floor_source else "")]
+    if run is not None and (run.power_state or run.power_blank):
+        extra.append(power_text(run))
     parts: list[RenderableType] = [head, memory_table(profile, run), compute_table(profile, run),
                                    Text("; ".join(extra))]
     if profile.memory_note:
@@ -206,7 +208,24 @@ def run_view(run: DeviceCalibration) -> RenderableType:
         c = run.clock
         t.add_row("clock under FMA load", f"{c.ghz:.4g} GHz" if c else "-",
                   c.method if c else f"not measured: {run.clock_not_measured or 'no reason recorded'}")
+    if run.power_state or run.power_blank:
+        t.add_row("power state", run.power_state or "-", power_text(run).removeprefix("power state: "))
     return t
+
+
+def power_text(run: DeviceCalibration) -> str:
+    """``power state: uncapped (SM clock 1980-1980 MHz, 512 W of 700 W)``, or why there is none."""
+    if run.power_state is None:
+        return f"power state: none ({run.power_blank or 'not read'})"
+    g = run.conditions.gpu if run.conditions is not None else None
+    bits = []
+    if g is not None and g.sm_mhz_min is not None and g.sm_mhz_max is not None:
+        bits.append(f"SM clock {g.sm_mhz_min:.0f}-{g.sm_mhz_max:.0f} MHz")
+    if g is not None and g.power_w is not None:
+        bits.append(f"{g.power_w:.0f} W" + (f" of {g.power_limit_w:.0f} W" if g.power_limit_w is not None else ""))
+    if g is not None and g.clock_events:
+        bits.append(", ".join(g.clock_events))
+    return f"power state: {run.power_state}" + (f" ({'; '.join(bits)})" if bits else "")
 
 
 def devices_table(runs: list[DeviceCalibration]) -> RenderableType:

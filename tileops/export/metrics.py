@@ -107,6 +107,24 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
           "profile, and the values that decided a value-dependent bytes figure (data_terms, §4.7).",
           ROW_LABELS + ("family", "roof_key", "roof", "profile", "timer", "status", "shapes", "params",
                         "data_terms"), "row", "full"),
+    # ---- per workload row, full detail: the SOL gap split, energy, power state (issue 28)
+    _spec("tileops_row_gap_traffic_ratio", "Where the audit measured the row's DRAM traffic: bytes moved / the "
+          "formula's bytes (above 1: excess traffic).", ROW_LABELS, "row", "full"),
+    _spec("tileops_row_gap_achieved_ratio", "Where the audit measured the row's DRAM traffic: the fraction of "
+          "the ceiling the row reaches at the bytes it moves (the SOL ratio with its excess traffic forgiven).",
+          ROW_LABELS, "row", "full"),
+    _spec("tileops_row_energy_joules", "Energy per call: the row window's energy (NVML on a GPU, RAPL on a CPU) "
+          "over the calls it held, flushes and gaps included (an upper bound).", ROW_LABELS, "row", "full"),
+    _spec("tileops_row_flops_per_joule", "FLOPs the formula counts per joule of the row's energy per call.",
+          ROW_LABELS, "row", "full"),
+    _spec("tileops_row_bytes_per_joule", "Bytes the formula moves per joule of the row's energy per call.",
+          ROW_LABELS, "row", "full"),
+    _spec("tileops_row_power_state", "A GPU row's power state over its window (value 1): state (power-capped, "
+          "thermal, power-capped+thermal, uncapped) and basis (burst or sustained: the ceiling fraction it was "
+          "priced against).", ROW_LABELS + ("state", "basis"), "row", "full"),
+    _spec("tileops_row_sm_clock_min_hertz", "A GPU row's lowest SM clock over its window.", ROW_LABELS, "row",
+          "full"),
+    _spec("tileops_row_power_watts", "A GPU row's mean power draw over its window.", ROW_LABELS, "row", "full"),
     # ---- per run (one device's share of one bench run)
     _spec("tileops_run_healthy", "1 when the run completed and the physics check judged at least one ceiling and "
           "found no breach; 0 on a breach or an unfinished run; absent when nothing could be judged "
@@ -215,6 +233,11 @@ def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[RowSeries], full: b
         compiles, sol_times = d["tileops_compile_seconds"], d["tileops_sol_time_seconds"]
         bytes_rates, flops_rates = d["tileops_achieved_bytes_per_second"], d["tileops_achieved_flops_per_second"]
         spans, infos = d["tileops_row_span_seconds"], d["tileops_row_info"]
+        conditions = [d[n] for n in ("tileops_row_gap_traffic_ratio", "tileops_row_gap_achieved_ratio",
+                                     "tileops_row_energy_joules", "tileops_row_flops_per_joule",
+                                     "tileops_row_bytes_per_joule")]
+        power_states = d["tileops_row_power_state"]
+        clocks, watts = d["tileops_row_sm_clock_min_hertz"], d["tileops_row_power_watts"]
     for row in rows:
         lab = dev + row.key
         if row.device_time_s is not None:
@@ -236,6 +259,21 @@ def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[RowSeries], full: b
             if value is not None:
                 values.append((lab, value))
         infos.append((lab + row.info, 1.0))
+        _conditions(row, lab, conditions, power_states, clocks, watts)
+
+
+def _conditions(row: RowSeries, lab: tuple[str, ...], series: list[list], power_states: list, clocks: list,
+                watts: list) -> None:
+    """A row's full-detail gap, energy and power series (issue 28): each only where the row has the value."""
+    for values, value in zip(series, (row.gap_traffic_ratio, row.gap_achieved_ratio, row.energy_joules,
+                                      row.flops_per_joule, row.bytes_per_joule)):
+        if value is not None:
+            values.append((lab, float(value)))
+    if row.power is not None:
+        power_states.append((lab + row.power, 1.0))
+    for values, value in ((clocks, row.sm_clock_min_hz), (watts, row.power_watts)):
+        if value is not None:
+            values.append((lab, float(value)))
 
 
 def _races(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:

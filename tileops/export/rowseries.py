@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-from tileops.roofline import Priced
+from tileops.roofline import GapSplit, Priced, power_state, row_energy
 
 #: A short, stable rendering of shapes/params/data_terms for tileops_row_info's labels.
 _dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
@@ -43,6 +43,15 @@ class RowSeries(NamedTuple):
     info: tuple[str, ...]  # family, roof_key, roof, profile, timer, status, shapes, params, data_terms
     # ---- lean again (issue 26; last, so the fields above keep their places)
     sol_ratio_upper: float | None = None  # the top of the SOL's 95 % interval; None without an interval
+    # ---- full detail, issue 28 (:func:`conditions_series`): the gap split, energy, power state
+    gap_traffic_ratio: float | None = None  # bytes moved / the formula's, where the audit measured the row
+    gap_achieved_ratio: float | None = None  # the ceiling's fraction reached at the bytes moved
+    energy_joules: float | None = None  # per call
+    flops_per_joule: float | None = None
+    bytes_per_joule: float | None = None
+    power: tuple[str, str] | None = None  # (power state, ceiling basis) of a GPU row whose readings were taken
+    sm_clock_min_hz: float | None = None
+    power_watts: float | None = None
 
 
 def row_series(p: Priced) -> RowSeries:
@@ -63,7 +72,25 @@ def row_series(p: Priced) -> RowSeries:
         (r.family, r.roof_key or "", p.roof or "", p.profile or "", t.timer if t is not None else "", r.status,
          _dumps(r.shapes) if r.shapes else "", _dumps(r.params) if r.params else "",
          _dumps(r.data_terms) if r.data_terms else ""),
-        p.sol_ci[1] if p.sol_ci is not None else None))
+        p.sol_ci[1] if p.sol_ci is not None else None, *conditions_series(p)))
+
+
+def conditions_series(p: Priced) -> tuple:
+    """A row's issue-28 values, in :class:`RowSeries` order: the gap split, energy per call, power state."""
+    r = p.record
+    g = p.gap
+    split = (g.traffic_ratio, g.achieved) if isinstance(g, GapSplit) else (None, None)
+    energy: tuple[float | None, float | None, float | None] = (None, None, None)
+    if r.conditions is not None:
+        e = row_energy(r)
+        energy = (e.joules_per_call, e.flop_per_joule, e.bytes_per_joule)
+    state = power_state(r)
+    gpu = r.conditions.gpu if r.conditions is not None else None
+    power: tuple[tuple[str, str] | None, float | None, float | None] = (None, None, None)
+    if state is not None and gpu is not None:
+        power = ((state, p.ceiling_basis or ""), None if gpu.sm_mhz_min is None else gpu.sm_mhz_min * 1e6,
+                 None if gpu.power_w is None else float(gpu.power_w))
+    return split + energy + power
 
 
 _new = tuple.__new__

@@ -118,10 +118,18 @@ class Roof(BaseModel):
     theoretical_source: Provenance
     calibration_source: Provenance | None = None
     peak: PeakBasis | None = Field(None, description="an estimate's factors (a CPU's peak): clock, units, lanes")
+    sustained: float | None = Field(None, ge=MIN_FRACTION, le=1.5,
+                                    description="fraction measured under the power cap; None = not measured")
+    sustained_source: Provenance | None = None
 
     @property
     def effective(self) -> float | None:
         return None if self.calibration is None else self.theoretical * self.calibration
+
+    @property
+    def effective_sustained(self) -> float | None:
+        """theoretical × sustained: the ceiling a power-capped row is priced against (None: not measured)."""
+        return None if self.sustained is None else self.theoretical * self.sustained
 
     @property
     def not_a_bound(self) -> str | None:
@@ -151,11 +159,27 @@ class Roof(BaseModel):
     def _calibration_has_source(self) -> Roof:
         if self.calibration is not None and self.calibration_source is None:
             raise ValueError("a calibration needs calibration_source (run id, date, tool version)")
+        _check_sustained(self.sustained, self.sustained_source, self.calibration)
         if self.peak is not None and abs(self.peak.peak_flops - self.theoretical) > 1e-6 * self.theoretical:
             raise ValueError(f"theoretical {self.theoretical:.6g} is not the product of its peak's factors "
                              f"({self.peak.explain()}); set theoretical to {self.peak.peak_flops:.6g} or fix the "
                              "factors")
         return self
+
+
+def _check_sustained(sustained: float | None, source: Provenance | None, calibration: float | None) -> None:
+    """A sustained fraction is measured (it says where), beside a burst one it does not exceed."""
+    if sustained is None:
+        return
+    if source is None:
+        raise ValueError("a sustained fraction needs sustained_source (where it was measured, under which power "
+                         "limit)")
+    if calibration is None:
+        raise ValueError("a sustained fraction needs the burst one beside it (calibration): a profile holds the "
+                         "burst fraction first")
+    if sustained > calibration:
+        raise ValueError(f"sustained {sustained} is above the burst calibration {calibration}: under a power cap "
+                         "the clocks are lower, so the fraction cannot be higher; swap them or measure again")
 
 
 def suspect_calibration(calibration: float | None, cause: str) -> str | None:
@@ -184,6 +208,9 @@ class MemoryRoof(BaseModel):
     calibration_source: Provenance | None = None
     mixes: dict[str, _Fraction] = Field(default_factory=dict, description="measured fraction of theoretical per mix")
     measured: dict[str, _Rate] = Field(default_factory=dict, description="measured bytes/s per mix (STREAM counting)")
+    sustained: float | None = Field(None, ge=MIN_FRACTION, le=1.5,
+                                    description="envelope fraction measured under the power cap; None = not measured")
+    sustained_source: Provenance | None = None
 
     @field_validator("mixes", "measured")
     @classmethod
@@ -200,9 +227,10 @@ class MemoryRoof(BaseModel):
     def _consistent(self) -> MemoryRoof:
         if self.calibration is not None and self.calibration_source is None:
             raise ValueError("a calibration needs calibration_source (run id, date, tool version)")
-        if self.theoretical is None and (self.calibration is not None or self.mixes):
-            raise ValueError("calibration and mixes are fractions of theoretical; with theoretical unknown keep "
-                             "only measured (bytes/s per mix)")
+        if self.theoretical is None and (self.calibration is not None or self.mixes or self.sustained is not None):
+            raise ValueError("calibration, sustained and mixes are fractions of theoretical; with theoretical "
+                             "unknown keep only measured (bytes/s per mix)")
+        _check_sustained(self.sustained, self.sustained_source, self.calibration)
         if self.mixes and self.calibration is not None and abs(self.calibration - max(self.mixes.values())) > 1e-9:
             raise ValueError(
                 f"calibration {self.calibration} is not the envelope (max) of the mixes {self.mixes}; "
@@ -224,6 +252,11 @@ class MemoryRoof(BaseModel):
         if self.theoretical is not None:
             return None if self.calibration is None else self.theoretical * self.calibration
         return max(self.measured.values()) if self.measured else None
+
+    @property
+    def effective_sustained(self) -> float | None:
+        """theoretical × sustained: the bandwidth a power-capped row is priced against (None: not measured)."""
+        return None if self.sustained is None or self.theoretical is None else self.theoretical * self.sustained
 
 
 class Profile(BaseModel):
@@ -310,6 +343,10 @@ _FIELD_FIXES = {
     "compute": f"compute roofs are keyed {', '.join(ROOF_KEYS)}",
     "roof_aliases": "map a roof key to a key under compute, e.g. cuda_core.fp32: cpu.fp32",
     "date": "write dates as YYYY-MM-DD",
+    "sustained": "a sustained fraction is measured under the power cap (0 < s <= calibration), with "
+                 "sustained_source saying where; remove it if it was not measured",
+    "sustained_source": "say where the sustained fraction was measured, e.g. {source: calibration, ref: \"...\", "
+                        "note: \"700 W limit\"}",
     "peak": "an estimated peak's factors (cores, lanes, isa, fma_units, ghz, ...) as `tileops calibrate` writes "
             "them; re-run it, or remove peak and state the theoretical with source user or datasheet",
 }

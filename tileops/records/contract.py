@@ -158,6 +158,24 @@ class RowConditions:
     cpu: CpuConditions | None = None
     gpu: GpuConditions | None = None
 
+    def power_state(self) -> str | None:
+        """``power-capped``, ``thermal``, ``power-capped+thermal`` or ``uncapped`` over the window; None where the
+        GPU's clock-event reasons and violation counters were not read (a CPU, no NVML): :meth:`power_blank`."""
+        if self.power_blank() is not None:
+            return None
+        if self.power_capped:
+            return "power-capped+thermal" if self.thermal else "power-capped"
+        return "thermal" if self.thermal else "uncapped"
+
+    def power_blank(self) -> str | None:
+        """Why the window has no power state, or None."""
+        g = self.gpu
+        if g is None:
+            return "a CPU: no GPU clocks or power to read"
+        if g.clock_event_mask is None and g.power_capped_s is None and g.thermal_capped_s is None:
+            return g.blank.get("clock_event_mask") or "the GPU's clock-event reasons were not read"
+        return None
+
 
 @dataclass(frozen=True, kw_only=True)
 class Timing:

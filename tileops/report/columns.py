@@ -13,7 +13,8 @@ import math
 from typing import Any
 from collections.abc import Callable, Iterable
 
-from tileops.roofline import BackendRace, Priced, si
+from tileops.roofline import BackendRace, GapSplit, Priced, power_blank, power_state, row_energy, si
+from tileops.roofline.energy import NO_CONDITIONS, NO_TIMING
 from tileops.roofline.noise import precision, time_interval
 
 #: The human table's columns, in order (``op`` is the group heading). ``FLOP/s`` and ``B/s`` are both achieved
@@ -36,6 +37,12 @@ RAW_COLUMNS = (
     "verdict", "blank_reason", "blank_detail", "formula_error", "breaches", "notes", "data_terms",
     "compile_s", "span_s", "host_bound",
     "sol_ci", "sol_ci_blank", "time_ci_s", "time_precision", "unstable",
+    # issue 28 (:func:`conditions_values`): the power state, energy per call, the SOL gap split
+    "power_state", "power_blank", "ceiling_basis", "sm_mhz_min", "sm_mhz_max", "power_w", "power_limit_w",
+    "temperature_c_max", "clock_events",
+    "energy_j_per_call", "flop_per_joule", "bytes_per_joule", "energy_blank",
+    "gap", "gap_traffic_ratio", "gap_achieved", "gap_traffic_factor", "gap_moved_bytes", "gap_bound_at_moved",
+    "gap_note", "gap_blank",
     "best_backend", "best_margin", "behind_best",
 )
 
@@ -119,7 +126,21 @@ def verdict_text(p: Priced) -> str:
         text = f"error: {err.kind}" if (p.blank_reason == "error" and err) else (p.blank_reason or "error")
     if p.breaches:
         text += " · FORMULA ERROR"
+    mark = power_mark(p)
+    if mark:
+        text += f" · {mark}"
     return text
+
+
+def power_mark(p: Priced) -> str:
+    """A row measured under a power or thermal cap, marked so: ``power-capped (sustained)`` names the ceiling
+    fraction it was priced against; ``thermal`` rows are priced on the burst one. Empty otherwise."""
+    state = power_state(p.record)
+    if state is None or state == "uncapped":
+        return ""
+    if state == "power-capped" and p.ceiling_basis is not None:
+        return f"{state} ({p.ceiling_basis})"
+    return state
 
 
 def points(ratio: float) -> str:
@@ -261,6 +282,7 @@ def raw_values(p: Priced) -> list[Any]:
         timing.span_s if timing is not None else None,
         p.host_bound,
         *interval_values(p),
+        *conditions_values(p),
     ]
 
 
@@ -274,10 +296,49 @@ def interval_values(p: Priced) -> list[Any]:
             precision(timing) if timing is not None else None, list(p.unstable)]
 
 
+#: Why a row of a run without audit entries has no gap split.
+NO_AUDIT = "the run has no audit entries (`tileops audit --out RUN_DIR` measures each row's DRAM traffic)"
+
+
+def conditions_values(p: Priced) -> list[Any]:
+    """The power state, energy and gap columns of a row (issue 28), in :data:`RAW_COLUMNS` order: a blank
+    value's reason is in ``power_blank``, ``energy_blank`` or ``gap_blank``."""
+    r = p.record
+    c = r.conditions
+    if c is None and p.gap is None:  # a record from before the sensors, a run without an audit: most rows
+        return [None, power_blank(r), p.ceiling_basis, None, None, None, None, None, [], None, None, None,
+                NO_CONDITIONS if r.status == "ok" and r.timing is not None else NO_TIMING,
+                None, None, None, None, None, None, None, NO_AUDIT]
+    g = c.gpu if c is not None else None
+    why_power = power_blank(r)
+    power = [power_state(r), why_power, p.ceiling_basis,
+             *((g.sm_mhz_min, g.sm_mhz_max, g.power_w, g.power_limit_w, g.temperature_c_max, list(g.clock_events))
+               if g is not None else (None, None, None, None, None, []))]
+    e = row_energy(r)
+    blank = e.blank
+    why_energy = None
+    if blank:
+        reasons = {blank[k] for k in ("joules_per_call", "flop_per_joule", "bytes_per_joule") if k in blank}
+        if "joules_per_call" in blank:
+            why_energy = blank["joules_per_call"]
+        elif reasons:
+            why_energy = "; ".join(f"{k}: {blank[k]}" for k in ("flop_per_joule", "bytes_per_joule") if k in blank)
+    energy = [e.joules_per_call, e.flop_per_joule, e.bytes_per_joule, why_energy]
+    gap = p.gap
+    if isinstance(gap, GapSplit):
+        split = [gap.describe(), gap.traffic_ratio, gap.achieved, gap.traffic_factor, gap.moved_bytes,
+                 gap.bound_at_moved, gap.note or None, None]
+    else:
+        why = gap.why if gap is not None else NO_AUDIT
+        split = [None] * 7 + [why]
+    return power + energy + split
+
+
 #: Where the list-valued columns sit in a row's values (CSV flattens them to text).
 BREACHES_AT, NOTES_AT, DATA_TERMS_AT = (RAW_COLUMNS.index(c) for c in ("breaches", "notes", "data_terms"))
 #: The interval columns CSV writes as text: the two intervals as JSON ``[lo, hi]``, the reasons joined by "; ".
 SOL_CI_COLUMN_AT, TIME_CI_COLUMN_AT, UNSTABLE_AT = (RAW_COLUMNS.index(c) for c in ("sol_ci", "time_ci_s", "unstable"))
+CLOCK_EVENTS_AT = RAW_COLUMNS.index("clock_events")
 #: The columns that depend on the run's other backends of the row (last, so a streamed report adds them
 #: when the whole run has been read).
 RACE_COLUMNS = ("best_backend", "best_margin", "behind_best")

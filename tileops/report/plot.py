@@ -37,7 +37,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter
 
 from tileops.profiles import Profile
 from tileops.report import columns
-from tileops.roofline import BLANK_SKIPPED, Priced, time_interval
+from tileops.roofline import BLANK_SKIPPED, GapSplit, Priced, time_interval
 
 VERDICT_COLOR = {
     "at-ceiling": "#1a9850",
@@ -423,17 +423,29 @@ def _error_bars(ax: Any, points: list[_Point]) -> None:
 
 
 TABLE_HEADER = ("id", "op", "label", "dtype", "backend", "eff", "verdict")
+#: The side table's last column where the audit measured a listed row: its SOL gap split.
+GAP_HEADER = ("gap: bytes x min, at bytes moved",)
+
+
+def gap_cell(p: Priced) -> str:
+    """``1.80x, 54.0 %``: the bytes the row moves over the formula's minimum, and the ceiling's fraction it
+    reaches at them (empty where the audit did not measure it)."""
+    g = p.gap
+    return f"{g.traffic_ratio:.2f}x, {columns.percent(g.achieved)}" if isinstance(g, GapSplit) else ""
 
 
 def _table_lines(legend_rows: list[tuple[str, Priced, str | None]]) -> list[tuple[str, bool]]:
     """The table as monospace lines, header first: (text, is a formula error)."""
-    cells = [TABLE_HEADER]
+    cells: list[tuple[str, ...]] = [TABLE_HEADER]
+    gaps = any(isinstance(p.gap, GapSplit) for _, p, _ in legend_rows)
+    if gaps:
+        cells = [TABLE_HEADER + GAP_HEADER]
     for ident, p, why in legend_rows:
         r = p.record
         verdict = columns.verdict_text(p) + (f" (not placed: {why})" if why else "")
         cells.append((ident, r.op, _short(r.label, 30), r.dtype, r.backend, columns.efficiency_text(p),
-                      _short(verdict, 44)))
-    widths = [max(len(c[i]) for c in cells) for i in range(len(TABLE_HEADER))]
+                      _short(verdict, 44)) + ((gap_cell(p),) if gaps else ()))
+    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
     return [("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(),
              k > 0 and bool(legend_rows[k - 1][1].breaches))
             for k, row in enumerate(cells)]

@@ -26,8 +26,8 @@ from typing import Any, Protocol
 from collections.abc import Callable, Iterable, Sequence
 
 from tileops.profiles import ProfileChooser
-from tileops.records import iter_records, jsonl_spans, resolve_records_path
-from tileops.roofline import Priced, price_iter
+from tileops.records import iter_records, jsonl_spans, read_audit, resolve_records_path
+from tileops.roofline import Priced, audit_index, price_iter
 
 #: A span smaller than this is not worth a process (start-up and sending the result back).
 MIN_SPAN_BYTES = 4 << 20
@@ -42,6 +42,8 @@ class Sink(Protocol):
 
 
 Chunk = tuple[Path, "tuple[int, int] | None"]
+#: Each records file's audit entries by row key (``audit.jsonl`` beside it), so its rows' gaps are split.
+Audits = dict[Path, dict[tuple[str, str, str, str], list[Any]]]
 
 
 def default_jobs() -> int:
@@ -52,17 +54,18 @@ def default_jobs() -> int:
         return max(1, min(8, os.cpu_count() or 1))
 
 
-def _fill(chunk: Chunk, chooser: ProfileChooser, sinks: Sequence[Sink]) -> Sequence[Sink]:
+def _fill(chunk: Chunk, chooser: ProfileChooser, sinks: Sequence[Sink], audits: Audits | None = None
+          ) -> Sequence[Sink]:
     path, span = chunk
     adds = [s.add for s in sinks]
-    for p in price_iter(iter_records(path, span=span), chooser):
+    for p in price_iter(iter_records(path, span=span), chooser, (audits or {}).get(path)):
         for add in adds:
             add(p)
     return sinks
 
 
 # What a forked worker needs, inherited from the parent rather than sent to it.
-_JOB: tuple[ProfileChooser, Callable[[], Sequence[Sink]]] | None = None
+_JOB: tuple[ProfileChooser, Callable[[], Sequence[Sink]], Audits] | None = None
 
 
 def _work(job: tuple[Chunk, str]) -> Sequence[Sink] | str:
@@ -74,9 +77,9 @@ def _work(job: tuple[Chunk, str]) -> Sequence[Sink] | str:
     file it is one system call.
     """
     assert _JOB is not None
-    chooser, make = _JOB
+    chooser, make, audits = _JOB
     chunk, out = job
-    sinks = _fill(chunk, chooser, make())
+    sinks = _fill(chunk, chooser, make(), audits)
     try:
         with open(out, "wb") as f:
             pickle.dump(sinks, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -101,9 +104,11 @@ def read_priced(paths: Iterable[Path | str], chooser: ProfileChooser, make: Call
     With ``jobs`` > 1 and a file of more than ``min_span`` bytes, its spans are
     read by this process and up to ``jobs - 1`` forked ones, each into its own
     sinks, merged in order. Raises what reading raises (FileNotFoundError,
-    RecordFileError) for the first bad line in file order.
+    RecordFileError) for the first bad line in file order. Where a run directory holds ``audit.jsonl``
+    (``tileops audit --out RUN_DIR``), its rows' SOL gaps are split by their entries (``Priced.gap``).
     """
     files = [resolve_records_path(p) for p in paths]
+    audits: Audits = {f: audit_index(read_audit(f.parent)) for f in files}
     parallel = jobs > 1 and "fork" in multiprocessing.get_all_start_methods()
     chunks: list[Chunk] = []
     for f in files:
@@ -112,16 +117,16 @@ def read_priced(paths: Iterable[Path | str], chooser: ProfileChooser, make: Call
     if not parallel or len(chunks) == 1:
         sinks = make()
         for chunk in chunks:
-            _fill(chunk, chooser, sinks)
+            _fill(chunk, chooser, sinks, audits)
         return sinks
     global _JOB
-    _JOB = (chooser, make)
+    _JOB = (chooser, make, audits)
     parts = tempfile.mkdtemp(prefix="tileops-parts-")
     try:
         with multiprocessing.get_context("fork").Pool(min(jobs, len(chunks)) - 1 or 1) as pool:
             work = [(chunk, os.path.join(parts, f"{i}.pickle")) for i, chunk in enumerate(chunks[1:])]
             later = pool.imap(_work, work)  # forked now, with the job; results come back in order
-            sinks = _fill(chunks[0], chooser, make())  # this process reads the first span meanwhile
+            sinks = _fill(chunks[0], chooser, make(), audits)  # this process reads the first span meanwhile
             for part in later:  # the first failure raised is the first in the files
                 for mine, theirs in zip(sinks, _received(part)):
                     mine.merge(theirs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from tileops.report import columns
+from tileops.report.conditions import ConditionFacts
 from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, HOST_BOUND_RATIO, NOT_JUDGED_REASONS, UNSTABLE_CPU,
                               UNSTABLE_GPU, BackendRace, CeilingHealth, Health, HealthTally, Priced, RaceKey,
                               RaceTally, race_key, si)
@@ -132,7 +133,7 @@ class RunFacts:
     """What the summary under a report says about a run, counted row by row (mergeable)."""
 
     __slots__ = ("tally", "skipped", "breach_lines", "notes", "profiles", "backends", "host_bound", "unstable",
-                 "intervals", "_races")
+                 "intervals", "_races", "conditions")
 
     def __init__(self) -> None:
         self.tally = HealthTally()
@@ -147,6 +148,7 @@ class RunFacts:
         self.profiles: set[str] = set()
         self.backends = BackendTally()
         self._races: dict[RaceKey, BackendRace] | None = None
+        self.conditions = ConditionFacts()  # the gap split, power states, energy (issue 28)
 
     @classmethod
     def of(cls, priced: Iterable[Priced]) -> RunFacts:
@@ -175,6 +177,7 @@ class RunFacts:
             self.intervals = True
         if p.profile:
             self.profiles.add(p.profile)
+        self.conditions.add(p)
 
     def _host_bound(self, n: int, shown: list[str]) -> None:
         self.host_bound[0] += n
@@ -196,6 +199,7 @@ class RunFacts:
         self._unstable(*later.unstable)
         self.intervals = self.intervals or later.intervals
         self.profiles |= later.profiles
+        self.conditions.merge(later.conditions)
 
     @property
     def rows(self) -> int:
@@ -257,6 +261,7 @@ class RunFacts:
                          f"{cpu} on a CPU, {gpu} on a GPU) or that ran contended or throttled; their SOL is shown, "
                          f"not judged: {'; '.join(shown_rows)}{more}. Re-run them on a quieter host or with more time "
                          "(--max-time)")
+        lines += self.conditions.lines()
         return lines + self.backends.lines(self.races()) + physics_lines(h)
 
     def profile_names(self) -> str:

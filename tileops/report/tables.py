@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from tileops.report import columns
 from tileops.report.encode import Lines, csv_line, json_row
 from tileops.report.baseline import Comparison, RowChange
+from tileops.report.conditions import GAP_COLUMNS, GAP_RIGHT
 from tileops.report.summary import EVERYTHING_HINT, VERDICT_ORDER, RunFacts, shown_verdict
 from tileops.report.texttable import TextTable, ansi
 from tileops.roofline import BLANK_ERROR, BackendRace, Health, Priced, RaceKey, race_key
@@ -180,6 +181,7 @@ class CsvReport(Report):
         values[columns.NOTES_AT] = "; ".join(notes) if notes else ""
         values[columns.DATA_TERMS_AT] = columns.data_terms_text(terms) if terms else ""
         _csv_intervals(values)
+        values[columns.CLOCK_EVENTS_AT] = ",".join(values[columns.CLOCK_EVENTS_AT])
         self._sink.items.append(csv_line(values))
         self.races.add(p)
         if self.baseline:
@@ -342,6 +344,12 @@ class MarkdownReport(Report):
                 versus = _md(columns.versus_best_of(backend, races.get(key))) if races else None
                 line = "| " + " | ".join(_drawn(cells, units, compiled, versus, facts.intervals))
                 out.write(f"{line} | {_md(terms)} |\n" if with_terms else line + " |\n")
+            out.write("\n")
+        gaps = facts.conditions.gap_rows  # the audited rows' SOL gap split (issue 28)
+        if gaps:
+            out.write("## SOL gap, split by the audit's DRAM traffic\n\n| " + " | ".join(GAP_COLUMNS) + " |\n|"
+                      + "|".join("---:" if c in GAP_RIGHT else "---" for c in GAP_COLUMNS) + "|\n")
+            out.writelines("| " + " | ".join(map(_md, cells)) + " |\n" for cells in gaps)
             out.write("\n")
         out.write("## Summary\n\n")
         out.writelines(f"- {_md(line)}\n" for line in facts.lines(health))
@@ -532,6 +540,9 @@ class TableReport(Report):
         h = health or facts.health()
         digest = self.all is None
         lines = self._digest(facts, colour) if digest else self._rows_table(facts, colour)
+        gaps = facts.conditions.gap_table()  # the audited rows' SOL gap split (issue 28)
+        if gaps is not None:
+            lines += [""] + gaps.lines(colour)
         out.write("\n".join(lines) + "\n")
         reset = "\x1b[0m" if colour else ""
 

@@ -5,14 +5,19 @@ imports no op code (§4.4.5): every number it needs is in the record, so old
 records re-price under an updated profile without running anything (§5.2).
 One module per job: ``price`` (one record on one profile: SOL, verdict, the
 physics check per ceiling), ``noise`` (how well a row's time is known: its SOL
-interval, whether its verdict can stand), ``health`` (the run's health, decided there only)
-and ``races`` (a row's backends side by side).
+interval, whether its verdict can stand), ``health`` (the run's health, decided there only),
+``races`` (a row's backends side by side), ``gap`` (a row's SOL gap split by
+its audit entry), ``energy`` (joules per call, FLOP/J, bytes/J) and ``power``
+(a row's power state, and the burst or sustained ceiling it matches).
 
 CONTRACT (shared with tileops.pipeline, tileops.export and tileops.report)::
 
     price(record, profile) -> Priced
     price_all(records, chooser) -> list[Priced]       chooser: tileops.profiles.ProfileChooser
-    price_iter(records, chooser) -> Iterator[Priced]  the same, one at a time (a stream of records)
+    price_iter(records, chooser, audit=None) -> Iterator[Priced]  the same, one at a time (a stream of records);
+                                                      with audit_index(entries), each row's gap split (Priced.gap)
+    row_energy(record) -> EnergyRates                 J/call, FLOP/J, bytes/J from its sensors, or why not
+    power_state(record) -> str | None                 power-capped, thermal, both, uncapped; None: not read
     health(priced) -> Health                          the run's health (per ceiling: held, breached, not judged)
     HealthTally                                       the same health, counted as rows go by
     compare_backends(priced) -> {row: BackendRace}    a row's backends side by side: the best, its margin
@@ -27,12 +32,14 @@ from tileops.roofline.price import (ANOMALY, AT_CEILING, BLANK_BYTES_ZERO, BLANK
                                     NOT_JUDGED_NO_ROOFLINE, NOT_JUDGED_NO_TIMING, NOT_JUDGED_NOMINAL_UNKNOWN,
                                     NOT_JUDGED_REASONS, NOT_JUDGED_ROOF_ABSENT, NOT_JUDGED_SUSPECT,
                                     NOT_JUDGED_NOISE, NOT_JUDGED_THEORETICAL_MISSING, NOTE_NOMINAL_UNKNOWN, VERDICTS,
-                                    Bound, Breach,
-                                    Check, Priced, Verdict, host_bound, host_bound_note, price, price_all,
-                                    price_iter, si)
+                                    Bound, Breach, Check, Priced, Verdict, audit_index, host_bound, host_bound_note,
+                                    price, price_all, price_iter, si, with_gap)
 from tileops.roofline.noise import (CI_NO_INTERVAL, CI_REASONS, UNSTABLE_CPU, UNSTABLE_GPU, disturbances,
                                     sm_clock_mhz, sol_interval, throttle_unsettles, time_interval, unstable_limit,
                                     unstable_reasons)
+from tileops.roofline.energy import EnergyRates, energy_rates, row_energy
+from tileops.roofline.gap import GapBlank, GapSplit, gap_for, split_gap
+from tileops.roofline.power import Basis, power_blank, power_state, wants_sustained
 from tileops.roofline.races import (BackendRace, RaceKey, RaceTally, backend_races, compare_backends,
                                     race_key)
 
@@ -48,4 +55,7 @@ __all__ = [
     "CeilingState", "Check", "Health", "HealthState", "HealthTally", "Priced", "RaceKey", "RaceTally", "Verdict",
     "backend_races", "compare_backends", "health", "host_bound", "host_bound_note", "price", "price_all",
     "price_iter", "race_key", "si",
+    # issue 28: the gap split, energy, power state
+    "Basis", "EnergyRates", "GapBlank", "GapSplit", "audit_index", "energy_rates", "gap_for", "power_blank",
+    "power_state", "row_energy", "split_gap", "wants_sustained", "with_gap",
 ]

@@ -41,8 +41,10 @@ from typing import Literal, NamedTuple
 from collections.abc import Iterable, Iterator
 
 from tileops.profiles import Profile, ProfileChooser
-from tileops.records import Record
+from tileops.records import AuditEntry, Record
+from tileops.roofline.gap import GapBlank, GapSplit, gap_for
 from tileops.roofline.noise import CI_NO_INTERVAL, sol_interval, time_interval, unstable_reasons
+from tileops.roofline.power import BURST, SUSTAINED, Basis, burst_note, wants_sustained
 
 Verdict = Literal[
     "at-ceiling",  # efficiency >= 80 %
@@ -224,6 +226,12 @@ class Priced:
     sol_ci: tuple[float, float] | None = None  # the SOL ratio's 95 % interval (tileops.roofline.noise)
     sol_ci_blank: str | None = None  # why a priced row has no sol_ci (noise.CI_REASONS); None otherwise
     unstable: tuple[str, ...] = ()  # why the verdict is "unstable", one phrase each
+    #: which fraction of its bounding ceiling a priced row was priced against (issue 28): ``sustained`` for a
+    #: power-capped row whose profile holds one, else ``burst``; None for a row not priced
+    ceiling_basis: Basis | None = None
+    #: the SOL gap split by the row's audit entry (``tileops.roofline.gap``), or why not; None when the run has
+    #: no audit entries at all (``price_iter``'s ``audit``)
+    gap: GapSplit | GapBlank | None = None
 
     @property
     def physics(self) -> str | None:
@@ -281,6 +289,22 @@ class _Ceilings:
     memory_not_judged: str | None = None  # why the memory ceiling cannot be judged on this profile
     memory_suspect: str | None = None  # why the memory ceiling is in doubt (MemoryRoof.suspect)
     _roofs: dict[str, _RoofView] = field(default_factory=dict)
+    #: this view prices power-capped rows: each ceiling's sustained fraction where the profile holds one
+    sustained_view: bool = False
+    memory_sustained: bool = False  # the bandwidth above is the sustained one
+    _roofs_sustained: set[str] = field(default_factory=set)  # resolved roof keys whose effective is sustained
+    _capped: _Ceilings | None = None
+
+    def capped(self) -> _Ceilings:
+        """The same profile's ceilings for a power-capped row (built once)."""
+        if self._capped is None:
+            mem = self.profile.memory
+            sustained_bw = mem.effective_sustained if mem is not None else None
+            self._capped = _Ceilings(self.profile, sustained_bw or self.bandwidth, self.bandwidth_theoretical,
+                                     self.notes, self.name, self.latency_floor_s, self.memory_not_judged,
+                                     self.memory_suspect, sustained_view=True,
+                                     memory_sustained=sustained_bw is not None)
+        return self._capped
 
     @classmethod
     def of(cls, profile: Profile) -> _Ceilings:
@@ -300,7 +324,11 @@ class _Ceilings:
         if hit is None:
             resolved = self.profile.roof_aliases.get(key, key)
             r = self.profile.compute.get(resolved)
-            hit = ((resolved, r.effective, r.theoretical, NOT_JUDGED_ESTIMATE if r.not_a_bound else None, r.suspect)
+            effective = r.effective if r is not None else None
+            if r is not None and self.sustained_view and r.effective_sustained is not None:
+                effective = r.effective_sustained
+                self._roofs_sustained.add(resolved)
+            hit = ((resolved, effective, r.theoretical, NOT_JUDGED_ESTIMATE if r.not_a_bound else None, r.suspect)
                    if r is not None else _NO_ROOF)
             self._roofs[key] = hit
         return hit
@@ -402,6 +430,8 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         return _blank(r, c.profile.name if c else None, BLANK_ERROR, f"error: {msg}", verdict="error")
     timing = r.timing
     key = r.roof_key
+    if c is not None and wants_sustained(r):
+        c = c.capped()
     if c is None:
         actual = timing.actual_time_s if timing else None
         return _blank(r, None, BLANK_NO_PROFILE,
@@ -457,11 +487,12 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
     eff = sol / actual
     floor = c.latency_floor_s
     sol_ci = sol_interval(sol, timing)
+    basis, why = _basis(c, bound, resolved)
     unstable: tuple[str, ...] = ()
     verdict: Verdict
     if floor is not None and sol < floor and actual < floor:
         verdict = "latency-bound"
-    elif unstable := unstable_reasons(r):
+    elif unstable := unstable_reasons(r, sustained=basis == SUSTAINED):  # a cap its ceiling matches unsettles nothing
         # an anomaly stands only when even the SOL's low end is one; else a rerun could read it otherwise
         verdict = "anomaly" if (sol_ci[0] if sol_ci else eff) > ANOMALY + _EPS else "unstable"
     elif eff > ANOMALY + _EPS:
@@ -473,17 +504,55 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
     notes = c.notes
     if timing.span_s is not None and timing.span_s > HOST_BOUND_RATIO * timing.median_s:
         notes = notes + (host_bound_note(r),)
+    if why:
+        notes = notes + (why,)
     return Priced(
         record=r, profile=name, verdict=verdict, actual_time_s=actual, memory_time_s=memory_time,
         compute_time_s=compute_time, sol_time_s=sol, efficiency=eff, bound=bound,
         achieved_bytes_per_s=nbytes / actual, achieved_flops_per_s=flops / actual,
         effective_bandwidth=bw, effective_peak=peak, breaches=_breaches(checks), roof=resolved, notes=notes,
         checks=checks, sol_ci=sol_ci, sol_ci_blank=None if sol_ci else CI_NO_INTERVAL,
-        unstable=unstable if verdict == "unstable" else ())
+        unstable=unstable if verdict == "unstable" else (), ceiling_basis=basis)
 
 
-def price_iter(records: Iterable[Record], chooser: ProfileChooser) -> Iterator[Priced]:
-    """Price records one at a time, each on the profile ``chooser`` picks for its device (None: blank).
+def _basis(c: _Ceilings, bound: Bound, roof: str | None) -> tuple[Basis, str]:
+    """The fraction the bounding ceiling was priced at, and for a power-capped row priced on the burst one
+    (its profile holds no sustained fraction for that ceiling), the note saying so."""
+    if not c.sustained_view:
+        return BURST, ""
+    if bound == "memory":
+        return (SUSTAINED, "") if c.memory_sustained else (BURST, burst_note("memory"))
+    return (SUSTAINED, "") if roof in c._roofs_sustained else (BURST, burst_note(roof or "its compute roof"))
+
+
+def with_gap(p: Priced, audit: dict[tuple[str, str, str, str], list[AuditEntry]]) -> Priced:
+    """``p`` with its SOL gap split by its audit entry (the one of its device where the audit has several), or
+    the reason there is none. ``audit``: a run's entries by row key (:func:`audit_index`)."""
+    r = p.record
+    entries = audit.get(r.key)
+    entry = None
+    if entries:
+        entry = next((e for e in reversed(entries) if e.device_name == r.env.device_name), entries[-1])
+    if p.efficiency is None or p.actual_time_s is None or p.effective_bandwidth is None:
+        p.gap = GapBlank(f"the row has no SOL to split ({p.blank_reason or p.verdict})")
+    else:
+        p.gap = gap_for(r, entry, actual_time_s=p.actual_time_s, bandwidth=p.effective_bandwidth,
+                        compute_time_s=p.compute_time_s or 0.0)
+    return p
+
+
+def audit_index(entries: Iterable[AuditEntry]) -> dict[tuple[str, str, str, str], list[AuditEntry]]:
+    """A run's audit entries by row key, in file order (a later entry of a row re-audits it)."""
+    out: dict[tuple[str, str, str, str], list[AuditEntry]] = {}
+    for e in entries:
+        out.setdefault(e.key, []).append(e)
+    return out
+
+
+def price_iter(records: Iterable[Record], chooser: ProfileChooser,
+               audit: dict[tuple[str, str, str, str], list[AuditEntry]] | None = None) -> Iterator[Priced]:
+    """Price records one at a time, each on the profile ``chooser`` picks for its device (None: blank), and
+    where the run has audit entries (``audit``, :func:`audit_index`), split each row's SOL gap by its own.
 
     Nothing is held but the profiles' resolved ceilings, so a file of any size
     streams through (``tileops roofline`` reads records this way)."""
@@ -502,10 +571,11 @@ def price_iter(records: Iterable[Record], chooser: ProfileChooser) -> Iterator[P
                 if last is None or last.profile is not p:
                     last = ceilings[id(p)] = _Ceilings.of(p)
             last_device = device
-        yield _price(r, last)
+        yield _price(r, last) if not audit else with_gap(_price(r, last), audit)
 
 
-def price_all(records: Iterable[Record], chooser: ProfileChooser) -> list[Priced]:
+def price_all(records: Iterable[Record], chooser: ProfileChooser,
+              audit: dict[tuple[str, str, str, str], list[AuditEntry]] | None = None) -> list[Priced]:
     """Price many records, each on the profile ``chooser`` picks for its device (None: blank)."""
-    return list(price_iter(records, chooser))
+    return list(price_iter(records, chooser, audit))
 

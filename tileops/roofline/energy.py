@@ -18,14 +18,15 @@ should last a second or more; the sensors blank a window whose counter did not
 move.
 
 Pure arithmetic, standard library only: the roofline tool and the exporters
-read it. It sits beside the roofline tool while ``roofline.py`` is split into a
-package (issue 25) and moves into it afterwards.
+read it (:func:`row_energy`: a record's rates from its ``conditions``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from tileops.records import Record
 
 
 @dataclass(frozen=True)
@@ -76,3 +77,31 @@ def energy_rates(joules: float | None, calls: int, *, flops: int | None, nbytes:
         blank["average_power_w"] = "the window's length is unknown"
     return EnergyRates(joules_per_call=per_call, flop_per_joule=flop_j, bytes_per_joule=bytes_j,
                        average_power_w=power, window=window, blank=blank)
+
+
+#: What a row's window holds (the bench's sensors wrap the row's warm-up and timed samples): each call's cache
+#: flush and the gaps between calls are in it, so a rate per call is an upper bound on the call's own energy.
+ROW_WINDOW = "the row's warm-up and timed samples, cache flushes and gaps between calls included (an upper bound)"
+#: Why a row that ran has no rates, by what is missing from its record.
+NO_TIMING = "the row has no timing (an error or skipped record), so no calls to share the energy"
+NO_CONDITIONS = ("the record carries no conditions (written before the bench read its sensors); re-run the bench "
+                 "to read the energy counter")
+
+
+def row_energy(record: Record) -> EnergyRates:
+    """A row's rates from the energy its sensors read over its window: NVML's counter on a GPU row, RAPL's on a
+    CPU row, shared by every call the window held (the warm-up and the timed samples); blank with the reason
+    (the sensor's own, or what the record lacks) where there is no reading."""
+    t = record.timing
+    if record.status != "ok" or t is None:
+        return EnergyRates(window=ROW_WINDOW, blank=dict.fromkeys(RATES, NO_TIMING))
+    c = record.conditions
+    if c is None:
+        return EnergyRates(window=ROW_WINDOW, blank=dict.fromkeys(RATES, NO_CONDITIONS))
+    gpu = record.env.device_kind == "cuda"
+    side = c.gpu if gpu else c.cpu
+    if side is None:
+        why = "no GPU readings in the record (NVML was not read)" if gpu else "no CPU readings in the record"
+        return EnergyRates(window=ROW_WINDOW, blank=dict.fromkeys(RATES, why))
+    return energy_rates(side.energy_j, t.n + t.warmup, flops=record.flops, nbytes=record.bytes,
+                        window_s=c.window_s, window=ROW_WINDOW, why=side.blank.get("energy_j", ""))

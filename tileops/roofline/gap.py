@@ -33,9 +33,8 @@ intermediate back from DRAM and so measures the replay, not the op.
 
 Pure arithmetic over the record contract (a record, an audit entry, the
 ceiling the row was priced against): the roofline tool, its outputs and the
-metrics read it. It lives beside the roofline tool rather than inside it
-while ``roofline.py`` is being split into a package (issue 25); it belongs in
-that package once the split lands.
+metrics read it (``Priced.gap``, set by ``price_iter`` when the run has audit
+entries).
 """
 
 from __future__ import annotations
