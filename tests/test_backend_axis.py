@@ -301,7 +301,7 @@ def test_a_compile_past_its_limit_is_a_timeout_that_names_the_flag(tmp_path: Pat
     the next row runs."""
     from tileops.bench.environment import run_environment
     from tileops.bench.execute import Task
-    from tileops.bench.stopping import QUICK_RULE
+    from tileops.bench.interval import QUICK_BLOCKS
     from tileops.bench.worker import Worker
 
     env_ = run_environment(CPU, "run-t", 2)
@@ -309,7 +309,7 @@ def test_a_compile_past_its_limit_is_a_timeout_that_names_the_flag(tmp_path: Pat
     try:
         def task(backend: str) -> Task:
             return Task(op="relu", label="cpu-512x1024", case="float32", case_name="float32", backend=backend,
-                        device=CPU, rule=QUICK_RULE, env=env_)
+                        device=CPU, rule=QUICK_BLOCKS, env=env_)
 
         slow = worker.run(task("compile"), "elementwise", timeout_s=60, compile_timeout_s=0.2)
         assert slow.restarted and slow.record.status == "error" and slow.record.error.kind == "timeout"

@@ -283,6 +283,12 @@ class RunOptions:
     compile_cache: str | None = None  # absolute; None: beside the run directory (or the environment's)
     compile_timeout_s: float | None = field(default=None, metadata=_positive())  # None: the bench's default
     keep_traces: bool = False  # each CUPTI row's last profiled batch kept as a Chrome trace in <run>/traces/
+    # the stopping rule's knobs (None: the device's preset, or --quick's); tileops.bench.interval.BlockRule
+    target_precision: float | None = field(default=None, metadata={"gt": 0, "le": 1})  # the interval's half-width
+    min_time_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
+    max_time_s: float | None = field(default=None, metadata=_positive(le=MAX_TIME_S))
+    min_samples: int | None = field(default=None, metadata={"ge": 1, "le": 10**9})
+    require_quiet: bool = False  # refuse to measure on a busy host (exit 5) instead of warning
     # how to price it and what to write
     profile: str | None = None  # a profile name, or a profile file's absolute path
     calibrate: str = "auto"
@@ -318,6 +324,8 @@ class RunInfo:
     rows_error: int = field(default=0, metadata=_nonneg())
     rows_skipped: int = field(default=0, metadata=_nonneg())
     health: dict[str, Any] = field(default_factory=dict)
+    #: the host before the first row (``tileops.bench.quiet.QuietCheck.as_dict``: figures, warnings, blanks)
+    quiet: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
