@@ -115,6 +115,34 @@ def test_a_gpu_timers_batch_is_the_smallest_block() -> None:
     assert log and all(int(x.split()[1]) >= 10 for x in log)
 
 
+def test_a_gpu_row_records_the_devices_clocks_power_and_neighbours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executor's sensors on a GPU: NVML (a fake pynvml here: no GPU on this machine) found by the device's
+    uuid, this process told apart by the worker's one probe, a power cap seen during the row."""
+    from tileops import device as devmod
+    from tileops.bench import execute
+    from tileops.bench.sensors import SW_POWER_CAP
+    from sensors_support import FakeNvml
+
+    lib = FakeNvml(reasons=[0, SW_POWER_CAP], clocks=[1980, 1755], processes=[4242, 31])
+    monkeypatch.setattr(devmod, "nvml_status", lambda: (lib, ""))
+    monkeypatch.setattr(devmod, "own_gpu_pids", lambda d: ({4242}, ""))
+    monkeypatch.setattr(execute, "_SENSORS", {})
+    gpu = DeviceInfo(kind="cuda", name="NVIDIA H200", index=0, uuid="GPU-1")
+    rule = dataclasses.replace(QUICK_BLOCKS, max_time_s=0.05, min_time_s=0.0, warmup_s=0.0)
+    timing, c = execute.measure_row(lambda: None, CpuWallTimer(lambda: None), rule, gpu)
+    assert timing.median_ci_s is not None and c.gpu is not None and c.cpu is not None
+    assert c.gpu.other_processes == [31] and c.gpu.sm_mhz_min == 1755 and c.gpu.sm_mhz_max == 1980
+    assert c.throttled and c.power_capped and not c.thermal and c.contended
+    assert "sw_power_cap" in c.gpu.clock_events and c.gpu.power_limit_w == 700.0
+
+    # a container that hides this process from NVML: other processes blank with why, never itself counted
+    monkeypatch.setattr(devmod, "own_gpu_pids", lambda d: (None, "NVML lists host PIDs; none is this process"))
+    monkeypatch.setattr(execute, "_SENSORS", {})
+    _, hidden = execute.measure_row(lambda: None, CpuWallTimer(lambda: None), rule, gpu)
+    assert hidden.gpu is not None and hidden.gpu.other_processes is None
+    assert hidden.gpu.blank["other_processes"] == "NVML lists host PIDs; none is this process"
+
+
 def test_blocks_that_disagree_wildly_give_an_interval_a_record_can_carry() -> None:
     """Ten blocks each ten times slower than the last (a host going from idle to swamped): two effective blocks,
     a t quantile of 12.7 and bounds far beyond any timer's. The record holds them to its durations, still wide."""
