@@ -346,7 +346,7 @@ CPU_BLOCKS = BlockRule(target_precision=0.02, min_time_s=0.1, max_time_s=1.0, mi
                        min_blocks=8, block_time_s=0.02, pause_s=0.01)
 GPU_BLOCKS = BlockRule(target_precision=0.01, min_time_s=0.2, max_time_s=5.0, min_samples=10, warmup_s=0.025,
                        min_blocks=8, block_time_s=0.05, pause_s=0.02, min_block_samples=10)
-QUICK_BLOCKS = BlockRule(target_precision=0.05, min_time_s=0.02, max_time_s=0.3, min_samples=6, warmup_s=0.002,
+QUICK_BLOCKS = BlockRule(target_precision=0.05, min_time_s=0.02, max_time_s=0.15, min_samples=6, warmup_s=0.002,
                          min_blocks=5, block_time_s=0.01, pause_s=0.005)
 
 

@@ -92,7 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                       default=None, metavar="S", help="time each row at least S seconds (default 0.1 CPU, 0.2 GPU)")
     rule.add_argument("--max-time", dest="max_time_s", type=argtypes.seconds(example="1"), default=None,
                       metavar="S", help="stop timing a row after S seconds whatever its precision (default 1 CPU, "
-                                        "5 GPU, 0.3 --quick)")
+                                        "5 GPU, 0.15 --quick)")
     rule.add_argument("--min-samples", dest="min_samples", type=argtypes.samples, default=None, metavar="N",
                       help="time each row at least N repetitions (default 10, 6 --quick)")
     p.add_argument("--require-quiet", dest="require_quiet", action="store_true", default=None,
