@@ -168,14 +168,12 @@ RULE_FLAGS = {"target_precision": "--target-precision", "min_time_s": "--min-tim
               "min_samples": "--min-samples"}
 
 
-def stopping_rule(device: DeviceInfo, options: RunOptions | bool) -> BlockRule:
+def stopping_rule(device: DeviceInfo, options: RunOptions) -> BlockRule:
     """The row's stopping rule: the device's preset (``--quick``'s loose one), with the knobs the run set.
 
-    ``options`` may be a bare ``quick`` flag (the preset alone). TileOpsError naming the flags when the knobs
-    given cannot work together (a minimum time above the cap)."""
-    opts = options if isinstance(options, RunOptions) else RunOptions(quick=bool(options))
-    rule = QUICK_BLOCKS if opts.quick else (CPU_BLOCKS if device.kind == "cpu" else GPU_BLOCKS)
-    given = {k: getattr(opts, k) for k in RULE_FLAGS if getattr(opts, k) is not None}
+    TileOpsError naming the flags when the knobs given cannot work together (a minimum time above the cap)."""
+    rule = QUICK_BLOCKS if options.quick else (CPU_BLOCKS if device.kind == "cpu" else GPU_BLOCKS)
+    given = {k: getattr(options, k) for k in RULE_FLAGS if getattr(options, k) is not None}
     if not given:
         return rule
     if "max_time_s" in given and "min_time_s" not in given:  # the preset's minimum gives way to a lower cap

@@ -10,7 +10,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 
 from tileops.bench.select import Planned
 from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP
-from tileops.records import Record, Timing
+from tileops.records import Record
 from tileops.report.columns import seconds
 
 
@@ -18,21 +18,12 @@ from tileops.report.columns import seconds
 STOP_WORDS = {NOISE_REACHED: "precision reached", TIME_CAP: "time cap", SAMPLE_CAP: "sample cap"}
 
 
-def interval_width(t: Timing) -> float | None:
-    """The interval's relative half-width on its wider side (what ``--target-precision`` bounds); None without
-    an interval."""
-    if t.median_ci_s is None or t.median_s <= 0:
-        return None
-    lo, hi = t.median_ci_s
-    return max(hi / t.median_s - 1.0, 1.0 - lo / t.median_s)
-
-
 def row_line(rec: Record) -> str:
     """One row's outcome in a line: its median ± the interval a rerun falls in, the samples and why it stopped,
     the contention it met; why it was skipped; or its error."""
     if rec.status == "ok" and rec.timing:
         t = rec.timing
-        width = interval_width(t)
+        width = t.ci_precision
         if width is None:
             spread = " (no interval: too few blocks)"
         elif width < 1:

@@ -59,6 +59,11 @@ def device_key(uuid: str | None, hostname: str) -> str:
     return uuid or f"cpu-{hostname}"
 
 
+def relative_half_width(median: float, lo: float, hi: float) -> float:
+    """An interval's relative half-width around its median, on the wider side: ``max(hi/m - 1, 1 - lo/m)``."""
+    return max(hi / median - 1.0, 1.0 - lo / median)
+
+
 def _positive(**extra: Any) -> dict[str, Any]:
     return {"gt": 0, **extra}
 
@@ -199,6 +204,14 @@ class Timing:
             return "median_ci_s", (f"expected lo <= median_s <= hi within [{MIN_TIME_S:g}, {MAX_TIME_S:g}] s, "
                                    f"got [{lo!r}, {hi!r}] around {self.median_s!r}")
         return None
+
+    @property
+    def ci_precision(self) -> float | None:
+        """The interval's relative half-width on its wider side (what ``--target-precision`` bounds, what a
+        progress line prints as ``± x %``); None without an interval."""
+        if self.median_ci_s is None:
+            return None
+        return relative_half_width(self.median_s, *self.median_ci_s)
 
     @property
     def actual_time_s(self) -> float:
