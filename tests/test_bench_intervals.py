@@ -123,13 +123,14 @@ def test_a_gpu_row_records_the_devices_clocks_power_and_neighbours(monkeypatch: 
     from tileops.bench.sensors import SW_POWER_CAP
     from sensors_support import FakeNvml
 
-    lib = FakeNvml(reasons=[0, SW_POWER_CAP], clocks=[1980, 1755], processes=[4242, 31])
+    lib = FakeNvml(reasons=[0, SW_POWER_CAP], clocks=[1980, 1755], processes=[4242, 777, 31])
     monkeypatch.setattr(devmod, "nvml_status", lambda: (lib, ""))
     monkeypatch.setattr(devmod, "own_gpu_pids", lambda d: ({4242}, ""))
     monkeypatch.setattr(execute, "_SENSORS", {})
     gpu = DeviceInfo(kind="cuda", name="NVIDIA H200", index=0, uuid="GPU-1")
     rule = dataclasses.replace(QUICK_BLOCKS, max_time_s=0.05, min_time_s=0.0, warmup_s=0.0)
-    timing, c = execute.measure_row(lambda: None, CpuWallTimer(lambda: None), rule, gpu)
+    # 4242 the worker (its probe), 777 the bench that started it (a GPU calibration left it a context), 31 another
+    timing, c = execute.measure_row(lambda: None, CpuWallTimer(lambda: None), rule, gpu, parent_pids=(777,))
     assert timing.median_ci_s is not None and c.gpu is not None and c.cpu is not None
     assert c.gpu.other_processes == [31] and c.gpu.sm_mhz_min == 1755 and c.gpu.sm_mhz_max == 1980
     assert c.throttled and c.power_capped and not c.thermal and c.contended
@@ -141,6 +142,14 @@ def test_a_gpu_row_records_the_devices_clocks_power_and_neighbours(monkeypatch: 
     _, hidden = execute.measure_row(lambda: None, CpuWallTimer(lambda: None), rule, gpu)
     assert hidden.gpu is not None and hidden.gpu.other_processes is None
     assert hidden.gpu.blank["other_processes"] == "NVML lists host PIDs; none is this process"
+    # ... or hides the bench process that started the worker
+    monkeypatch.setattr(devmod, "own_gpu_pids", lambda d: ({4242}, ""))
+    monkeypatch.setattr(execute, "_SENSORS", {})
+    _, parent_hidden = execute.measure_row(lambda: None, CpuWallTimer(lambda: None), rule, gpu,
+                                           parent_unknown="NVML lists host PIDs; the bench is not among them")
+    assert parent_hidden.gpu is not None and parent_hidden.gpu.other_processes is None
+    assert not any("other process" in why for why in parent_hidden.contention)  # only the power cap
+    assert parent_hidden.gpu.blank["other_processes"] == "NVML lists host PIDs; the bench is not among them"
 
 
 def test_blocks_that_disagree_wildly_give_an_interval_a_record_can_carry() -> None:

@@ -16,7 +16,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import torch
 
@@ -50,6 +50,10 @@ class Task:
     timer: str = "auto"  # auto | cupti | cuda-events | cpu-wall
     trace_dir: str | None = None  # keep each CUPTI row's last profiled batch here (``--keep-traces``)
     row: Workload | None = None  # the row itself (an ad-hoc --shape row is in no manifest); None: by its label
+    #: the bench process (the worker's parent) as NVML lists it on the GPU: a GPU calibration left it a CUDA
+    #: context, so it is listed, and is no other process; or why it could not be told (``own_gpu_pids``)
+    parent_pids: tuple[int, ...] = ()
+    parent_pids_unknown: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -164,24 +168,31 @@ def _within_contract(pair: tuple[float, float]) -> list[float]:
 _SENSORS: dict[str, RowSensors] = {}
 
 
-def row_sensors(device: DeviceInfo) -> RowSensors:
+def row_sensors(device: DeviceInfo, parent_pids: Collection[int] = (), parent_unknown: str | None = None
+                ) -> RowSensors:
     """The worker's sensors for ``device``, made once: torch's threads are the row's own (the load average
     counts them), and on a GPU one NVML probe tells this process from the others on the device (it needs the
-    CUDA context the first row's inputs made)."""
+    CUDA context the first row's inputs made); the bench process that started it (``parent_pids``, found by
+    its own probe) is no other process either."""
     from tileops.device import own_gpu_pids
 
     if device.key not in _SENSORS:
-        own, why = own_gpu_pids(device) if device.kind == "cuda" else (None, "")
+        own: set[int] | None = None
+        why = ""
+        if device.kind == "cuda":
+            own, why = own_gpu_pids(device)
+            why = why or parent_unknown or ""
+            own = None if why or own is None else own | set(parent_pids)
         _SENSORS[device.key] = RowSensors(device, threads=torch.get_num_threads(), own_pids=own,
                                           own_pids_unknown=why or None)
     return _SENSORS[device.key]
 
 
-def measure_row(fn: Callable[[], object], timer: Timer, rule: BlockRule, device: DeviceInfo
-                ) -> tuple[Timing, RowConditions]:
+def measure_row(fn: Callable[[], object], timer: Timer, rule: BlockRule, device: DeviceInfo,
+                parent_pids: Collection[int] = (), parent_unknown: str | None = None) -> tuple[Timing, RowConditions]:
     """:func:`measure` with the row's sensors around it: the timing and what surrounded it (contention, clocks,
     power, energy; ``tileops.bench.sensors``). The sensors stop whatever happens (their GPU thread ends)."""
-    sensors = row_sensors(device)
+    sensors = row_sensors(device, parent_pids, parent_unknown)
     sensors.start()
     try:
         timing = measure(fn, timer, rule)
@@ -245,7 +256,8 @@ def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[
         prepared = op.prepare(**inputs)  # one checked call (last_call is what eval_roofline prices), compiled
         if on_prepared is not None:
             on_prepared()
-        timing, conditions = measure_row(prepared.run, timer, task.rule, task.device)  # the implementation only
+        timing, conditions = measure_row(prepared.run, timer, task.rule, task.device,  # the implementation only
+                                         task.parent_pids, task.parent_pids_unknown)
         if prepared.setup_s is not None:
             timing = dataclasses.replace(timing, compile_s=prepared.setup_s)
         flops, nbytes = op.eval_roofline()

@@ -345,8 +345,13 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
     ``failed`` with the reason, and the file holds whole records only.
     RunWriteError when run.json itself cannot be written.
     """
+    from tileops.device import own_gpu_pids
+
     observer = observer or _Silent()
     entries = load_entries()
+    # this process on the GPU as NVML lists it (a GPU calibration left it a CUDA context): the rows' sensors
+    # must not count it as another process on the device
+    parent, parent_why = own_gpu_pids(prep.device)
     worker = Worker(cache_bytes=prep.device.l2_bytes, threads=prep.threads, env=prep.compile_env)
     stopped: KeyboardInterrupt | None = None
     failure: str | None = None
@@ -360,7 +365,8 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
             else:
                 task = Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
                             device=prep.device, rule=prep.rule, env=prep.env, timer=prep.timer,
-                            trace_dir=prep.trace_dir, row=p.row)
+                            trace_dir=prep.trace_dir, row=p.row, parent_pids=tuple(sorted(parent or ())),
+                            parent_pids_unknown=parent_why or None)
                 rec = worker.run(task, family, prep.row_timeout_s, prep.compile_timeout_s).record
             try:
                 with deferred():  # a signal now waits until the record is written
