@@ -307,3 +307,4 @@ def test_a_quiet_host_passes_without_a_word(host: FakeProc, tmp_path: Path,
     assert "warning: the host" not in capsys.readouterr().err
     info = read_run_info(out)
     assert info is not None and info.quiet["quiet"] is True and info.options.require_quiet is True
+    assert info.stopping_rule == dataclasses.asdict(QUICK_BLOCKS)  # what the rows were timed by, every knob

@@ -17,7 +17,7 @@ needs no terminal library.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -275,6 +275,7 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
                        options=options)
         done = set()
     info.quiet = quiet.as_dict()
+    info.stopping_rule = asdict(rule)
     lock.reserve()
     threads = default_threads() if device.kind == "cpu" else None
     todo = [p for p in planned if p.key not in done]

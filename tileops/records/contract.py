@@ -339,6 +339,9 @@ class RunInfo:
     health: dict[str, Any] = field(default_factory=dict)
     #: the host before the first row (``tileops.bench.quiet.QuietCheck.as_dict``: figures, warnings, blanks)
     quiet: dict[str, Any] = field(default_factory=dict)
+    #: the stopping rule the rows were timed by, every knob (``tileops.bench.interval.BlockRule``): the preset
+    #: and the flags given, as this version resolved them
+    stopping_rule: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
