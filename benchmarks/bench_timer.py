@@ -36,7 +36,7 @@ from typing import Any, Callable
 import torch
 
 from tileops.bench.execute import measure
-from tileops.bench.stopping import CPU_RULE, GPU_RULE, QUICK_RULE, StoppingRule
+from tileops.bench.interval import CPU_BLOCKS, GPU_BLOCKS, QUICK_BLOCKS, BlockRule
 from tileops.bench.cupti import attribute_iterations, trace_events_from_chrome
 from tileops.bench.timers import CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, cupti_unavailable_reason
 from tileops.ops.catalog import load_entries
@@ -87,7 +87,7 @@ def spread(values: list[float]) -> float:
     return (max(values) - min(values)) / statistics.median(values) if len(values) > 1 else 0.0
 
 
-def cpu_table(repeats: int, rule: StoppingRule) -> list[dict[str, Any]]:
+def cpu_table(repeats: int, rule: BlockRule) -> list[dict[str, Any]]:
     from tileops.device import cpu_llc_bytes
 
     llc = cpu_llc_bytes()
@@ -148,7 +148,7 @@ def cpu_table(repeats: int, rule: StoppingRule) -> list[dict[str, Any]]:
     return out
 
 
-def gpu_table(repeats: int, rule: StoppingRule) -> list[dict[str, Any]]:  # pragma: no cover - needs a GPU
+def gpu_table(repeats: int, rule: BlockRule) -> list[dict[str, Any]]:  # pragma: no cover - needs a GPU
     import triton.testing
 
     from tileops.device import describe_device
@@ -189,8 +189,8 @@ def every_timer(out_dir: Path, device: str) -> dict[str, Any]:
         from tileops.device import cpu_llc_bytes
 
         flush = CacheFlusher("cpu", cpu_llc_bytes())
-        result["cpu-wall"] = measure(run, CpuWallTimer(flush), QUICK_RULE).median_s
-        result["cpu-wall warm"] = measure(run, CpuWallTimer(lambda: None), QUICK_RULE).median_s
+        result["cpu-wall"] = measure(run, CpuWallTimer(flush), QUICK_BLOCKS).median_s
+        result["cpu-wall warm"] = measure(run, CpuWallTimer(lambda: None), QUICK_BLOCKS).median_s
         result["cupti"] = f"skipped: {cupti_unavailable_reason()}"
         return result
     from tileops.device import describe_device  # pragma: no cover - needs a GPU
@@ -203,7 +203,7 @@ def every_timer(out_dir: Path, device: str) -> dict[str, Any]:
     for name, timer in (("cupti", CuptiTimer(flush, device)), ("cuda-events", CudaEventTimer(flush, device)),
                         ("cupti write-flush", CuptiTimer(CacheFlusher(device, info.l2_bytes, mode="write"), device))):
         try:  # pragma: no cover
-            t = measure(run, timer, QUICK_RULE)
+            t = measure(run, timer, QUICK_BLOCKS)
             result[name] = {"median_s": t.median_s, "span_s": t.span_s, "n": t.n, "rel_noise": t.rel_noise,
                             "timer": t.timer, "fallback_reason": t.fallback_reason}
             if name.startswith("cupti") and (t.timer != "cupti" or t.fallback_reason):
@@ -246,7 +246,7 @@ def main() -> int:
         for err in result.get("errors", ()):
             print(f"bench_timer: FAILED: {err}", file=sys.stderr)
         return 1 if result.get("errors") else 0
-    rule = QUICK_RULE if args.quick else (CPU_RULE if device == "cpu" else GPU_RULE)
+    rule = QUICK_BLOCKS if args.quick else (CPU_BLOCKS if device == "cpu" else GPU_BLOCKS)
     rows = cpu_table(args.repeats, rule) if device == "cpu" else gpu_table(args.repeats, rule)
     print(f"{device}, {torch.get_num_threads()} threads, torch {torch.__version__}, {args.repeats} interleaved "
           f"repeats, rule {rule}")

@@ -4,7 +4,7 @@ Each plan is judged by its *coverage*: the share of rows whose rerun's median li
 run's interval (the goal of issue 26: 90 % or more), beside the interval's median half-width (its
 price).
 
-* back to back: the bench's sampling today (``StoppingRule`` on the order-statistic interval of
+* back to back: the bench's sampling before blocks (``StoppingRule`` on the order-statistic interval of
   samples taken back to back, ``tileops.bench.stopping``), interval = median ± its precision;
 * blocks: ``tileops.bench.interval`` (blocks spread over the row by pauses, the rerun interval from
   the block medians, the stopping rule on that interval);
@@ -120,7 +120,7 @@ Interval = tuple[float, float, float]  # (median, lo, hi)
 
 
 def back_to_back(host: SimHost, rule: StoppingRule = CPU_RULE) -> Interval:
-    """The bench's loop today (``execute._measure``): batches growing by half, ``rule.decide`` after each."""
+    """The bench's loop before blocks: batches growing by half, ``rule.decide`` after each."""
     t0 = host.t
     samples: list[float] = []
     batch = 1
@@ -320,26 +320,19 @@ def run_real(rounds: int) -> dict:
 
 
 def _b2b_interval(fn: Callable[[], object], timer: object) -> Interval:
-    """The bench's own loop (``execute.measure`` with the CPU rule), its median ± its precision."""
-    from tileops.bench.execute import _measure
+    """The bench's loop before blocks (``StoppingRule`` with the CPU rule, batches back to back) on a real row,
+    its median ± its precision: :func:`back_to_back` with the real clock and timer for the simulated host's."""
 
-    samples: list[float] = []
+    class RealHost:
+        @property
+        def t(self) -> float:
+            return time.perf_counter()
 
-    class Keeping:
-        kind = "cpu-wall"
-        fallback_reason = None
+        def sample(self, k: int) -> list[float]:
+            return timer.sample(fn, k)  # type: ignore[attr-defined,no-any-return]
 
-        def sync(self) -> None:
-            pass
-
-        def sample(self, f: Callable[[], object], k: int) -> list[float]:
-            got = timer.sample(f, k)  # type: ignore[attr-defined]
-            samples.extend(got)
-            return got
-
-    tm = _measure(fn, Keeping(), CPU_RULE)  # type: ignore[arg-type]
-    p = median_precision(samples)
-    return tm.median_s, tm.median_s * (1 - p), tm.median_s * (1 + p)
+    fn()  # warm, as the bench's warm-up does
+    return back_to_back(RealHost())  # type: ignore[arg-type]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,8 @@ CUDA events (its SOL blank), an audit whose rows all say ERROR. This reads the f
     3  this machine cannot measure it: its runtime gives ncu no counters (LibraryNotLoaded, gVisor);
        every row says so, which is the behaviour wanted there (device-check reports it as skipped)
 
-    python3 scripts/device_check_verify.py records RUN_DIR        # every row ok and timed by CUPTI
+    python3 scripts/device_check_verify.py records RUN_DIR        # every row ok, timed by CUPTI, with its
+                                                                  # interval and the GPU's conditions
     python3 scripts/device_check_verify.py audit AUDIT_DIR --rows N [--dry-run]
     python3 scripts/device_check_verify.py ncu LOG                # the ncu smoke test's output
 
@@ -45,15 +46,36 @@ def check_records(run_dir: Path) -> int:
             problems.append(f"{who}: {r['status']}: {(r.get('error') or {}).get('message') or r.get('skip_reason')}")
         elif t.get("timer") != "cupti" or t.get("fallback_reason"):
             problems.append(f"{who}: timed by {t.get('timer')}, not CUPTI: {t.get('fallback_reason')}")
+        elif not t.get("median_ci_s") or not (r.get("conditions") or {}).get("gpu"):
+            problems.append(f"{who}: no interval (timing.median_ci_s) or no GPU conditions: the bench's blocks or "
+                            "its sensors did not run")
         else:
             span = t.get("span_s")
             ratio = f", span {span * 1e6:.1f} us = {span / t['median_s']:.2f}x busy" if span else ""
-            print(f"device_check_verify: {who}: {t['median_s'] * 1e6:.1f} us by CUPTI{ratio}")
+            lo, hi = t["median_ci_s"]
+            print(f"device_check_verify: {who}: {t['median_s'] * 1e6:.1f} us by CUPTI{ratio}, a rerun within "
+                  f"{lo * 1e6:.1f}-{hi * 1e6:.1f} us; {_conditions(r['conditions'])}")
     if not records:
         problems.append(f"{path} holds no record")
     for p in problems:
         print(f"device_check_verify: FAILED: {p}")
     return 1 if problems else 0
+
+
+def _conditions(c: dict) -> str:
+    """The GPU's state over the row as NVML read it (each figure, or why it is blank): the evidence that the
+    sensors work on this device."""
+    g = c["gpu"]
+    blank = g.get("blank") or {}
+    parts = []
+    for key, show in (("sm_mhz_min", lambda: f"SM {g['sm_mhz_min']:.0f}-{g['sm_mhz_max']:.0f} MHz"),
+                      ("power_w", lambda: f"{g['power_w']:.0f} W of {g.get('power_limit_w') or '?'} W"),
+                      ("temperature_c_max", lambda: f"{g['temperature_c_max']:.0f} C"),
+                      ("energy_j", lambda: f"{g['energy_j']:.2f} J"),
+                      ("other_processes", lambda: f"other processes {g['other_processes']}")):
+        parts.append(show() if g.get(key) is not None else f"{key} blank ({blank.get(key, 'no reason given')})")
+    events = ", ".join(g.get("clock_events") or []) or "none"
+    return "; ".join(parts) + f"; clock events {events}; contended {c.get('contended')}, throttled {c.get('throttled')}"
 
 
 def check_audit(out_dir: Path, rows: int, dry_run: bool) -> int:

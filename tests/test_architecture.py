@@ -178,7 +178,7 @@ _PROBE = textwrap.dedent("""
     import tileops.bench
     from tileops.bench import sweep
     from tileops.bench.execute import Task, run_task
-    from tileops.bench.stopping import QUICK_RULE
+    from tileops.bench.interval import QUICK_BLOCKS
     from tileops.device import describe_device
     from tileops.records import RunOptions
 
@@ -188,7 +188,7 @@ _PROBE = textwrap.dedent("""
     p = prep.todo[0]
     # the worker's own code path, in this process: one row measured and priced by its evaluator
     rec = run_task(Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
-                        device=prep.device, rule=QUICK_RULE, env=prep.env))
+                        device=prep.device, rule=QUICK_BLOCKS, env=prep.env))
     result = sweep.run(prep)  # and the sweep, with its worker process
     print(json.dumps({"status": rec.status, "error": rec.error and rec.error.message,
                       "records": [r.status for r in result.records], "modules": sorted(sys.modules)}))

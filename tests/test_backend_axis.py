@@ -249,7 +249,8 @@ def test_bench_all_on_the_cpu_shows_eager_and_compile_side_by_side(tmp_path: Pat
         assert kernel.status == "skipped" and triton_reason() in kernel.skip_reason
     # the plan and progress lines go to stderr, the table and its summary to stdout
     assert re.search(r"backends: torch, compile, triton; compile cache \S+; compile time is reported apart", r.stderr)
-    assert re.search(r"\] relu cpu-512x1024 float32 \[compile\]: [\d.]+ [mµn]?s \(n=", r.stderr)  # progress names it
+    assert re.search(r"\] relu cpu-512x1024 float32 \[compile\]: [\d.]+ [mµn]?s (± [\d.]+ %|\(a rerun within .*\)) \(n=",
+                     r.stderr)  # progress names it, with the interval a rerun falls in
     assert re.search(r"\] relu cpu-512x1024 float32 \[compile\]: compiling its first call", r.stderr)  # and its start
     assert "compile time, reported apart" in r.stdout and "vs best" in r.stdout
     assert "triton skipped on" in r.stdout
@@ -304,7 +305,7 @@ def test_a_compile_past_its_limit_is_a_timeout_that_names_the_flag(tmp_path: Pat
     the next row runs."""
     from tileops.bench.environment import run_environment
     from tileops.bench.execute import Task
-    from tileops.bench.stopping import QUICK_RULE
+    from tileops.bench.interval import QUICK_BLOCKS
     from tileops.bench.worker import Worker
 
     env_ = run_environment(CPU, "run-t", 2)
@@ -312,7 +313,7 @@ def test_a_compile_past_its_limit_is_a_timeout_that_names_the_flag(tmp_path: Pat
     try:
         def task(backend: str) -> Task:
             return Task(op="relu", label="cpu-512x1024", case="float32", case_name="float32", backend=backend,
-                        device=CPU, rule=QUICK_RULE, env=env_)
+                        device=CPU, rule=QUICK_BLOCKS, env=env_)
 
         slow = worker.run(task("compile"), "elementwise", timeout_s=60, compile_timeout_s=0.2)
         assert slow.restarted and slow.record.status == "error" and slow.record.error.kind == "timeout"

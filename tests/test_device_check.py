@@ -81,12 +81,22 @@ def _verify(*args: str) -> subprocess.CompletedProcess:
 
 def test_a_step_that_recorded_an_error_fails(tmp_path: Path) -> None:
     ok = {"op": "relu", "label": "r", "dtype": "bfloat16", "backend": "torch", "status": "ok",
-          "timing": {"timer": "cupti", "median_s": 1e-5, "span_s": 1.1e-5, "fallback_reason": None}}
+          "timing": {"timer": "cupti", "median_s": 1e-5, "span_s": 1.1e-5, "fallback_reason": None,
+                     "median_ci_s": [0.98e-5, 1.03e-5]},
+          "conditions": {"window_s": 0.4, "contended": False, "throttled": False,
+                         "gpu": {"sm_mhz_min": 1755.0, "sm_mhz_max": 1980.0, "power_w": 410.0, "power_limit_w": 700.0,
+                                 "temperature_c_max": 61.0, "energy_j": None, "other_processes": [],
+                                 "clock_events": ["gpu_idle"], "blank": {"energy_j": "the counter did not advance"}}}}
+    no_interval = {**ok, "label": "i", "timing": {**ok["timing"], "median_ci_s": None}}
+    no_sensors = {**ok, "label": "s", "conditions": None}
     fell_back = {**ok, "label": "f", "timing": {"timer": "cuda-events", "median_s": 1e-5,
                                                 "fallback_reason": "CUPTI attribution failed"}}
     failed = {**ok, "label": "e", "status": "error", "timing": None, "error": {"message": "CUDA error: boom"}}
-    assert _verify("records", str(_write(tmp_path / "a" / "records.jsonl", [ok]))).returncode == 0
-    for bad in (fell_back, failed):
+    good = _verify("records", str(_write(tmp_path / "a" / "records.jsonl", [ok])))
+    assert good.returncode == 0, good.stdout
+    assert "a rerun within 9.8-10.3 us; SM 1755-1980 MHz; 410 W of 700.0 W; 61 C; energy_j blank (the counter " \
+           "did not advance); other processes []; clock events gpu_idle" in good.stdout
+    for bad in (fell_back, failed, no_interval, no_sensors):
         r = _verify("records", str(_write(tmp_path / bad["label"] / "records.jsonl", [ok, bad])))
         assert r.returncode == 1 and "FAILED" in r.stdout
     assert _verify("records", str(tmp_path / "none")).returncode == 1

@@ -90,7 +90,7 @@ import json, sys
 import tileops.bench
 from tileops.bench.environment import run_environment
 from tileops.bench.execute import Task, run_task
-from tileops.bench.stopping import QUICK_RULE
+from tileops.bench.interval import QUICK_BLOCKS
 from tileops.device import describe_device
 from tileops.ops.catalog import load_entries
 
@@ -99,7 +99,7 @@ row = next(w for w in relu.workloads if "cpu" in w.tags)
 cpu = describe_device("cpu")
 env = run_environment(cpu, "no-runtime-eval", 1)
 rec = run_task(Task(op="relu", label=row.label, case="float32", case_name="float32", backend="torch",
-                    device=cpu, rule=QUICK_RULE, env=env))
+                    device=cpu, rule=QUICK_BLOCKS, env=env))
 print(json.dumps({"status": rec.status, "error": str(rec.error), "flops": rec.flops, "bytes": rec.bytes,
                   "modules": sorted(m for m in sys.modules if m.startswith(("tileops", "yaml")))}))
 """

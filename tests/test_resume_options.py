@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import signal
 import sys
@@ -22,7 +23,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from export_support import free_port, profile, write_profile_file
+from sensors_support import FakeProc
 
+from tileops.bench import sweep
+from tileops.bench.quiet import check_quiet
 from tileops.cli import build_parser, main
 from tileops.commands.bench import NOT_RESTORED, restored_flags
 from tileops.errors import TileOpsError
@@ -50,6 +54,8 @@ def values(tmp_path: Path) -> dict[str, list[str]]:
         "push_url": [f"http://127.0.0.1:{free_port()}"], "textfile_dir": [str(tmp_path / "tf")],
         "job": ["nightly"], "instance": ["gpu-07"], "push_attempts": ["1"], "push_backoff_s": ["0"],
         "push_timeout_s": ["1"], "metrics_detail": ["full"],
+        "target_precision": ["4%"], "min_time_s": ["0.01"], "max_time_s": ["0.2"], "min_samples": ["5"],
+        "require_quiet": [],
     }
 
 
@@ -66,6 +72,10 @@ def test_a_resumed_run_restores_every_flag_it_was_started_with(tmp_path: Path, m
     from tileops.pipeline.bench import new_request, resume_request
 
     monkeypatch.setenv("TILEOPS_PROFILE_DIR", str(tmp_path / "store"))
+    # --require-quiet on a shared host would refuse: the look before the rows reads a quiet /proc tree
+    quiet = FakeProc(tmp_path / "proc")
+    monkeypatch.setattr(sweep, "check_quiet", functools.partial(check_quiet, proc=quiet.root,
+                                                                sleep=lambda s: quiet.advance(total=100)))
     flags = restored_flags(bench_parser())
     repeatable = {a.dest for a in bench_parser()._actions if isinstance(a, argparse._AppendAction)}
     argv = [token for dest, given in values(tmp_path).items()
@@ -100,6 +110,7 @@ def test_a_resumed_run_restores_every_flag_it_was_started_with(tmp_path: Path, m
     assert "failed after 1 attempt(s)" in err
     assert "--job nightly --instance gpu-07 --metrics-detail full" in err
     assert not list(out.glob("roofline*.png"))  # --no-plot
+    assert read_run_info(out).quiet["quiet"] is True  # type: ignore[union-attr]  # --require-quiet looked again
     assert "calibrating" not in err  # --calibrate never (and --profile)
     with pytest.raises(TileOpsError, match=r"--metrics-detail \(the run: full\)"):
         resume_request(out, {"metrics_detail": "lean"}, flags=flags)

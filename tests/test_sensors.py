@@ -37,11 +37,13 @@ def proc(tmp_path: Path) -> FakeProc:
 
 
 GPU0 = DeviceInfo(kind="cuda", name="NVIDIA H200", index=0)
+GPU1 = DeviceInfo(kind="cuda", name="NVIDIA H200", index=0, uuid="GPU-1")  # the one the fake NVML knows
+CPU = DeviceInfo(kind="cpu", name="a CPU", hostname="h")
 
 
 def test_a_quiet_cpu_row(proc: FakeProc, tmp_path: Path) -> None:
     clock = Clock()
-    s = RowSensors("cpu", threads=2, proc=proc.root, sys=tmp_path / "sys", clock=clock)
+    s = RowSensors(CPU, threads=2, proc=proc.root, sys=tmp_path / "sys", clock=clock)
     s.start()
     proc.advance(total=200, own=150, others=10, load=1.9)
     clock.t += 1.0
@@ -62,7 +64,7 @@ def test_a_quiet_cpu_row(proc: FakeProc, tmp_path: Path) -> None:
     ({"own": 150, "load": 4.5}, "load 4.50 on 2 CPUs besides this row's 2 thread(s)"),
 ])
 def test_a_contended_cpu_row_says_why(proc: FakeProc, tmp_path: Path, advance: dict, words: str) -> None:
-    s = RowSensors("cpu", threads=2, proc=proc.root, sys=tmp_path / "sys")
+    s = RowSensors(CPU, threads=2, proc=proc.root, sys=tmp_path / "sys")
     s.start()
     proc.advance(total=200, **advance)
     got = s.stop()
@@ -72,14 +74,14 @@ def test_a_contended_cpu_row_says_why(proc: FakeProc, tmp_path: Path, advance: d
 def test_limits_are_limits_not_any_reading(proc: FakeProc, tmp_path: Path) -> None:
     """Steal of 2 % and others at 9 % are under their limits; load 3.9 with two own threads on two CPUs is not
     over them either."""
-    s = RowSensors("cpu", threads=2, proc=proc.root, sys=tmp_path / "sys")
+    s = RowSensors(CPU, threads=2, proc=proc.root, sys=tmp_path / "sys")
     s.start()
     proc.advance(total=200, steal=4, others=18, own=100, load=3.9)
     assert not s.stop().contended
 
 
 def test_unreadable_proc_is_blank_with_its_reason(tmp_path: Path) -> None:
-    s = RowSensors("cpu", proc=tmp_path / "nothing", sys=tmp_path / "sys")
+    s = RowSensors(CPU, proc=tmp_path / "nothing", sys=tmp_path / "sys")
     s.start()
     got = s.stop()
     cpu = got.cpu
@@ -90,7 +92,7 @@ def test_unreadable_proc_is_blank_with_its_reason(tmp_path: Path) -> None:
 
 
 def test_a_row_shorter_than_a_tick_has_no_shares(proc: FakeProc, tmp_path: Path) -> None:
-    s = RowSensors("cpu", proc=proc.root, sys=tmp_path / "sys")
+    s = RowSensors(CPU, proc=proc.root, sys=tmp_path / "sys")
     s.start()
     got = s.stop()
     assert got.cpu is not None and got.cpu.steal is None and "accounting tick" in got.cpu.blank["steal"]
@@ -98,11 +100,11 @@ def test_a_row_shorter_than_a_tick_has_no_shares(proc: FakeProc, tmp_path: Path)
 
 def test_stop_without_start_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="without start"):
-        RowSensors("cpu", proc=tmp_path).stop()
+        RowSensors(CPU, proc=tmp_path).stop()
 
 
 def test_the_real_proc_of_this_machine_gives_a_well_formed_snapshot() -> None:
-    s = RowSensors("cpu", threads=1)
+    s = RowSensors(CPU, threads=1)
     s.start()
     time.sleep(0.05)
     got = s.stop()
@@ -120,7 +122,7 @@ def test_the_real_proc_of_this_machine_gives_a_well_formed_snapshot() -> None:
 def test_a_snapshot_reads_back_through_the_record_contract(proc: FakeProc, tmp_path: Path) -> None:
     """The snapshot is plain data the strict record reader accepts as it stands: the later wiring can put it on
     a record as a field (``conditions: RowConditions | None = None``) without a new decoder."""
-    s = RowSensors("cpu", threads=2, proc=proc.root, sys=tmp_path / "sys")
+    s = RowSensors(CPU, threads=2, proc=proc.root, sys=tmp_path / "sys")
     s.start()
     proc.advance(total=200, steal=12, own=150)
     got = s.stop()
@@ -152,7 +154,7 @@ def test_rapl_sums_the_packages_and_undoes_a_wrap(tmp_path: Path) -> None:
 def test_rapl_energy_on_a_cpu_row(proc: FakeProc, tmp_path: Path) -> None:
     root = tmp_path / "sys"
     fake_rapl(root, {"intel-rapl:0": ("package-0", 10_000_000, 2**32)})
-    s = RowSensors("cpu", proc=proc.root, sys=root)
+    s = RowSensors(CPU, proc=proc.root, sys=root)
     s.start()
     fake_rapl(root, {"intel-rapl:0": ("package-0", 13_250_000, 2**32)})
     proc.advance(total=100, own=50)
@@ -192,8 +194,8 @@ def _sensors(lib: Any, tmp_path: Path, clock: Clock | None = None, **kw: Any) ->
     proc = tmp_path / "gproc"
     if not proc.exists():
         FakeProc(proc)
-    return RowSensors("cuda:0", proc=proc, sys=tmp_path / "sys", nvml=lib, gpu_uuid="GPU-1", own_pids={4242},
-                      poll_s=None, clock=clock or Clock(), **kw)
+    return RowSensors(GPU1, proc=proc, sys=tmp_path / "sys", nvml=lib, poll_s=None, clock=clock or Clock(),
+                      **{"own_pids": {4242}, **kw})
 
 
 def test_a_quiet_gpu_row(tmp_path: Path) -> None:
@@ -281,7 +283,7 @@ def test_an_energy_counter_that_did_not_advance_is_blank(tmp_path: Path) -> None
 
 
 def test_without_nvml_every_gpu_field_is_blank_with_the_reason(tmp_path: Path) -> None:
-    s = RowSensors("cuda:0", proc=tmp_path, sys=tmp_path, nvml=None)
+    s = RowSensors(GPU0, proc=tmp_path, sys=tmp_path, nvml=None)
     s.start()
     got = s.stop()
     assert got.gpu is not None and got.gpu.energy_j is None and got.gpu.blank["energy_j"] == "no NVML given"
@@ -291,10 +293,24 @@ def test_without_nvml_every_gpu_field_is_blank_with_the_reason(tmp_path: Path) -
 
     lib, why = nvml_status()
     if lib is None:
-        s = RowSensors("cuda:0", proc=tmp_path, sys=tmp_path)
+        s = RowSensors(GPU0, proc=tmp_path, sys=tmp_path)
         s.start()
         g = s.stop().gpu
         assert g is not None and g.blank["sm_mhz_min"] == why
+
+
+def test_when_this_process_cannot_be_told_apart_other_processes_are_blank_not_counted(tmp_path: Path) -> None:
+    """Inside a container NVML lists host PIDs; when the worker's probe could not find itself, the row does not
+    count itself as another process (every row would read contended): the field is blank with the probe's why."""
+    lib = FakeNvml(processes=[999_001])
+    s = _sensors(lib, tmp_path, own_pids=None, own_pids_unknown="NVML lists 1 process(es) on cuda:0 by host PID")
+    s.start()
+    got = s.stop()
+    assert got.gpu is not None and got.gpu.other_processes is None and not got.contended
+    assert got.gpu.blank["other_processes"].startswith("NVML lists 1 process(es)")
+    counted = _sensors(FakeNvml(processes=[999_001]), tmp_path)  # told apart (own_pids={4242}): 999001 is another
+    counted.start()
+    assert counted.stop().gpu.other_processes == [999_001]  # type: ignore[union-attr]
 
 
 def test_an_unknown_device_is_blank_with_nvmls_answer(tmp_path: Path) -> None:
@@ -302,7 +318,8 @@ def test_an_unknown_device_is_blank_with_nvmls_answer(tmp_path: Path) -> None:
         def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
             raise RuntimeError("NVML_ERROR_INVALID_ARGUMENT")
 
-    s = RowSensors("cuda:3", proc=tmp_path, sys=tmp_path, nvml=NoSuchGpu(), gpu_uuid="GPU-9", poll_s=None)
+    s = RowSensors(DeviceInfo(kind="cuda", name="NVIDIA H200", index=3, uuid="GPU-9"), proc=tmp_path, sys=tmp_path,
+                   nvml=NoSuchGpu(), poll_s=None)
     s.start()
     g = s.stop().gpu
     assert g is not None and "NVML does not know cuda:3" in g.blank["energy_j"]
@@ -310,7 +327,7 @@ def test_an_unknown_device_is_blank_with_nvmls_answer(tmp_path: Path) -> None:
 
 def test_the_polling_thread_reads_during_the_row_and_ends_with_it(tmp_path: Path) -> None:
     lib = FakeNvml(reasons=[0, 0, 0, HW_THERMAL, 0])
-    s = RowSensors("cuda:0", proc=tmp_path, sys=tmp_path, nvml=lib, gpu_uuid="GPU-1", own_pids=set(),
+    s = RowSensors(GPU1, proc=tmp_path, sys=tmp_path, nvml=lib, own_pids=set(),
                    poll_s=0.005)
     s.start()
     time.sleep(0.08)
@@ -321,7 +338,7 @@ def test_the_polling_thread_reads_during_the_row_and_ends_with_it(tmp_path: Path
 
 
 def test_a_row_that_raised_before_stop_leaves_no_thread_behind(tmp_path: Path) -> None:
-    s = RowSensors("cuda:0", proc=tmp_path, sys=tmp_path, nvml=FakeNvml(), gpu_uuid="GPU-1", own_pids=set(),
+    s = RowSensors(GPU1, proc=tmp_path, sys=tmp_path, nvml=FakeNvml(), own_pids=set(),
                    poll_s=0.005)
     s.start()  # the row raises; the worker's next row starts the same sensors again
     s.start()
@@ -363,7 +380,9 @@ def test_sensors_around_a_real_gpu_row() -> None:  # pragma: no cover - runs in 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    s = RowSensors("cuda:0")
+    from tileops.device import describe_device
+
+    s = RowSensors(describe_device("cuda:0"))
     s.start()
     for _ in range(50):
         x @ x

@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from tileops.bench.execute import measure, warm_up
+from tileops.bench.interval import BlockRule
 from tileops.bench.stopping import NOISE_REACHED, StoppingRule, median_precision, rel_noise
 from tileops.bench.cupti import (FLUSH_RANGE, ITER_PREFIX, AttributionError, TraceEvent, attribute,
                                  attribute_iterations, check_kernel_launches, classify, enclosing_range,
@@ -437,11 +438,11 @@ class Recorder(CpuWallTimer):
 
 def test_warm_up_synchronises_every_call_and_stops_by_time() -> None:
     log: list[str] = []
-    n = warm_up(lambda: (log.append("call"), time.sleep(0.002)), Recorder(log), StoppingRule(warmup_s=0.02))
+    n = warm_up(lambda: (log.append("call"), time.sleep(0.002)), Recorder(log), BlockRule(warmup_s=0.02))
     assert log == ["call", "sync"] * n  # never two calls queued without a sync
     assert 2 <= n <= 11
     slow: list[str] = []
-    assert warm_up(lambda: (slow.append("call"), time.sleep(0.03)), Recorder(slow), StoppingRule(warmup_s=0.02)) == 1
+    assert warm_up(lambda: (slow.append("call"), time.sleep(0.03)), Recorder(slow), BlockRule(warmup_s=0.02)) == 1
 
 
 class DroppingCupti:
@@ -467,7 +468,7 @@ class DroppingCupti:
 
 
 def test_an_attribution_failure_is_retimed_and_the_record_says_why() -> None:
-    t = measure(lambda: None, DroppingCupti(), StoppingRule(min_time_s=0, max_time_s=0.05, warmup_s=0))
+    t = measure(lambda: None, DroppingCupti(), BlockRule(min_time_s=0, max_time_s=0.05, warmup_s=0))
     assert t.timer == "cuda-events" and t.n >= 1
     assert "records were dropped" in t.fallback_reason and "Fix:" in t.fallback_reason
 
@@ -480,7 +481,7 @@ class BrokenCupti(DroppingCupti):
 
 
 def test_any_timer_error_is_caught_recorded_and_retimed() -> None:
-    t = measure(lambda: None, BrokenCupti(), StoppingRule(min_time_s=0, max_time_s=0.05, warmup_s=0))
+    t = measure(lambda: None, BrokenCupti(), BlockRule(min_time_s=0, max_time_s=0.05, warmup_s=0))
     assert t.timer == "cuda-events" and t.n >= 1 and t.span_s is None
     assert "the CUPTI timer failed (AttributeError: " in t.fallback_reason and "activity_type" in t.fallback_reason
 
@@ -490,7 +491,7 @@ def test_an_error_of_the_op_itself_is_not_hidden_by_the_fallback() -> None:
         raise ValueError("the op broke")
 
     with pytest.raises(ValueError, match="the op broke"):
-        measure(op, BrokenCupti(), StoppingRule(min_time_s=0, max_time_s=0.05, warmup_s=0))
+        measure(op, BrokenCupti(), BlockRule(min_time_s=0, max_time_s=0.05, warmup_s=0))
 
 
 def test_a_timer_without_a_fallback_lets_the_error_through_unchanged() -> None:
@@ -500,12 +501,12 @@ def test_a_timer_without_a_fallback_lets_the_error_through_unchanged() -> None:
 
     assert CpuWallTimer(lambda: None).fallback("why") is None
     with pytest.raises(ValueError, match="the op broke"):
-        measure(op, CpuWallTimer(lambda: None), StoppingRule(min_time_s=0, max_time_s=0.05, warmup_s=0))
+        measure(op, CpuWallTimer(lambda: None), BlockRule(min_time_s=0, max_time_s=0.05, warmup_s=0))
 
 
 def test_a_row_measured_on_the_cpu_has_no_fallback_reason() -> None:
     x = torch.randn(256, 256)
-    t = measure(lambda: torch.relu(x), CpuWallTimer(lambda: None), StoppingRule(max_time_s=0.2, warmup_s=0))
+    t = measure(lambda: torch.relu(x), CpuWallTimer(lambda: None), BlockRule(max_time_s=0.2, warmup_s=0))
     assert t.timer == "cpu-wall" and t.fallback_reason is None and t.warmup >= 1
 
 
@@ -585,7 +586,7 @@ def test_cupti_attributes_a_real_profile_and_agrees_with_cuda_events() -> None: 
 @needs_gpu
 def test_a_gpu_row_is_timed_by_cupti_through_the_bench_path() -> None:  # pragma: no cover - GPU
     from tileops.bench.execute import Task, make_timer
-    from tileops.bench.stopping import QUICK_RULE
+    from tileops.bench.interval import QUICK_BLOCKS
     from tileops.ops.catalog import load_entries
     from tileops.ops.workload import bind_row, build_inputs, instantiate
 
@@ -598,8 +599,8 @@ def test_a_gpu_row_is_timed_by_cupti_through_the_bench_path() -> None:  # pragma
 
     gpu = describe_device("cuda:0")
     task = Task(op="linear", label=row.label, case="bfloat16", case_name="bfloat16", backend="torch",
-                device=gpu, rule=QUICK_RULE, env=run_environment(gpu, "gpu-test", None))
-    t = measure(run, make_timer(task, torch.cuda.get_device_properties(0).L2_cache_size), QUICK_RULE)
+                device=gpu, rule=QUICK_BLOCKS, env=run_environment(gpu, "gpu-test", None))
+    t = measure(run, make_timer(task, torch.cuda.get_device_properties(0).L2_cache_size), QUICK_BLOCKS)
     assert t.timer == "cupti", t.fallback_reason
     assert t.fallback_reason is None and t.median_s > 0
 

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.PIPE_CLOSED
     except TileOpsError as exc:
         print(f"tileops {args.command}: error: {exc}", file=sys.stderr)
-        return exitcodes.USAGE
+        return exc.exit_code  # exitcodes.USAGE unless the error says otherwise (--require-quiet: BUSY)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM where the command handles it (tileops.interrupts)
         print(f"tileops {args.command}: interrupted ({signal_name(exc)})", file=sys.stderr)
         return exit_code(exc)

@@ -395,25 +395,43 @@ def other_gpu_processes(device: DeviceInfo) -> ProcessCheck:
     """
     if device.kind == "cpu":
         return ProcessCheck([])
-    index, name = device.index, device.torch_device  # pragma: no cover - needs a GPU
-    lib, why = nvml_status()  # pragma: no cover - needs a GPU
-    if lib is None:  # pragma: no cover - needs a GPU
-        return ProcessCheck(None, why)
-    uuid = _gpu_uuid(index or 0)  # pragma: no cover - needs a GPU
-    h = _nvml_handle(uuid)  # pragma: no cover - needs a GPU
-    if h is None:  # pragma: no cover - needs a GPU
-        return ProcessCheck(None, f"NVML does not know {name} (uuid {uuid or 'unknown'})")
-    listed = _nvml_processes(lib, h)  # pragma: no cover - needs a GPU
-    if listed is None:  # pragma: no cover - needs a GPU
-        return ProcessCheck(None, f"NVML could not list the processes on {name}")
-    mine = own_pids_in(listed, namespace_pids(), _holds_context(index or 0),  # pragma: no cover - needs a GPU
-                       lambda: _probe_listing(lib, h, index or 0))
-    if mine is None:  # pragma: no cover - needs a GPU
-        return ProcessCheck(None, (
-            f"NVML lists {len(listed)} process(es) on {name} by host PID, and none is this process's PID (inside "
-            f"a container PIDs differ), nor did a {PROBE_BYTES // 2**20} MiB allocation single this process out; "
-            "run the container with --pid=host, or check with nvidia-smi on the host that nothing else runs"))
+    found = _gpu_listing(device)  # pragma: no cover - needs a GPU
+    if isinstance(found, str):  # pragma: no cover - needs a GPU
+        return ProcessCheck(None, found)
+    listed, mine = found  # pragma: no cover - needs a GPU
     return ProcessCheck([{"pid": pid, "used_memory_bytes": used} for pid, used in listed.items() if pid not in mine])
+
+
+def own_gpu_pids(device: DeviceInfo) -> tuple[set[int] | None, str]:
+    """This process's PIDs as NVML lists them on ``device`` (one probe, as :func:`other_gpu_processes` makes),
+    or None and why they cannot be told: a bench worker asks once and its row sensors then tell the other
+    processes on the device from itself inside a container too."""
+    if device.kind == "cpu":
+        return set(), ""
+    found = _gpu_listing(device)  # pragma: no cover - needs a GPU
+    return (None, found) if isinstance(found, str) else (found[1], "")  # pragma: no cover - needs a GPU
+
+
+def _gpu_listing(device: DeviceInfo) -> tuple[dict[int, int | None], set[int]] | str:  # pragma: no cover - GPU
+    """NVML's {pid: used memory} on the device and which of them are this process; or why not."""
+    index, name = device.index, device.torch_device
+    lib, why = nvml_status()
+    if lib is None:
+        return why
+    uuid = _gpu_uuid(index or 0)
+    h = _nvml_handle(uuid)
+    if h is None:
+        return f"NVML does not know {name} (uuid {uuid or 'unknown'})"
+    listed = _nvml_processes(lib, h)
+    if listed is None:
+        return f"NVML could not list the processes on {name}"
+    mine = own_pids_in(listed, namespace_pids(), _holds_context(index or 0),
+                       lambda: _probe_listing(lib, h, index or 0))
+    if mine is None:
+        return (f"NVML lists {len(listed)} process(es) on {name} by host PID, and none is this process's PID (inside "
+                f"a container PIDs differ), nor did a {PROBE_BYTES // 2**20} MiB allocation single this process "
+                "out; run the container with --pid=host, or check with nvidia-smi on the host that nothing else runs")
+    return listed, mine
 
 
 def gpu_processes(device: DeviceInfo) -> list[dict[str, Any]] | None:

@@ -2,7 +2,10 @@
 
 
 class TileOpsError(Exception):
-    """Base for errors the CLI reports as a clear message rather than a traceback."""
+    """Base for errors the CLI reports as a clear message rather than a traceback, with ``exit_code``
+    (``tileops.exitcodes``: 2, bad input, unless a subclass says otherwise)."""
+
+    exit_code: int = 2  # tileops.exitcodes.USAGE
 
 
 class OpNotAvailableError(TileOpsError):

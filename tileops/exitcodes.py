@@ -9,6 +9,7 @@ FAILED = 1  # defects, failed rows, a baseline regression, an audit FAIL/ERROR: 
 USAGE = 2  # bad arguments, unreadable input or an unwritable output (a full disk): nothing (more) was done
 PHYSICS = 3  # a physics-check breach: a roofline formula claims the impossible (§4.3)
 PUSH = 4  # results written, but the Pushgateway push failed
+BUSY = 5  # `bench --require-quiet` and the host was busy before the first row: nothing was measured, retry later
 INTERRUPTED = 130  # Ctrl-C (SIGINT): what finished is kept (`tileops bench --resume DIR`)
 TERMINATED = 143  # SIGTERM (docker stop, Kubernetes): as INTERRUPTED; 128 + 15, as a shell reports it
 PIPE_CLOSED = 141  # stdout's reader went away (`tileops roofline ... | head`): stopped quietly; 128 + SIGPIPE (13)

@@ -9,7 +9,6 @@ call being priced. Nothing here computes FLOPs or bytes.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
 import statistics
@@ -17,11 +16,13 @@ import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import torch
 
-from tileops.bench.stopping import StoppingRule, quantile, rel_noise
+from tileops.bench.interval import BlockRule, sample_blocks
+from tileops.bench.sensors import RowSensors
+from tileops.bench.stopping import quantile, rel_noise
 from tileops.bench.cupti import AttributionError
 from tileops.bench.timers import (CUPTI_FIX, CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, Timer,
                                   cupti_unavailable_reason)
@@ -30,7 +31,8 @@ from tileops.errors import BackendUnavailableError, CompileError, TileOpsError
 from tileops.ops.catalog import load_entries
 from tileops.ops.spec import Workload
 from tileops.ops.workload import bind_row, build_inputs, instantiate
-from tileops.records import Environment, ErrorInfo, ErrorKind, Record, Timing, utcnow
+from tileops.records import (MAX_TIME_S, MIN_TIME_S, Environment, ErrorInfo, ErrorKind, Record, RowConditions, Timing,
+                             utcnow)
 
 
 @dataclass(frozen=True)
@@ -43,11 +45,15 @@ class Task:
     case_name: str
     backend: str
     device: DeviceInfo  # described once by the runner, sent with every row
-    rule: StoppingRule
+    rule: BlockRule
     env: Environment  # fixed for the run; each record adds the clocks around its row
     timer: str = "auto"  # auto | cupti | cuda-events | cpu-wall
     trace_dir: str | None = None  # keep each CUPTI row's last profiled batch here (``--keep-traces``)
     row: Workload | None = None  # the row itself (an ad-hoc --shape row is in no manifest); None: by its label
+    #: the bench process (the worker's parent) as NVML lists it on the GPU: a GPU calibration left it a CUDA
+    #: context, so it is listed, and is no other process; or why it could not be told (``own_gpu_pids``)
+    parent_pids: tuple[int, ...] = ()
+    parent_pids_unknown: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -87,7 +93,7 @@ def make_timer(task: Task, cache_bytes: int | None) -> Timer:
                           fallback_reason=f"CUPTI is unavailable here ({why}); fix: {CUPTI_FIX}")
 
 
-def warm_up(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> int:
+def warm_up(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> int:
     """Untimed calls, each synchronised (a GPU never queues hundreds of launches), until ``rule.warmup_s``.
 
     One call at least; the caller already made the checked call that paid first-call costs."""
@@ -101,7 +107,7 @@ def warm_up(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> int:
             return n
 
 
-def measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timing:
+def measure(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> Timing:
     """Time ``fn`` until the rule stops. Any failure of a timer that can fall back (CUPTI: its attribution
     refused, or the profiler itself failing) re-times the row with the timer it falls back to (CUDA events),
     and the record says why (``fallback_reason``): the roofline tool prices it blank. An error of the op
@@ -125,30 +131,74 @@ def measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timin
     return _measure(fn, other, rule)
 
 
-def _measure(fn: Callable[[], object], timer: Timer, rule: StoppingRule) -> Timing:
+def _measure(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> Timing:
+    """Warm up, then sample in blocks spread over the row (``tileops.bench.interval``): the interval a rerun's
+    median falls in comes from the blocks, and the rule stops on it. A block is at least the timer's first
+    batch (a GPU timer's batch is one synchronisation or one profiler session: no blocks of one)."""
     t_start = time.perf_counter()
     warm = warm_up(fn, timer, rule)
-    t0 = time.perf_counter()
-    samples: list[float] = []
-    first = batch = timer.first_batch
-    while True:
-        samples.extend(timer.sample(fn, batch))
-        elapsed = time.perf_counter() - t0
-        reason = rule.decide(samples, elapsed)
-        if reason:
-            break
-        # Grow the batch by half the samples so far (few decisions, little overshoot), never past the caps.
-        per_sample = elapsed / len(samples)
-        left = max(1, math.ceil((rule.max_time_s - elapsed) / per_sample)) if per_sample > 0 else 64
-        batch = max(1, min(max(first, len(samples) // 2), 64, left, rule.max_samples - len(samples)))
-    s = sorted(samples)
+    if timer.first_batch > rule.min_block_samples:
+        rule = dataclasses.replace(rule, min_block_samples=timer.first_batch,
+                                   max_block_samples=max(timer.first_batch, rule.max_block_samples))
+
+    def rewarm() -> None:  # the pause between blocks lets a CPU's pool threads sleep: wake them, untimed
+        fn()
+        timer.sync()
+
+    got = sample_blocks(lambda k: timer.sample(fn, k), rule, rewarm=rewarm)
+    s = sorted(got.samples)
     spans = timer.spans
     return Timing(
         timer=timer.kind, median_s=statistics.median(s), min_s=s[0], mean_s=statistics.fmean(s),
         p10_s=quantile(s, 0.10), p90_s=quantile(s, 0.90), n=len(s), rel_noise=rel_noise(s), warmup=warm,
-        total_s=time.perf_counter() - t_start, stop_reason=reason, fallback_reason=timer.fallback_reason,
+        total_s=time.perf_counter() - t_start, stop_reason=got.stop_reason, fallback_reason=timer.fallback_reason,
         span_s=statistics.median(spans) if spans else None,
+        median_ci_s=_within_contract(got.interval.pair) if got.interval is not None else None,
     )
+
+
+def _within_contract(pair: tuple[float, float]) -> list[float]:
+    """The interval held to the durations a record can carry: a few blocks that disagree wildly (a time cap
+    on a busy host, two effective blocks) give bounds beyond any timer's. Holding them there only drops what
+    no rerun can give, so the interval stays as honest, and as wide, as it was."""
+    lo, hi = pair
+    return [max(lo, MIN_TIME_S), min(hi, MAX_TIME_S)]
+
+
+_SENSORS: dict[str, RowSensors] = {}
+
+
+def row_sensors(device: DeviceInfo, parent_pids: Collection[int] = (), parent_unknown: str | None = None
+                ) -> RowSensors:
+    """The worker's sensors for ``device``, made once: torch's threads are the row's own (the load average
+    counts them), and on a GPU one NVML probe tells this process from the others on the device (it needs the
+    CUDA context the first row's inputs made); the bench process that started it (``parent_pids``, found by
+    its own probe) is no other process either."""
+    from tileops.device import own_gpu_pids
+
+    if device.key not in _SENSORS:
+        own: set[int] | None = None
+        why = ""
+        if device.kind == "cuda":
+            own, why = own_gpu_pids(device)
+            why = why or parent_unknown or ""
+            own = None if why or own is None else own | set(parent_pids)
+        _SENSORS[device.key] = RowSensors(device, threads=torch.get_num_threads(), own_pids=own,
+                                          own_pids_unknown=why or None)
+    return _SENSORS[device.key]
+
+
+def measure_row(fn: Callable[[], object], timer: Timer, rule: BlockRule, device: DeviceInfo,
+                parent_pids: Collection[int] = (), parent_unknown: str | None = None) -> tuple[Timing, RowConditions]:
+    """:func:`measure` with the row's sensors around it: the timing and what surrounded it (contention, clocks,
+    power, energy; ``tileops.bench.sensors``). The sensors stop whatever happens (their GPU thread ends)."""
+    sensors = row_sensors(device, parent_pids, parent_unknown)
+    sensors.start()
+    try:
+        timing = measure(fn, timer, rule)
+    finally:
+        conditions = sensors.stop()
+    return timing, conditions
 
 
 def _error_kind(exc: BaseException) -> ErrorKind:
@@ -206,7 +256,8 @@ def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[
         prepared = op.prepare(**inputs)  # one checked call (last_call is what eval_roofline prices), compiled
         if on_prepared is not None:
             on_prepared()
-        timing = measure(prepared.run, timer, task.rule)  # then the implementation only
+        timing, conditions = measure_row(prepared.run, timer, task.rule, task.device,  # the implementation only
+                                         task.parent_pids, task.parent_pids_unknown)
         if prepared.setup_s is not None:
             timing = dataclasses.replace(timing, compile_s=prepared.setup_s)
         flops, nbytes = op.eval_roofline()
@@ -217,7 +268,7 @@ def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[
         env = dataclasses.replace(task.env, clocks_before=clocks_before, clocks_after=read_clocks(task.device))
         return Record(**base, status="ok", timing=timing, flops=flops, bytes=nbytes, read_bytes=read_bytes,
                       roof_key=op.roof_key(), data_terms=op.roofline_data_terms(), env=env,
-                      started_at=started, finished_at=utcnow())
+                      started_at=started, finished_at=utcnow(), conditions=conditions)
     except Exception as exc:
         env = dataclasses.replace(task.env, clocks_before=clocks_before)
         return Record(**base, status="error",

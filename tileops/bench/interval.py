@@ -73,6 +73,7 @@ from dataclasses import dataclass, field, replace
 from collections.abc import Callable, Sequence
 
 from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP
+from tileops.records.contract import relative_half_width
 
 #: The interval's default level: a rerun's median falls inside it this often (independent blocks).
 CONFIDENCE = 0.95
@@ -171,7 +172,7 @@ class MedianInterval:
     def precision(self) -> float:
         """The relative half-width, on the wider side: what ``target_precision`` is compared with and what a
         progress line prints as ``± x %``."""
-        return max(self.hi_s / self.median_s - 1.0, 1.0 - self.lo_s / self.median_s)
+        return relative_half_width(self.median_s, self.lo_s, self.hi_s)
 
 
 def _checked(blocks: Sequence[Sequence[float]]) -> list[list[float]]:
@@ -346,7 +347,7 @@ CPU_BLOCKS = BlockRule(target_precision=0.02, min_time_s=0.1, max_time_s=1.0, mi
                        min_blocks=8, block_time_s=0.02, pause_s=0.01)
 GPU_BLOCKS = BlockRule(target_precision=0.01, min_time_s=0.2, max_time_s=5.0, min_samples=10, warmup_s=0.025,
                        min_blocks=8, block_time_s=0.05, pause_s=0.02, min_block_samples=10)
-QUICK_BLOCKS = BlockRule(target_precision=0.05, min_time_s=0.02, max_time_s=0.4, min_samples=6, warmup_s=0.002,
+QUICK_BLOCKS = BlockRule(target_precision=0.05, min_time_s=0.02, max_time_s=0.15, min_samples=6, warmup_s=0.002,
                          min_blocks=5, block_time_s=0.01, pause_s=0.005)
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
 
+from tileops import exitcodes
 from tileops.bench.sensors import PROC, STEAL_LIMIT, read_cpu_times, read_load1
 from tileops.device import DeviceInfo, ProcessCheck, other_gpu_processes
 from tileops.errors import TileOpsError
@@ -37,7 +38,9 @@ REQUIRE_QUIET_FIX = ("wait for the other work to finish (or move this job to an 
 
 
 class HostBusyError(TileOpsError):
-    """``require_quiet`` and the host is not quiet: nothing was measured."""
+    """``require_quiet`` and the host is not quiet: nothing was measured (exit 5: retry later)."""
+
+    exit_code = exitcodes.BUSY
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Collection
 
-from tileops.device import namespace_pids
+from tileops.device import DeviceInfo, namespace_pids
 from tileops.records.contract import CpuConditions, GpuConditions, RowConditions
 
 PROC = Path("/proc")
@@ -307,18 +307,28 @@ _FROM_DEVICE = object()
 class RowSensors:
     """``start()`` before a row, ``stop()`` after: a :class:`RowConditions`. One instance serves many rows.
 
-    ``device``: ``cpu`` or ``cuda[:N]``. ``threads``: the row's own busy threads (a CPU row: torch's), which
-    the load average counts. ``nvml``: a pynvml module (default: ``tileops.device.nvml()``), None for none;
-    ``gpu_uuid``/``gpu_index`` find the device in it. ``own_pids``: this process as NVML lists it (default:
-    its PIDs in every namespace /proc shows; inside a container NVML lists host PIDs, so the run should pass
-    what ``tileops.device``'s probe found). ``poll_s``: the GPU thread's period, None for no thread.
+    ``device``: the run's :class:`~tileops.device.DeviceInfo` (its uuid, else its index, finds the GPU in NVML;
+    a bare ``cpu`` / ``cuda[:N]`` string is still read, with ``gpu_uuid``/``gpu_index``). ``threads``: the
+    row's own busy threads (a CPU row: torch's), which the load average counts. ``nvml``: a pynvml module
+    (default: ``tileops.device.nvml()``), None for none. ``own_pids``: this process as NVML lists it (default:
+    its PIDs in every namespace /proc shows; inside a container NVML lists host PIDs, so the run passes what
+    ``tileops.device.own_gpu_pids`` found); ``own_pids_unknown``: why they could not be told, and then other
+    processes are blank with it rather than this process counted as another. ``poll_s``: the GPU thread's
+    period, None for no thread.
     """
 
-    def __init__(self, device: str = "cpu", *, threads: int = 1, proc: Path = PROC, sys: Path = SYS,
+    def __init__(self, device: DeviceInfo | str = "cpu", *, threads: int = 1, proc: Path = PROC, sys: Path = SYS,
                  nvml: Any = _FROM_DEVICE, gpu_uuid: str | None = None, gpu_index: int | None = None,
-                 own_pids: Collection[int] | None = None, poll_s: float | None = 0.1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.kind = "cpu" if device == "cpu" else "cuda"
+                 own_pids: Collection[int] | None = None, own_pids_unknown: str | None = None,
+                 poll_s: float | None = 0.1, clock: Callable[[], float] = time.monotonic) -> None:
+        if isinstance(device, DeviceInfo):
+            self.kind: str = device.kind
+            gpu_uuid = gpu_uuid or device.uuid
+            gpu_index = device.index if gpu_index is None else gpu_index
+            device = device.torch_device
+        else:
+            self.kind = "cpu" if device == "cpu" else "cuda"
+        self.own_pids_unknown = own_pids_unknown
         self.threads = threads
         self.proc, self.sys = proc, sys
         self.clock = clock
@@ -524,7 +534,9 @@ class RowSensors:
                 capped[key] = (v1 - v0) * 1e-9
         procs1 = g.processes()
         others = None
-        if self._procs0 is None or procs1 is None:
+        if self.own_pids_unknown:
+            blank["other_processes"] = self.own_pids_unknown
+        elif self._procs0 is None or procs1 is None:
             blank["other_processes"] = "NVML could not list the processes on the device"
         else:
             own = self.own_pids if self.own_pids is not None else namespace_pids(self.proc / "self" / "status")

@@ -17,16 +17,17 @@ needs no terminal library.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
 from tileops import exitcodes
 from tileops.bench.environment import new_run_id, run_environment
 from tileops.bench.execute import Task
+from tileops.bench.quiet import check_quiet
 from tileops.bench.rundir import RunLock, lock_run_dir
 from tileops.bench.select import Planned, Selection, check_filters, plan, why_empty
-from tileops.bench.stopping import CPU_RULE, GPU_RULE, QUICK_RULE, StoppingRule
+from tileops.bench.interval import CPU_BLOCKS, GPU_BLOCKS, QUICK_BLOCKS, BlockRule
 from tileops.bench.timers import check_timer
 from tileops.bench.worker import Worker, default_threads
 from tileops.device import DeviceInfo
@@ -88,7 +89,7 @@ class PreparedSweep:
     planned: list[Planned]
     todo: list[Planned]
     done: int  # rows already recorded OK (a resumed run)
-    rule: StoppingRule
+    rule: BlockRule
     row_timeout_s: float
     threads: int | None
     timer: str
@@ -162,10 +163,30 @@ def save_run_info(run_dir: Path, info: RunInfo, lock: RunLock) -> None:
                         f"`tileops bench --resume {run_dir}`")
 
 
-def stopping_rule(device: DeviceInfo, quick: bool) -> StoppingRule:
-    if quick:
-        return QUICK_RULE
-    return CPU_RULE if device.kind == "cpu" else GPU_RULE
+#: The stopping rule's knobs a run may set (RunOptions field -> the bench flag that sets it).
+RULE_FLAGS = {"target_precision": "--target-precision", "min_time_s": "--min-time", "max_time_s": "--max-time",
+              "min_samples": "--min-samples"}
+
+
+def stopping_rule(device: DeviceInfo, options: RunOptions) -> BlockRule:
+    """The row's stopping rule: the device's preset (``--quick``'s loose one), with the knobs the run set.
+
+    TileOpsError naming the flags when the knobs given cannot work together (a minimum time above the cap)."""
+    rule = QUICK_BLOCKS if options.quick else (CPU_BLOCKS if device.kind == "cpu" else GPU_BLOCKS)
+    given = {k: getattr(options, k) for k in RULE_FLAGS if getattr(options, k) is not None}
+    if not given:
+        return rule
+    if "max_time_s" in given and "min_time_s" not in given:  # the preset's minimum gives way to a lower cap
+        given["min_time_s"] = min(rule.min_time_s, given["max_time_s"])
+    if "min_time_s" in given and "max_time_s" not in given:  # ... and its cap to a longer minimum
+        given["max_time_s"] = max(rule.max_time_s, given["min_time_s"])
+    if "max_time_s" in given and given["min_time_s"] > given["max_time_s"]:
+        raise TileOpsError(f"--min-time {given['min_time_s']:g} is above --max-time {given['max_time_s']:g}: a row "
+                           "stops at its cap; give a --min-time at most --max-time")
+    if "min_samples" in given and given["min_samples"] > rule.max_samples:
+        raise TileOpsError(f"--min-samples {given['min_samples']} is above the rule's sample cap "
+                           f"({rule.max_samples}); give at most {rule.max_samples}")
+    return replace(rule, **given)
 
 
 def _unwritable(path: Path, exc: OSError, fix: str) -> RunWriteError:
@@ -232,11 +253,15 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
     ``out``: a new run's directory (default ``results/<run id>``); ``resume``: the stopped run to finish
     (its run file's options are the ones it keeps). Every input is checked here, before the first row: the
     timer, the selection, the run directory (writable, not held by another runner, its run file and records
-    readable).
+    readable). Between the rows and the run directory, one look at the host (``tileops.bench.quiet``), which
+    run.json records (a resumed run, its own): with ``options.require_quiet`` a busy host is HostBusyError
+    (exit 5) and nothing is written.
     """
     check_timer(options.timer, device.kind)  # --timer cupti without CUPTI: exit 2 before anything is written
+    rule = stopping_rule(device, options)  # knobs that cannot work together: exit 2 likewise
     notices: list[str] = []
     planned = plan_rows(Selection.of(options), device, notices, strict=resume is None)
+    quiet = check_quiet(device, require_quiet=options.require_quiet)
     if resume is not None:
         run_dir = Path(resume)
         lock, info, done, repaired = _open_resumed(run_dir)
@@ -249,6 +274,8 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
                        selection={**Selection.of(options).as_dict(), "device": device.torch_device},
                        options=options)
         done = set()
+    info.quiet = quiet.as_dict()
+    info.stopping_rule = asdict(rule)
     lock.reserve()
     threads = default_threads() if device.kind == "cpu" else None
     todo = [p for p in planned if p.key not in done]
@@ -271,7 +298,7 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
         raise
     return PreparedSweep(
         device=device, run_dir=run_dir, info=info, env=run_environment(device, info.run_id, threads),
-        planned=planned, todo=todo, done=len(planned) - len(todo), rule=stopping_rule(device, options.quick),
+        planned=planned, todo=todo, done=len(planned) - len(todo), rule=rule,
         row_timeout_s=options.row_timeout_s or DEFAULT_ROW_TIMEOUT_S[device.kind], threads=threads,
         timer=options.timer, lock=lock, notices=notices,
         compile_timeout_s=options.compile_timeout_s or DEFAULT_COMPILE_TIMEOUT_S, compile_env=compile_env,
@@ -319,8 +346,13 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
     ``failed`` with the reason, and the file holds whole records only.
     RunWriteError when run.json itself cannot be written.
     """
+    from tileops.device import own_gpu_pids
+
     observer = observer or _Silent()
     entries = load_entries()
+    # this process on the GPU as NVML lists it (a GPU calibration left it a CUDA context): the rows' sensors
+    # must not count it as another process on the device
+    parent, parent_why = own_gpu_pids(prep.device)
     worker = Worker(cache_bytes=prep.device.l2_bytes, threads=prep.threads, env=prep.compile_env)
     stopped: KeyboardInterrupt | None = None
     failure: str | None = None
@@ -334,7 +366,8 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
             else:
                 task = Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
                             device=prep.device, rule=prep.rule, env=prep.env, timer=prep.timer,
-                            trace_dir=prep.trace_dir, row=p.row)
+                            trace_dir=prep.trace_dir, row=p.row, parent_pids=tuple(sorted(parent or ())),
+                            parent_pids_unknown=parent_why or None)
                 rec = worker.run(task, family, prep.row_timeout_s, prep.compile_timeout_s).record
             try:
                 with deferred():  # a signal now waits until the record is written

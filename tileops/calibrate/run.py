@@ -149,8 +149,8 @@ def measure_device(info: DeviceInfo, *, quick: bool = False, progress: Progress 
 def sensors_for(info: DeviceInfo) -> RowSensors:
     """The bench's sensors on the calibrated device: the same readings a row's record carries."""
     if info.kind == "cpu":
-        return RowSensors("cpu", threads=torch.get_num_threads(), poll_s=None)
-    return RowSensors(info.torch_device, gpu_uuid=info.uuid, gpu_index=info.index)  # pragma: no cover - GPU
+        return RowSensors(info, threads=torch.get_num_threads(), poll_s=None)
+    return RowSensors(info)  # pragma: no cover - GPU
 
 
 def power_warnings(conditions: RowConditions) -> list[str]:

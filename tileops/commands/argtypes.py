@@ -48,6 +48,22 @@ def fraction(text: str) -> float:
     return value
 
 
+def precision(text: str) -> float:
+    """A relative precision: ``2%`` or ``0.02``, above 0 and at most 100 %."""
+    what = "a precision above 0 and at most 100 %, as 2% or 0.02"
+    value = _number(text[:-1] if text.endswith("%") else text, what, "2%")
+    value = value / 100 if text.endswith("%") else value
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected {what}; got {text!r}")
+    return value
+
+
+def samples(text: str) -> int:
+    """A sample count, 1 to 100000."""
+    what = "a whole number of samples from 1 to 100000"
+    return _whole(text, 1, 100_000, what, what)
+
+
 def positive(text: str) -> float:
     """A positive finite number (a clock in GHz, a factor)."""
     value = _number(text, "a positive number", "3.5")

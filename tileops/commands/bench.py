@@ -16,8 +16,9 @@ a row cannot run here is a skipped record with the reason (Triton on a CPU: its 
 --resume DIR restores the run's selection and options from DIR/run.json; a flag that differs is refused.
 exit codes: 0 ok; 1 some rows failed (error records written); 2 bad arguments, unreadable input, or an
 unwritable run directory (a full disk: run.json says failed, resume after freeing space); 3 physics-check
-breach (a formula claims the impossible); 4 results written but the push failed; 130 interrupted by
-Ctrl-C, 143 stopped by SIGTERM (docker stop): resume with --resume DIR.
+breach (a formula claims the impossible); 4 results written but the push failed; 5 --require-quiet and
+the host was busy (nothing measured: retry later); 130 interrupted by Ctrl-C, 143 stopped by SIGTERM
+(docker stop): resume with --resume DIR.
 """
 
 #: The flags that say where a run is or what to do with it, not how it runs: every other flag is a field of
@@ -82,6 +83,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                                      "(default 60 CPU, 180 GPU)")
     p.add_argument("--quick", action="store_true", default=None,
                    help="loose stopping rule: a smoke run, not a measurement")
+    rule = p.add_argument_group("stopping rule (default: the device's, or --quick's; docs/timing.md)")
+    rule.add_argument("--target-precision", dest="target_precision", type=argtypes.precision, default=None,
+                      metavar="P", help="stop a row once a rerun's median is known to +-P (the 95 %% interval's "
+                                        "half-width from blocks of samples): 2%% or 0.02 (default 2%% CPU, 1%% GPU, "
+                                        "5%% --quick)")
+    rule.add_argument("--min-time", dest="min_time_s", type=argtypes.seconds(allow_zero=True, example="0.1"),
+                      default=None, metavar="S", help="time each row at least S seconds (default 0.1 CPU, 0.2 GPU)")
+    rule.add_argument("--max-time", dest="max_time_s", type=argtypes.seconds(example="1"), default=None,
+                      metavar="S", help="stop timing a row after S seconds whatever its precision (default 1 CPU, "
+                                        "5 GPU, 0.15 --quick)")
+    rule.add_argument("--min-samples", dest="min_samples", type=argtypes.samples, default=None, metavar="N",
+                      help="time each row at least N repetitions (default 10, 6 --quick)")
+    p.add_argument("--require-quiet", dest="require_quiet", action="store_true", default=None,
+                   help="refuse to run (exit 5, nothing measured) when the host is busy before the first row: load "
+                        "above its CPUs, steal above 3 %%, or another process on the GPU; without it the run warns "
+                        "and records the check in run.json")
     p.add_argument("--timer", choices=("auto", "cupti", "cuda-events"), default=None,
                    help="GPU timer (default auto): auto = CUPTI where it works, else CUDA events that record "
                         "why; cupti = CUPTI or exit 2; cuda-events rows are priced blank (docs/timing.md)")

@@ -3,8 +3,10 @@
 The order is what a user sees happen::
 
     0. a resumed run restores everything it was started with from run.json (a flag that differs is refused)
-    1. check every input: the profile, the sinks, the device (described once), the rows, the run directory
-       (locked from here to the end; a bad --profile, --push or --out fails here, before any row)
+    1. check every input: the profile, the sinks, the device (described once), the rows; look at the host
+       (load, steal, other processes on the GPU: a warning, or with --require-quiet a refusal, exit 5, before
+       anything is written); then the run directory (locked from here to the end; a bad --profile, --push or
+       --out fails here, before any row); run.json records the look at the host (``quiet``)
     2. calibrate the device first when the store holds no calibration of it, or one older than
        --calibration-max-age (quick on a GPU, full on a CPU; tileops.pipeline.calibrate)
     3. the sweep (tileops.bench): one record per row, appended as each finishes
@@ -305,6 +307,9 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, 
                   + (f", {prep.threads} threads" if prep.threads else "") + f") -> {prep.run_dir}")
     for notice in prep.notices:
         _say(err, f"[yellow]note[/]: {notice}")
+    for warning in prep.info.quiet.get("warnings", []):
+        _say(err, f"[yellow]warning[/]: {warning}. Rows measured now record the contention they meet and may "
+                  "read unstable; --require-quiet refuses to run instead (run.json: quiet)")
     _say(err, _backends_line(prep))
     with CalibrationProgress(err) as progress:
         calibrated = ensure_calibrated(device, chooser, o.calibrate, req.calibration_max_age,

@@ -57,7 +57,7 @@ def list_plan(req: BenchRequest, console: Console) -> Listed:
     done: set[tuple[str, str, str, str]] = set()
     if req.resume is not None and (req.resume / RECORDS_FILE).exists():
         done = {r.key for r in iter_records(req.resume / RECORDS_FILE, fast_json=False) if r.status == "ok"}
-    rule = sweep.stopping_rule(device, opts.quick)
+    rule = sweep.stopping_rule(device, opts)
     row_timeout = opts.row_timeout_s or sweep.DEFAULT_ROW_TIMEOUT_S[device.kind]
     compile_timeout = opts.compile_timeout_s or sweep.DEFAULT_COMPILE_TIMEOUT_S
 
@@ -92,8 +92,9 @@ def list_plan(req: BenchRequest, console: Console) -> Listed:
              + (f", {done_n} already done" if done_n else "") + f" ({per_backend})"]
     compiled = sum(n for b, n in runs.items() if b != "torch")
     typical = n_run * (rule.warmup_s + rule.max_time_s)
-    lines.append(f"timing: each row stops once its median is known to ±{rule.target_precision:.1%} (after at "
-                 f"least {rule.min_time_s:g} s) or at {rule.max_time_s:g} s, after {rule.warmup_s:g} s of warm-up"
+    lines.append(f"timing: each row stops once a rerun's median is known to ±{rule.target_precision:.1%} (from "
+                 f"at least {rule.min_blocks} blocks of samples and {rule.min_time_s:g} s) or at "
+                 f"{rule.max_time_s:g} s, after {rule.warmup_s:g} s of warm-up"
                  + (" (--quick)" if opts.quick else "") + f": at most about {_duration(typical)} of timing, "
                  "plus each row's set-up (its inputs, its first call)")
     worst = n_run * row_timeout + compiled * compile_timeout

@@ -9,15 +9,31 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
                            TimeElapsedColumn, TimeRemainingColumn)
 
 from tileops.bench.select import Planned
+from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP
 from tileops.records import Record
 from tileops.report.columns import seconds
 
 
+#: How a progress line words a row's stop reason (``tileops.bench.stopping``'s reasons).
+STOP_WORDS = {NOISE_REACHED: "precision reached", TIME_CAP: "time cap", SAMPLE_CAP: "sample cap"}
+
+
 def row_line(rec: Record) -> str:
-    """One row's outcome in a line: its time and noise, why it was skipped, or its error."""
+    """One row's outcome in a line: its median ± the interval a rerun falls in, the samples and why it stopped,
+    the contention it met; why it was skipped; or its error."""
     if rec.status == "ok" and rec.timing:
         t = rec.timing
-        line = f"{seconds(t.median_s)} (n={t.n}, noise {t.rel_noise:.1%})"  # as the table writes a time
+        width = t.ci_precision
+        if width is None:
+            spread = " (no interval: too few blocks)"
+        elif width < 1:
+            spread = f" ± {width * 100:.1f} %"
+        else:  # a rerun may land several times off: the bounds say it better than a percentage
+            spread = f" (a rerun within {seconds(t.median_ci_s[0])}–{seconds(t.median_ci_s[1])})"  # type: ignore[index]
+        line = f"{seconds(t.median_s)}{spread} (n={t.n}, {STOP_WORDS.get(t.stop_reason, t.stop_reason)})"
+        c = rec.conditions
+        if c is not None and (c.contended or c.throttled):
+            line += "; " + ("; ".join(c.contention) if c.contention else "throttled")
         return line + (f"; timed with {t.timer}: {t.fallback_reason}" if t.fallback_reason else "")
     if rec.status == "skipped":
         return f"skipped: {rec.skip_reason}"
@@ -58,8 +74,9 @@ class RowProgress:
         if not self.live:  # logs (docker, CI): one line per row
             self.console.print(f"[{index}/{total}] {describe(planned)}: {row_line(record)}", highlight=False,
                                markup=False)
-        elif record.status != "ok":
-            self.progress.console.print(f"  {describe(planned)}: {row_line(record)}", highlight=False, markup=False)
+        else:  # a terminal: every finished row's line stays, printed above the live bar
+            self.progress.console.print(f"{describe(planned)}: {row_line(record)}", highlight=False, markup=False,
+                                        soft_wrap=True)
 
 
 class CalibrationProgress:

@@ -59,6 +59,11 @@ def device_key(uuid: str | None, hostname: str) -> str:
     return uuid or f"cpu-{hostname}"
 
 
+def relative_half_width(median: float, lo: float, hi: float) -> float:
+    """An interval's relative half-width around its median, on the wider side: ``max(hi/m - 1, 1 - lo/m)``."""
+    return max(hi / median - 1.0, 1.0 - lo / median)
+
+
 def _positive(**extra: Any) -> dict[str, Any]:
     return {"gt": 0, **extra}
 
@@ -219,6 +224,14 @@ class Timing:
         return None
 
     @property
+    def ci_precision(self) -> float | None:
+        """The interval's relative half-width on its wider side (what ``--target-precision`` bounds, what a
+        progress line prints as ``± x %``); None without an interval."""
+        if self.median_ci_s is None:
+            return None
+        return relative_half_width(self.median_s, *self.median_ci_s)
+
+    @property
     def actual_time_s(self) -> float:
         """§1.2 actual_time: device-busy time plus any device copies excluded from it."""
         return self.median_s + self.excluded_copies_s
@@ -301,6 +314,12 @@ class RunOptions:
     compile_cache: str | None = None  # absolute; None: beside the run directory (or the environment's)
     compile_timeout_s: float | None = field(default=None, metadata=_positive())  # None: the bench's default
     keep_traces: bool = False  # each CUPTI row's last profiled batch kept as a Chrome trace in <run>/traces/
+    # the stopping rule's knobs (None: the device's preset, or --quick's); tileops.bench.interval.BlockRule
+    target_precision: float | None = field(default=None, metadata={"gt": 0, "le": 1})  # the interval's half-width
+    min_time_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
+    max_time_s: float | None = field(default=None, metadata=_positive(le=MAX_TIME_S))
+    min_samples: int | None = field(default=None, metadata={"ge": 1, "le": 10**9})
+    require_quiet: bool = False  # refuse to measure on a busy host (exit 5) instead of warning
     # how to price it and what to write
     profile: str | None = None  # a profile name, or a profile file's absolute path
     calibrate: str = "auto"
@@ -336,6 +355,11 @@ class RunInfo:
     rows_error: int = field(default=0, metadata=_nonneg())
     rows_skipped: int = field(default=0, metadata=_nonneg())
     health: dict[str, Any] = field(default_factory=dict)
+    #: the host before the first row (``tileops.bench.quiet.QuietCheck.as_dict``: figures, warnings, blanks)
+    quiet: dict[str, Any] = field(default_factory=dict)
+    #: the stopping rule the rows were timed by, every knob (``tileops.bench.interval.BlockRule``): the preset
+    #: and the flags given, as this version resolved them
+    stopping_rule: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
