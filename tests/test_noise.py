@@ -247,3 +247,17 @@ def test_the_plot_draws_an_error_bar_for_each_row_with_an_interval(tmp_path) -> 
     assert "#fdae61" in svg  # the unstable row's colour
     # two bars (steady, noisy), each a vertical line plus two caps
     assert len(re.findall(r"<path ", group.group(1))) + len(re.findall(r"<use ", group.group(1))) >= 2
+
+
+def test_a_row_known_to_no_useful_precision_is_worded_by_its_interval_not_by_a_huge_percentage() -> None:
+    """A quick row on a busy host can have a rerun interval spanning thousands of times its median: the reason and
+    the table say so in words a person can use (the JSON keeps the values)."""
+    from tileops.report.columns import ratio_interval_text, sol_ci_text
+
+    p = price(_cpu(1e-6, (1e-9, 2e-3)), CPU)
+    assert p.verdict == "unstable"
+    assert p.unstable[0].startswith("its time is not known even to ±100 % (a rerun may read 1 ns–2 ms)")
+    assert sol_ci_text(p) == "0.0–>1000 %" and p.sol_ci[1] == pytest.approx(800.0)
+    assert sol_ci_text(price(_cpu(1e-6, (0.9e-6, 1.1e-6)), CPU)) == "72.7–88.9 %"
+    assert ratio_interval_text(0.001, 2500.0) == "<0.01–>100x"
+    assert ratio_interval_text(0.91, 1.08) == "0.91–1.08x"

@@ -113,7 +113,20 @@ def sol_ci_text(p: Priced) -> str:
     ci = p.sol_ci
     if ci is None:
         return DASH
-    return f"{ci[0] * 100:.1f}–{ci[1] * 100:.1f} %"
+    return f"{ci[0] * 100:.1f}–{'>1000' if ci[1] > CI_SHOWN_UP_TO else f'{ci[1] * 100:.1f}'} %"
+
+
+#: A SOL interval's top shown as a number up to this ratio (1000 %), as ``>1000`` above: a row whose rerun could
+#: read a thousand times faster is simply not known, and twelve digits would say no more (JSON keeps the value).
+CI_SHOWN_UP_TO = 10.0
+
+
+def ratio_interval_text(lo: float, hi: float) -> str:
+    """A ratio's interval for a person: ``0.91–1.08x``, with ``<0.01`` and ``>100`` at the far ends (JSON keeps
+    the values)."""
+    low = "<0.01" if lo < 0.01 else f"{lo:.2f}"
+    high = ">100" if hi > 100 else f"{hi:.2f}"
+    return f"{low}–{high}x"
 
 
 def verdict_text(p: Priced) -> str:

@@ -76,8 +76,7 @@ def _changed(c: Comparison) -> list[RowChange]:
 
 def _change_cells(r: RowChange) -> tuple[str, ...]:
     ratio = f"{r.ratio:.2f}x" if r.ratio else columns.DASH
-    allowed = (f"{r.ratio_interval[0]:.2f}–{r.ratio_interval[1]:.2f}x" if r.ratio_interval is not None
-               else columns.DASH)
+    allowed = columns.ratio_interval_text(*r.ratio_interval) if r.ratio_interval is not None else columns.DASH
     return (*r.key, columns.seconds(r.old_time_s), columns.seconds(r.new_time_s), ratio, allowed, r.change,
             r.reason or "")
 

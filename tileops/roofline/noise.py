@@ -90,8 +90,12 @@ def unstable_reasons(record: Record, *, sustained: bool = False) -> tuple[str, .
         limit = unstable_limit(record.env.device_kind)
         if p is not None and p > limit:
             where = "GPU" if record.env.device_kind == "cuda" else "CPU"
-            out += (f"its time is known to ±{p * 100:.1f} %, wider than the ±{limit * 100:.0f} % a verdict needs "
-                    f"on a {where}",)
+            ci = t.median_ci_s
+            if p > 1 and ci is not None:  # "±5000 %" says nothing a person can use: the interval itself does
+                known = f"its time is not known even to ±100 % (a rerun may read {_s(ci[0])}–{_s(ci[1])})"
+            else:
+                known = f"its time is known to ±{p * 100:.1f} %"
+            out += (f"{known}, wider than the ±{limit * 100:.0f} % a verdict needs on a {where}",)
     return out + disturbances(record, sustained=sustained)
 
 
@@ -116,3 +120,11 @@ def sm_clock_mhz(record: Record) -> float | None:
     if g is None or g.sm_mhz_min is None or g.sm_mhz_max is None:
         return None
     return (g.sm_mhz_min + g.sm_mhz_max) / 2
+
+
+def _s(seconds: float) -> str:
+    """A time for a person: ``3.66 ms``, ``1.07 s``."""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
