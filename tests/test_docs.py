@@ -279,9 +279,9 @@ def column_kind(header: str) -> str:
 
 
 def check_table_columns(block: Block, run: PageRun) -> None:
-    documented = re.findall(r"^\| `([A-Za-z/ ]+)` \|", block.body, flags=re.M)
-    # a column described "only when ..." appears only in runs that have it (compile time, vs best)
-    optional = set(re.findall(r"^\| `([A-Za-z/ ]+)` \| only when", block.body, flags=re.M))
+    documented = re.findall(r"^\| `([A-Za-z0-9/ ()%]+)` \|", block.body, flags=re.M)
+    # a column described "only when ..." appears only in runs that have it (SOL (95 % CI), compile time, vs best)
+    optional = set(re.findall(r"^\| `([A-Za-z0-9/ ()%]+)` \| only when", block.body, flags=re.M))
     headers = [[column_kind(c) for c in h] for h in _bench_tables(run)]
     assert headers, "no SOL table was printed on this page"
     assert all(h == [c for c in documented if c in h or c not in optional] for h in headers), \

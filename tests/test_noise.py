@@ -259,5 +259,7 @@ def test_a_row_known_to_no_useful_precision_is_worded_by_its_interval_not_by_a_h
     assert p.unstable[0].startswith("its time is not known even to ±100 % (a rerun may read 1 ns–2 ms)")
     assert sol_ci_text(p) == "0.0–>1000 %" and p.sol_ci[1] == pytest.approx(800.0)
     assert sol_ci_text(price(_cpu(1e-6, (0.9e-6, 1.1e-6)), CPU)) == "72.7–88.9 %"
+    # far above 100 % but narrow (a formula error): its numbers, not a bound
+    assert sol_ci_text(price(_cpu(1e-9, (0.9e-9, 1.1e-9)), CPU)) == "72727.3–88888.9 %"
     assert ratio_interval_text(0.001, 2500.0) == "<0.01–>100x"
     assert ratio_interval_text(0.91, 1.08) == "0.91–1.08x"

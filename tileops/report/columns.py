@@ -113,12 +113,17 @@ def sol_ci_text(p: Priced) -> str:
     ci = p.sol_ci
     if ci is None:
         return DASH
-    return f"{ci[0] * 100:.1f}–{'>1000' if ci[1] > CI_SHOWN_UP_TO else f'{ci[1] * 100:.1f}'} %"
+    lo, hi = ci
+    unknown_top = hi > CI_SHOWN_UP_TO and hi > CI_SPAN_SHOWN * lo
+    return f"{lo * 100:.1f}–{'>1000' if unknown_top else f'{hi * 100:.1f}'} %"
 
 
-#: A SOL interval's top shown as a number up to this ratio (1000 %), as ``>1000`` above: a row whose rerun could
-#: read a thousand times faster is simply not known, and twelve digits would say no more (JSON keeps the value).
+#: A SOL interval's top is shown as ``>1000`` when it is above this ratio (1000 %) and more than
+#: :data:`CI_SPAN_SHOWN` times its low end: a row whose rerun could read a hundred times faster is simply not known,
+#: and twelve digits would say no more (JSON keeps the value). A narrow interval far above 100 % (a formula error)
+#: keeps its numbers.
 CI_SHOWN_UP_TO = 10.0
+CI_SPAN_SHOWN = 100.0
 
 
 def ratio_interval_text(lo: float, hi: float) -> str:
