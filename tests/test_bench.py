@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from health_support import assert_judged_but_for_noise
 
 from tileops.records import iter_records, parse_record, read_run_info, to_json
 from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP, StoppingRule, quantile, rel_noise
@@ -74,7 +75,8 @@ def test_cpu_set_end_to_end(tmp_path: Path, profile_store: dict[str, str]) -> No
     assert {(x.op, x.label) for x in recs} == cpu_rows
     info = read_run_info(out)
     assert info.status == "completed" and info.exit_code == 0 and info.rows_ok == len(recs)
-    assert "SOL efficiency" in r.stdout and "health: OK" in r.stdout
+    assert "SOL efficiency" in r.stdout
+    assert_judged_but_for_noise(r.stdout)  # the nominal bandwidth came in: nothing NOT JUDGED but for noise
     assert (out / "roofline.png").stat().st_size > 0 and (out / "roofline.json").exists()
 
 
