@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tileops.device import DeviceInfo
+
 from tileops.audit.ncu import premise
 from tileops.roofline.energy import RATES, energy_rates
 from tileops.roofline.gap import GapBlank, GapSplit, gap_for, split_gap
@@ -189,8 +191,8 @@ def test_the_sensors_readings_feed_the_rates(tmp_path: Path) -> None:
 
     FakeProc(tmp_path / "proc")
     clock = Clock()
-    s = RowSensors("cuda:0", proc=tmp_path / "proc", sys=tmp_path / "sys", nvml=FakeNvml(), gpu_uuid="GPU-1",
-                   own_pids=set(), poll_s=None, clock=clock)
+    s = RowSensors(DeviceInfo(kind="cuda", name="NVIDIA H200", index=0, uuid="GPU-1"), proc=tmp_path / "proc",
+                   sys=tmp_path / "sys", nvml=FakeNvml(), own_pids=set(), poll_s=None, clock=clock)
     s.start()
     clock.t += 2.0
     g = s.stop().gpu
@@ -198,7 +200,7 @@ def test_the_sensors_readings_feed_the_rates(tmp_path: Path) -> None:
     rates = energy_rates(g.energy_j, 1000, flops=10**12, nbytes=10**9, window_s=2.0,
                          why=g.blank.get("energy_j", ""))
     assert rates.joules_per_call == pytest.approx(0.5) and rates.flop_per_joule == pytest.approx(2e12)
-    host = RowSensors("cpu")
+    host = RowSensors(DeviceInfo(kind="cpu", name="a CPU"))
     host.start()
     cpu = host.stop().cpu
     assert cpu is not None

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tileops.audit.entry import append_entry
+from tileops.device import DeviceInfo
 from tileops.pipeline.roofline import RooflineOptions, run_roofline
 from tileops.profiles import ProfileError, parse_profile
 from tileops.records import AUDIT_FILE, AuditEntry, CpuConditions, GpuConditions, RowConditions
@@ -20,6 +21,9 @@ from tileops.roofline import price, row_energy
 
 from roofline_fixtures import CALIB, DATASHEET, make_profile, make_record, write_profile, write_records
 from sensors_support import Clock, FakeNvml, FakeProc, fake_rapl
+
+#: The GPU the fake NVML knows (by its uuid).
+GPU_DEVICE = DeviceInfo(kind="cuda", name="NVIDIA H200", index=0, uuid="GPU-1")
 
 H200 = "NVIDIA H200"
 BW, BURST, SUSTAINED = 4.8e12, 0.90, 0.80  # bytes/s; the fractions measured at full clocks and under the cap
@@ -100,7 +104,7 @@ def test_a_gpu_row_whose_clock_events_were_not_read_has_no_power_state(tmp_path:
     from tileops.roofline import power_blank, power_state
 
     FakeProc(tmp_path / "proc")
-    s = RowSensors("cuda:0", proc=tmp_path / "proc", sys=tmp_path / "sys", nvml=None, poll_s=None)
+    s = RowSensors(GPU_DEVICE, proc=tmp_path / "proc", sys=tmp_path / "sys", nvml=None, poll_s=None)
     s.start()
     rec = _row(conditions=s.stop())
     assert power_state(rec) is None and power_blank(rec) == "no NVML given"
@@ -162,8 +166,8 @@ def _sensed_gpu(tmp_path: Path, reasons: list[int]) -> RowConditions:
 
     FakeProc(tmp_path / "proc")
     clock = Clock()
-    s = RowSensors("cuda:0", proc=tmp_path / "proc", sys=tmp_path / "sys",
-                   nvml=FakeNvml(reasons=reasons, energy_mj=[1_000_000, 1_500_000]), gpu_uuid="GPU-1",
+    s = RowSensors(GPU_DEVICE, proc=tmp_path / "proc", sys=tmp_path / "sys",
+                   nvml=FakeNvml(reasons=reasons, energy_mj=[1_000_000, 1_500_000]),
                    own_pids=set(), poll_s=None, clock=clock)
     s.start()
     clock.t += 2.0
@@ -191,7 +195,7 @@ def test_energy_blank_with_its_reason(tmp_path: Path) -> None:
 
     proc = FakeProc(tmp_path / "proc")
     fake_rapl(tmp_path / "sys", {"intel-rapl:0": ("package-0", 1_000_000, 2**32)})
-    s = RowSensors("cpu", proc=tmp_path / "proc", sys=tmp_path / "sys", poll_s=None)
+    s = RowSensors(DeviceInfo(kind="cpu", name="a CPU"), proc=tmp_path / "proc", sys=tmp_path / "sys", poll_s=None)
     s.start()
     proc.advance(total=1000, own=900)
     fake_rapl(tmp_path / "sys", {"intel-rapl:0": ("package-0", 31_000_000, 2**32)})

@@ -307,8 +307,8 @@ _FROM_DEVICE = object()
 class RowSensors:
     """``start()`` before a row, ``stop()`` after: a :class:`RowConditions`. One instance serves many rows.
 
-    ``device``: the run's :class:`~tileops.device.DeviceInfo` (its uuid, else its index, finds the GPU in NVML;
-    a bare ``cpu`` / ``cuda[:N]`` string is still read, with ``gpu_uuid``/``gpu_index``). ``threads``: the
+    ``device``: the run's :class:`~tileops.device.DeviceInfo` (its uuid, else its index, finds the GPU in
+    NVML). ``threads``: the
     row's own busy threads (a CPU row: torch's), which the load average counts. ``nvml``: a pynvml module
     (default: ``tileops.device.nvml()``), None for none. ``own_pids``: this process as NVML lists it (default:
     its PIDs in every namespace /proc shows; inside a container NVML lists host PIDs, so the run passes what
@@ -317,17 +317,11 @@ class RowSensors:
     period, None for no thread.
     """
 
-    def __init__(self, device: DeviceInfo | str = "cpu", *, threads: int = 1, proc: Path = PROC, sys: Path = SYS,
-                 nvml: Any = _FROM_DEVICE, gpu_uuid: str | None = None, gpu_index: int | None = None,
-                 own_pids: Collection[int] | None = None, own_pids_unknown: str | None = None,
-                 poll_s: float | None = 0.1, clock: Callable[[], float] = time.monotonic) -> None:
-        if isinstance(device, DeviceInfo):
-            self.kind: str = device.kind
-            gpu_uuid = gpu_uuid or device.uuid
-            gpu_index = device.index if gpu_index is None else gpu_index
-            device = device.torch_device
-        else:
-            self.kind = "cpu" if device == "cpu" else "cuda"
+    def __init__(self, device: DeviceInfo, *, threads: int = 1, proc: Path = PROC, sys: Path = SYS,
+                 nvml: Any = _FROM_DEVICE, own_pids: Collection[int] | None = None,
+                 own_pids_unknown: str | None = None, poll_s: float | None = 0.1,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.kind: str = device.kind
         self.own_pids_unknown = own_pids_unknown
         self.threads = threads
         self.proc, self.sys = proc, sys
@@ -337,11 +331,11 @@ class RowSensors:
         self._gpu: _Nvml | None = None
         self._gpu_why = ""
         if self.kind == "cuda":
-            self._open_gpu(device, nvml, gpu_uuid, gpu_index)
+            self._open_gpu(device, nvml)
         self._started = False
         self._thread: threading.Thread | None = None
 
-    def _open_gpu(self, device: str, nvml: Any, uuid: str | None, index: int | None) -> None:
+    def _open_gpu(self, device: DeviceInfo, nvml: Any) -> None:
         if nvml is _FROM_DEVICE:
             from tileops.device import nvml_status
 
@@ -350,16 +344,15 @@ class RowSensors:
             self._gpu_why = "no NVML given"
         if nvml is None:
             return
-        if index is None and ":" in device:
-            index = int(device.split(":", 1)[1])
         handle = None
-        for name, arg in (("nvmlDeviceGetHandleByUUID", uuid), ("nvmlDeviceGetHandleByIndex", index or 0)):
+        for name, arg in (("nvmlDeviceGetHandleByUUID", device.uuid),
+                          ("nvmlDeviceGetHandleByIndex", device.index or 0)):
             if arg is None or handle is not None:
                 continue
             try:
                 handle = getattr(nvml, name)(arg)
             except Exception as exc:
-                self._gpu_why = f"NVML does not know {device} ({_why(exc)})"
+                self._gpu_why = f"NVML does not know {device.torch_device} ({_why(exc)})"
         if handle is not None:
             self._gpu = _Nvml(nvml, handle)
             self._gpu_why = ""

@@ -56,21 +56,12 @@ def energy_rates(joules: float | None, calls: int, *, flops: int | None, nbytes:
         reason = why or ("no energy reading" if joules is None else "the energy counter did not advance over the "
                                                                   "window")
         return EnergyRates(window=window, blank=dict.fromkeys(RATES, reason))
-    blank: dict[str, str] = {}
     per_call = joules / calls
-    flop_j = bytes_j = power = None
-    if flops is None:
-        blank["flop_per_joule"] = "the record carries no FLOP count"
-    elif flops == 0:
-        blank["flop_per_joule"] = "the formula counts no FLOPs (the op moves data only)"
-    else:
-        flop_j = flops / per_call
-    if nbytes is None:
-        blank["bytes_per_joule"] = "the record carries no byte count"
-    elif nbytes == 0:
-        blank["bytes_per_joule"] = "the formula counts no bytes"
-    else:
-        bytes_j = nbytes / per_call
+    flop_j, no_flop = _per_joule(flops, per_call, "the record carries no FLOP count",
+                                 "the formula counts no FLOPs (the op moves data only)")
+    bytes_j, no_bytes = _per_joule(nbytes, per_call, "the record carries no byte count", "the formula counts no bytes")
+    blank = {rate: why for rate, why in (("flop_per_joule", no_flop), ("bytes_per_joule", no_bytes)) if why}
+    power = None
     if window_s:
         power = joules / window_s
     else:
@@ -78,6 +69,15 @@ def energy_rates(joules: float | None, calls: int, *, flops: int | None, nbytes:
     return EnergyRates(joules_per_call=per_call, flop_per_joule=flop_j, bytes_per_joule=bytes_j,
                        average_power_w=power, window=window, blank=blank)
 
+
+
+def _per_joule(count: int | None, per_call: float, missing: str, zero: str) -> tuple[float | None, str | None]:
+    """``count`` per joule, or None with why: the record lacks the count (``missing``) or it is zero (``zero``)."""
+    if count is None:
+        return None, missing
+    if count == 0:
+        return None, zero
+    return count / per_call, None
 
 #: What a row's window holds (the bench's sensors wrap the row's warm-up and timed samples): each call's cache
 #: flush and the gaps between calls are in it, so a rate per call is an upper bound on the call's own energy.
