@@ -204,7 +204,8 @@ def test_the_lean_set_and_what_the_physics_check_judged(stack):
     assert not _query(base, "tileops_sol_time_seconds") and not _query(base, "tileops_row_info")
     judged = {r["metric"]["ceiling"]: (r["value"][1], r["metric"].get("reason", ""))  # "" is no label
               for r in _query(base, 'tileops_physics_check_judged{job="tileops"}')}
-    assert judged["memory"] == ("1", "") and judged["cpu.fp32"] == ("1", "")
+    # judged, or (issue 26) a quick row's interval straddled the ceiling on this shared host: noise alone
+    assert {judged["memory"], judged["cpu.fp32"]} <= {("1", ""), ("1", "within-noise")}, judged
     (state,) = _query(base, 'tileops_run_physics_check{job="tileops"} == 1')
     assert state["metric"]["state"] == "held"
     states = {r["metric"]["physics"] for r in _query(base, 'tileops_row_verdict{job="tileops"}')}
