@@ -130,7 +130,7 @@ def test_a_gpu_row_records_the_devices_clocks_power_and_neighbours(monkeypatch: 
     gpu = DeviceInfo(kind="cuda", name="NVIDIA H200", index=0, uuid="GPU-1")
     rule = dataclasses.replace(QUICK_BLOCKS, max_time_s=0.05, min_time_s=0.0, warmup_s=0.0)
     # 4242 the worker (its probe), 777 the bench that started it (a GPU calibration left it a context), 31 another
-    timing, c = execute.measure_row(lambda: None, CpuWallTimer(lambda: None), rule, gpu, parent_pids=(777,))
+    timing, c, _ = execute.measure_row(lambda: None, CpuWallTimer(lambda: None), rule, gpu, parent_pids=(777,))
     assert timing.median_ci_s is not None and c.gpu is not None and c.cpu is not None
     assert c.gpu.other_processes == [31] and c.gpu.sm_mhz_min == 1755 and c.gpu.sm_mhz_max == 1980
     assert c.throttled and c.power_capped and not c.thermal and c.contended
@@ -139,13 +139,13 @@ def test_a_gpu_row_records_the_devices_clocks_power_and_neighbours(monkeypatch: 
     # a container that hides this process from NVML: other processes blank with why, never itself counted
     monkeypatch.setattr(devmod, "own_gpu_pids", lambda d: (None, "NVML lists host PIDs; none is this process"))
     monkeypatch.setattr(execute, "_SENSORS", {})
-    _, hidden = execute.measure_row(lambda: None, CpuWallTimer(lambda: None), rule, gpu)
+    _, hidden, _ = execute.measure_row(lambda: None, CpuWallTimer(lambda: None), rule, gpu)
     assert hidden.gpu is not None and hidden.gpu.other_processes is None
     assert hidden.gpu.blank["other_processes"] == "NVML lists host PIDs; none is this process"
     # ... or hides the bench process that started the worker
     monkeypatch.setattr(devmod, "own_gpu_pids", lambda d: ({4242}, ""))
     monkeypatch.setattr(execute, "_SENSORS", {})
-    _, parent_hidden = execute.measure_row(lambda: None, CpuWallTimer(lambda: None), rule, gpu,
+    _, parent_hidden, _ = execute.measure_row(lambda: None, CpuWallTimer(lambda: None), rule, gpu,
                                            parent_unknown="NVML lists host PIDs; the bench is not among them")
     assert parent_hidden.gpu is not None and parent_hidden.gpu.other_processes is None
     assert not any("other process" in why for why in parent_hidden.contention)  # only the power cap

@@ -16,7 +16,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 import torch
 
@@ -54,6 +54,9 @@ class Task:
     #: context, so it is listed, and is no other process; or why it could not be told (``own_gpu_pids``)
     parent_pids: tuple[int, ...] = ()
     parent_pids_unknown: str | None = None
+    #: a second visit (the sweep's second pass): the first visit's blocks, pooled with this visit's into the
+    #: row's interval (``tileops.bench.interval``: variation slower than one visit shows between two)
+    prior: tuple[tuple[float, ...], ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -108,13 +111,20 @@ def warm_up(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> int:
 
 
 def measure(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> Timing:
-    """Time ``fn`` until the rule stops. Any failure of a timer that can fall back (CUPTI: its attribution
+    """Time ``fn`` until the rule stops (one visit of the row): :func:`measure_visit` without a prior visit."""
+    return measure_visit(fn, timer, rule)[0]
+
+
+def measure_visit(fn: Callable[[], object], timer: Timer, rule: BlockRule,
+                  prior: Sequence[Sequence[float]] = ()) -> tuple[Timing, list[list[float]]]:
+    """Time ``fn`` until the rule stops; the timing (over ``prior``'s blocks and this visit's) and this visit's
+    own blocks. Any failure of a timer that can fall back (CUPTI: its attribution
     refused, or the profiler itself failing) re-times the row with the timer it falls back to (CUDA events),
     and the record says why (``fallback_reason``): the roofline tool prices it blank. An error of the op
     itself fails again there and becomes the row's error record; a timer with nothing to fall back to (the
     CPU's) lets it through at once."""
     try:
-        return _measure(fn, timer, rule)
+        return _measure(fn, timer, rule, prior)
     except AttributionError as exc:
         other = timer.fallback(
             f"CUPTI attribution failed ({exc}); re-timed with CUDA events. Fix: run the bench without another "
@@ -128,13 +138,15 @@ def measure(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> Timing:
             "run scripts/device-check on this machine and report its log and cupti trace")
         if other is None:
             raise
-    return _measure(fn, other, rule)
+    return _measure(fn, other, rule, prior)
 
 
-def _measure(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> Timing:
+def _measure(fn: Callable[[], object], timer: Timer, rule: BlockRule,
+             prior: Sequence[Sequence[float]] = ()) -> tuple[Timing, list[list[float]]]:
     """Warm up, then sample in blocks spread over the row (``tileops.bench.interval``): the interval a rerun's
-    median falls in comes from the blocks, and the rule stops on it. A block is at least the timer's first
-    batch (a GPU timer's batch is one synchronisation or one profiler session: no blocks of one)."""
+    median falls in comes from the blocks (``prior``'s, a first visit's, and this visit's), and the rule stops
+    on it. A block is at least the timer's first batch (a GPU timer's batch is one synchronisation or one
+    profiler session: no blocks of one)."""
     t_start = time.perf_counter()
     warm = warm_up(fn, timer, rule)
     if timer.first_batch > rule.min_block_samples:
@@ -145,19 +157,20 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> Timing:
         fn()
         timer.sync()
 
-    got = sample_blocks(lambda k: timer.sample(fn, k), rule, rewarm=rewarm)
+    got = sample_blocks(lambda k: timer.sample(fn, k), rule, rewarm=rewarm, prior=prior)
     s = sorted(got.samples)
     spans = timer.spans
-    return Timing(
+    timing = Timing(
         timer=timer.kind, median_s=statistics.median(s), min_s=s[0], mean_s=statistics.fmean(s),
         p10_s=quantile(s, 0.10), p90_s=quantile(s, 0.90), n=len(s), rel_noise=rel_noise(s), warmup=warm,
         total_s=time.perf_counter() - t_start, stop_reason=got.stop_reason, fallback_reason=timer.fallback_reason,
         span_s=statistics.median(spans) if spans else None,
-        median_ci_s=_within_contract(got.interval.pair) if got.interval is not None else None,
+        median_ci_s=within_contract(got.interval.pair) if got.interval is not None else None,
     )
+    return timing, got.blocks[len(prior):]
 
 
-def _within_contract(pair: tuple[float, float]) -> list[float]:
+def within_contract(pair: tuple[float, float]) -> list[float]:
     """The interval held to the durations a record can carry: a few blocks that disagree wildly (a time cap
     on a busy host, two effective blocks) give bounds beyond any timer's. Holding them there only drops what
     no rerun can give, so the interval stays as honest, and as wide, as it was."""
@@ -189,16 +202,18 @@ def row_sensors(device: DeviceInfo, parent_pids: Collection[int] = (), parent_un
 
 
 def measure_row(fn: Callable[[], object], timer: Timer, rule: BlockRule, device: DeviceInfo,
-                parent_pids: Collection[int] = (), parent_unknown: str | None = None) -> tuple[Timing, RowConditions]:
-    """:func:`measure` with the row's sensors around it: the timing and what surrounded it (contention, clocks,
-    power, energy; ``tileops.bench.sensors``). The sensors stop whatever happens (their GPU thread ends)."""
+                parent_pids: Collection[int] = (), parent_unknown: str | None = None,
+                prior: Sequence[Sequence[float]] = ()) -> tuple[Timing, RowConditions, list[list[float]]]:
+    """:func:`measure_visit` with the row's sensors around it: the timing, what surrounded it (contention,
+    clocks, power, energy; ``tileops.bench.sensors``) and this visit's blocks. The sensors stop whatever
+    happens (their GPU thread ends)."""
     sensors = row_sensors(device, parent_pids, parent_unknown)
     sensors.start()
     try:
-        timing = measure(fn, timer, rule)
+        timing, blocks = measure_visit(fn, timer, rule, prior)
     finally:
         conditions = sensors.stop()
-    return timing, conditions
+    return timing, conditions, blocks
 
 
 def _error_kind(exc: BaseException) -> ErrorKind:
@@ -238,6 +253,13 @@ def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[
     ``on_prepared`` is called once the backend is ready (compiled) and before the timing starts: the
     worker tells its parent, whose compile time limit then gives way to the row's own.
     """
+    return run_visit(task, cache_bytes, on_prepared)[0]
+
+
+def run_visit(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[], None] | None = None
+              ) -> tuple[Record, list[list[float]]]:
+    """:func:`run_task`, and the blocks this visit took (none for an error): the sweep pools a row's two
+    visits' blocks, and the visits of all rows show the host's drift (``interval.visit_drift``)."""
     from tileops.device import read_clocks
 
     started = utcnow()
@@ -256,8 +278,8 @@ def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[
         prepared = op.prepare(**inputs)  # one checked call (last_call is what eval_roofline prices), compiled
         if on_prepared is not None:
             on_prepared()
-        timing, conditions = measure_row(prepared.run, timer, task.rule, task.device,  # the implementation only
-                                         task.parent_pids, task.parent_pids_unknown)
+        timing, conditions, blocks = measure_row(prepared.run, timer, task.rule, task.device,  # the implementation
+                                                 task.parent_pids, task.parent_pids_unknown, task.prior)
         if prepared.setup_s is not None:
             timing = dataclasses.replace(timing, compile_s=prepared.setup_s)
         flops, nbytes = op.eval_roofline()
@@ -268,10 +290,10 @@ def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[
         env = dataclasses.replace(task.env, clocks_before=clocks_before, clocks_after=read_clocks(task.device))
         return Record(**base, status="ok", timing=timing, flops=flops, bytes=nbytes, read_bytes=read_bytes,
                       roof_key=op.roof_key(), data_terms=op.roofline_data_terms(), env=env,
-                      started_at=started, finished_at=utcnow(), conditions=conditions)
+                      started_at=started, finished_at=utcnow(), conditions=conditions), blocks
     except Exception as exc:
         env = dataclasses.replace(task.env, clocks_before=clocks_before)
         return Record(**base, status="error",
                       error=ErrorInfo(kind=_error_kind(exc), message=f"{type(exc).__name__}: {exc}",
                                       traceback=traceback.format_exc(limit=8)),
-                      env=env, started_at=started, finished_at=utcnow())
+                      env=env, started_at=started, finished_at=utcnow()), []

@@ -214,28 +214,38 @@ def effective_blocks(logs: Sequence[float]) -> float:
 
 
 def rerun_interval(blocks: Sequence[Sequence[float]], confidence: float = CONFIDENCE,
-                   rerun_blocks: int | None = None) -> MedianInterval | None:
+                   rerun_blocks: int | None = None, visit_start: int = 0) -> MedianInterval | None:
     """The interval a rerun's median falls in, from blocks of samples; None with fewer than two blocks.
 
     ``rerun_blocks`` is how many blocks the rerun averages (default: as many as here, the same plan).
-    Blocks may come from several visits of the row. Raises ValueError on an empty block or a sample that
-    is not a positive finite number.
+    ``visit_start``: the blocks before it are an earlier visit's (the sweep's first pass). The interval is then
+    the *within-visit* one: each visit's block medians are taken about their own mean, so the shift between the
+    visits (the host's drift over half a sweep) is left to :func:`widen`, which prices it from every row's pair
+    of visits pooled (:func:`visit_drift`) instead of from this row's one pair (a t quantile of one degree of
+    freedom: intervals a hundred times the median). Raises ValueError on an empty block or a sample that is
+    not a positive finite number.
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
     checked = _checked(blocks)
     if len(checked) < 2:
         return None
+    if rerun_blocks is not None and rerun_blocks < 1:
+        raise ValueError(f"rerun_blocks must be at least 1, got {rerun_blocks}")
     everything = [x for block in checked for x in block]
     median = statistics.median(everything)
     logs = [math.log(statistics.median(block)) for block in checked]
+    visits = [logs[:visit_start], logs[visit_start:]] if 0 < visit_start < len(logs) else [logs]
+    centred = [y - statistics.fmean(v) for v in visits for y in v]
     b = len(logs)
-    s = statistics.stdev(logs)
-    if rerun_blocks is not None and rerun_blocks < 1:
-        raise ValueError(f"rerun_blocks must be at least 1, got {rerun_blocks}")
-    eff = effective_blocks(logs)
+    df_lost = len(visits)  # one mean per visit
+    if b - df_lost < 1:
+        return None
+    s = math.sqrt(sum(d * d for d in centred) / (b - df_lost))
+    s = 0.0 if s < 1e-12 else s  # blocks that agree exactly (a mean's rounding is no spread)
+    eff = effective_blocks(centred)
     other = eff if rerun_blocks is None else rerun_blocks * eff / b
-    df = max(1.0, round(eff - 1.0, 2))  # rounded: the cached quantile is then asked for few distinct df
+    df = max(1.0, round(eff - df_lost, 2))  # rounded: the cached quantile is then asked for few distinct df
     h = t_quantile(0.5 + confidence / 2.0, df) * s * math.sqrt(1.0 / eff + 1.0 / other)
     return MedianInterval(median_s=median, lo_s=median * math.exp(-h), hi_s=median * math.exp(h), blocks=b,
                           n=len(everything), confidence=confidence)
@@ -268,6 +278,12 @@ def visit_drift(rows: Sequence[tuple[Sequence[Sequence[float]], Sequence[Sequenc
         return None
     spread = 1.4826 * statistics.median(abs(d) for d in ds)
     return math.sqrt(max(0.0, spread * spread - statistics.median(noise)) / 2.0)
+
+
+def drift_half_width(drift_sigma: float, confidence: float = CONFIDENCE) -> float:
+    """The relative half-width the drift alone gives a row's interval (what :func:`widen` adds, as a share)."""
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    return math.exp(z * math.sqrt(2.0) * drift_sigma) - 1.0
 
 
 def widen(interval: MedianInterval, drift_sigma: float) -> MedianInterval:
@@ -314,15 +330,15 @@ class BlockRule:
         if self.target_precision <= 0 or self.max_time_s <= 0 or self.pause_s < 0 or self.block_time_s <= 0:
             raise ValueError("target_precision, max_time_s and block_time_s must be > 0, pause_s >= 0")
 
-    def decide(self, blocks: Sequence[Sequence[float]], elapsed_s: float) -> str | None:
-        """The reason to stop now, or None to take another block."""
+    def decide(self, blocks: Sequence[Sequence[float]], elapsed_s: float, visit_start: int = 0) -> str | None:
+        """The reason to stop now, or None to take another block (``visit_start``: as :func:`rerun_interval`)."""
         n = sum(len(b) for b in blocks)
         if n >= self.max_samples:
             return SAMPLE_CAP
         if elapsed_s >= self.max_time_s and n >= 1:
             return TIME_CAP
         if len(blocks) >= self.min_blocks and n >= self.min_samples and elapsed_s >= self.min_time_s:
-            iv = rerun_interval(blocks, self.confidence)
+            iv = rerun_interval(blocks, self.confidence, visit_start=visit_start)
             if iv is not None and iv.precision <= self.target_precision:
                 return NOISE_REACHED
         return None
@@ -396,10 +412,10 @@ def sample_blocks(sample: Callable[[int], Sequence[float]], rule: BlockRule, *,
             raise ValueError(f"the timer returned no sample for a block of {k}")
         out.blocks.append(block)
         out.elapsed_s = clock() - t0
-        reason = rule.decide(out.blocks, out.elapsed_s)
+        reason = rule.decide(out.blocks, out.elapsed_s, visit_start=len(prior))
         if reason:
             out.stop_reason = reason
             break
         k = rule.next_block_size(block_s, len(block), sum(len(b) for b in out.blocks))
-    out.interval = rerun_interval(out.blocks, rule.confidence)
+    out.interval = rerun_interval(out.blocks, rule.confidence, visit_start=len(prior))
     return out

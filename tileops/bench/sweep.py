@@ -20,16 +20,19 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
+from collections.abc import Callable
 
 from tileops import exitcodes
 from tileops.bench.environment import new_run_id, run_environment
 from tileops.bench.execute import Task
+from tileops.bench import allocator
 from tileops.bench.quiet import check_quiet
 from tileops.bench.rundir import RunLock, lock_run_dir
 from tileops.bench.select import Planned, Selection, check_filters, plan, why_empty
 from tileops.bench.interval import CPU_BLOCKS, GPU_BLOCKS, QUICK_BLOCKS, BlockRule
 from tileops.bench.timers import check_timer
-from tileops.bench.worker import Worker, default_threads
+from tileops.bench.revisit import first_visit_rule, revisited, second_visit_rule, settle
+from tileops.bench.worker import RowResult, Worker, default_threads
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
 from tileops.interrupts import deferred, exit_code, signal_name
@@ -37,7 +40,8 @@ from tileops.ops.backends import cache_env
 from tileops.ops.catalog import load_entries
 from tileops.ops.registry import load_all
 from tileops.records import (RECORDS_FILE, RUN_FILE, Environment, Record, RunInfo, RunOptions, append_record,
-                             iter_records, read_run_info, set_aside_torn_tail, utcnow, write_run_info)
+                             iter_records, read_run_info, replace_records, set_aside_torn_tail, utcnow,
+                             write_run_info)
 
 DEFAULT_ROW_TIMEOUT_S = {"cpu": 60.0, "cuda": 180.0}
 #: How long a compiled backend's first call (its compile) may take before the row is a timeout; the timing
@@ -66,9 +70,15 @@ class SweepObserver(Protocol):
 
     def row_finished(self, index: int, total: int, planned: Planned, record: Record) -> None: ...
 
+    def pass_started(self, number: int, total: int) -> None:
+        """The second pass begins (``tileops.bench.revisit``); row indices count from 1 again. Optional."""
+
 
 class _Silent:
     def row_started(self, index: int, total: int, planned: Planned) -> None:
+        pass
+
+    def pass_started(self, number: int, total: int) -> None:
         pass
 
     def row_finished(self, index: int, total: int, planned: Planned, record: Record) -> None:
@@ -276,6 +286,7 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
         done = set()
     info.quiet = quiet.as_dict()
     info.stopping_rule = asdict(rule)
+    info.host_allocator = allocator.describe()
     lock.reserve()
     threads = default_threads() if device.kind == "cpu" else None
     todo = [p for p in planned if p.key not in done]
@@ -336,6 +347,37 @@ def _skipped(p: Planned, family: str, env: Environment) -> Record:
                   skip_reason=p.skip_reason, env=env, started_at=now, finished_at=now)
 
 
+def _second_pass(prep: PreparedSweep, first: dict[tuple[str, str, str, str], tuple[Planned, Record, list[list[float]]]],
+                 visit: Callable[..., RowResult], observer: SweepObserver) -> None:
+    """Visit every eager row the first pass measured again, then replace the first pass's records by the
+    pooled, drift-widened ones in one rewrite (``tileops.bench.revisit``); run.json's ``host_drift`` says
+    what the drift was. A second visit that fails leaves the row's first record standing; a rewrite that
+    fails (a full disk) leaves the first pass's file whole, and run.json says why."""
+    again = [(p, rec, blocks) for p, rec, blocks in first.values() if revisited(p, 2)]
+    if not again:
+        return
+    announce = getattr(observer, "pass_started", None)
+    if announce is not None:
+        announce(2, len(again))
+    second_rule = second_visit_rule(prep.rule)
+    second: dict[tuple[str, str, str, str], tuple[Record, list[list[float]], list[list[float]]]] = {}
+    for j, (p, _, blocks) in enumerate(again, 1):
+        observer.row_started(j, len(again), p)
+        res = visit(p, second_rule, tuple(tuple(b) for b in blocks))
+        if res.record.status == "ok":
+            second[p.key] = (res.record, blocks, res.blocks)
+        observer.row_finished(j, len(again), p, res.record)
+    with deferred():
+        updated, drift = settle({k: rec for k, (_, rec, _) in first.items()}, second)
+        info = drift.as_dict()
+        try:
+            replace_records(prep.records_path, updated)
+        except OSError as exc:
+            info.update(widened=0, why=f"the second pass's records could not replace the first's in "
+                                       f"{prep.records_path} ({describe_oserror(exc)}): the first pass's stand")
+        prep.info.host_drift = info
+
+
 def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
     """Run every row still to do, appending each record as it finishes.
 
@@ -354,21 +396,29 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
     # must not count it as another process on the device
     parent, parent_why = own_gpu_pids(prep.device)
     worker = Worker(cache_bytes=prep.device.l2_bytes, threads=prep.threads, env=prep.compile_env)
+    passes = prep.info.options.passes
+
+    def visit(p: Planned, rule: BlockRule, prior: tuple[tuple[float, ...], ...] = ()) -> RowResult:
+        task = Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
+                    device=prep.device, rule=rule, env=prep.env, timer=prep.timer, trace_dir=prep.trace_dir,
+                    row=p.row, parent_pids=tuple(sorted(parent or ())), parent_pids_unknown=parent_why or None,
+                    prior=prior)
+        return worker.run(task, entries[p.op].family, prep.row_timeout_s, prep.compile_timeout_s)
+
     stopped: KeyboardInterrupt | None = None
     failure: str | None = None
     total = len(prep.todo)
+    first: dict[tuple[str, str, str, str], tuple[Planned, Record, list[list[float]]]] = {}
     try:
         for i, p in enumerate(prep.todo, 1):
             observer.row_started(i, total, p)
-            family = entries[p.op].family
             if p.skip_reason:
-                rec = _skipped(p, family, prep.env)
+                rec = _skipped(p, entries[p.op].family, prep.env)
             else:
-                task = Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
-                            device=prep.device, rule=prep.rule, env=prep.env, timer=prep.timer,
-                            trace_dir=prep.trace_dir, row=p.row, parent_pids=tuple(sorted(parent or ())),
-                            parent_pids_unknown=parent_why or None)
-                rec = worker.run(task, family, prep.row_timeout_s, prep.compile_timeout_s).record
+                res = visit(p, first_visit_rule(prep.rule, p, passes))
+                rec = res.record
+                if rec.status == "ok":
+                    first[p.key] = (p, rec, res.blocks)
             try:
                 with deferred():  # a signal now waits until the record is written
                     append_record(prep.records_path, rec)
@@ -376,6 +426,8 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
                 failure = f"cannot write a record to {prep.records_path}: {describe_oserror(exc)}"
                 break
             observer.row_finished(i, total, p, rec)
+        if failure is None and passes == 2:
+            _second_pass(prep, first, visit, observer)
     except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM as tileops.interrupts.Terminated
         stopped = exc
         worker.kill()  # the row in flight is abandoned: don't wait for it

@@ -19,12 +19,13 @@ import multiprocessing as mp
 import os
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tileops.bench.execute import Task, run_task
+from tileops.bench.allocator import keep_freed_memory
+from tileops.bench.execute import Task, run_visit
 from tileops.records import ErrorInfo, ErrorKind, Record, utcnow
 
 _CTX = mp.get_context("spawn")  # a fresh interpreter: no inherited CUDA context, no forked locks
@@ -52,6 +53,7 @@ def _worker_main(conn: Connection, cache_bytes: int | None, threads: int | None,
     import signal
 
     _die_with_parent(parent_pid)
+    keep_freed_memory()  # before the first row: every worker's allocator makes the same choice
     os.environ.update(env or {})  # before anything compiles: inductor and triton read their cache folders lazily
     # Ctrl-C and SIGTERM (a terminal's process group, `kill -TERM -PGID`) are the parent's to handle:
     # it writes what finished and kills this worker.
@@ -71,7 +73,7 @@ def _worker_main(conn: Connection, cache_bytes: int | None, threads: int | None,
         if task is None:
             return
         try:
-            conn.send(("ok", run_task(task, cache_bytes, on_prepared=lambda: conn.send(("prepared", None)))))
+            conn.send(("ok", run_visit(task, cache_bytes, on_prepared=lambda: conn.send(("prepared", None)))))
         except BaseException as exc:  # a bug outside the per-row guard: report, keep serving
             conn.send(("fail", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"))
 
@@ -82,6 +84,7 @@ class RowResult:
 
     record: Record
     restarted: bool  # the worker died or was killed and will be replaced
+    blocks: list[list[float]] = field(default_factory=list)  # the visit's blocks of samples (none for an error)
 
 
 class Worker:
@@ -145,7 +148,8 @@ class Worker:
                     deadline = time.monotonic() + timeout_s
                 continue
             if status == "ok":
-                return RowResult(payload, False)
+                record, blocks = payload
+                return RowResult(record, False, blocks)
             return RowResult(_error(task, family, started, "exception", payload), False)
         if not self.proc.is_alive():
             return RowResult(self._died(task, family, started), True)

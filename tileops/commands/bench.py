@@ -95,6 +95,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                         "5 GPU, 0.15 --quick)")
     rule.add_argument("--min-samples", dest="min_samples", type=argtypes.samples, default=None, metavar="N",
                       help="time each row at least N repetitions (default 10, 6 --quick)")
+    rule.add_argument("--passes", dest="passes", type=int, choices=(1, 2), default=None,
+                      help="2 (the default): visit every eager row again after the first pass and pool both "
+                           "visits, so each interval also covers the host's drift over the sweep (the time is "
+                           "split between the visits); 1: one visit per row")
     p.add_argument("--require-quiet", dest="require_quiet", action="store_true", default=None,
                    help="refuse to run (exit 5, nothing measured) when the host is busy before the first row: load "
                         "above its CPUs, steal above 3 %%, or another process on the GPU; without it the run warns "

@@ -328,6 +328,9 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, 
     with RowProgress(err, len(prep.todo)) as rows:
         swept = bench.run(prep, rows)
     info = swept.info
+    drift = _drift_line(info.host_drift)
+    if drift:
+        _say(err, drift)
     if swept.failure:
         return _failed(prep, err)
     if swept.interrupted is not None:
@@ -356,6 +359,20 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, 
     if info.rows_error:
         _say(err, f"[red]error: {info.rows_error} row(s) failed[/] (error records in {swept.records_path})")
     return result
+
+
+def _drift_line(drift: dict[str, Any]) -> str | None:
+    """What the second pass found (run.json's ``host_drift``), in a line; None without a second pass."""
+    from tileops.bench.interval import drift_half_width
+
+    if not drift:
+        return None
+    if drift.get("sigma") is None:
+        return f"[yellow]note[/]: host drift not measured: {drift.get('why')}"
+    width = drift_half_width(drift["sigma"])
+    line = (f"host drift between the two passes: ±{width * 100:.1f} % at 95 % (pooled over {drift['rows']} "
+            f"revisited rows); {drift['widened']} row interval(s) include it (run.json: host_drift)")
+    return line + (f". [yellow]note[/]: {drift['why']}" if drift.get("why") else "")
 
 
 def _backends_line(prep: bench.PreparedSweep) -> str:

@@ -69,6 +69,13 @@ class RowProgress:
             self.console.print(f"[{index}/{total}] {describe(planned)}: compiling its first call (up to "
                                "--compile-timeout); its time follows", highlight=False, markup=False)
 
+    def pass_started(self, number: int, total: int) -> None:
+        """The sweep's second pass: the bar starts again over the rows it revisits, and a line says why."""
+        self.progress.reset(self.bar, total=total, description="second pass")
+        self.console.print(f"second pass: {total} row(s) visited again, so each interval also covers the host's "
+                           "drift over the sweep; each line shows the row's own interval, the drift is added to "
+                           "all of them at the end (--passes 1 skips the pass)", highlight=False, markup=False)
+
     def row_finished(self, index: int, total: int, planned: Planned, record: Record) -> None:
         self.progress.advance(self.bar)
         if not self.live:  # logs (docker, CI): one line per row

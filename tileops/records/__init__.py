@@ -15,8 +15,8 @@ from tileops.records.contract import (AUDIT_FILE, AUDIT_PREMISE, AUDIT_VERDICTS,
                                       RunOptions, RunStatus, Status, TimerKind, Timing, device_key, utcnow)
 from tileops.records.decode import RecordFileError, from_data, parse_time, to_data, to_json
 from tileops.records.files import (append_record, collecting_rarely, iter_jsonl, iter_records, jsonl_spans,
-                                   load_records, parse_record, read_audit, read_run_info, resolve_records_path,
-                                   set_aside_torn_tail, torn_tail, write_run_info)
+                                   load_records, parse_record, read_audit, read_run_info, replace_records,
+                                   resolve_records_path, set_aside_torn_tail, torn_tail, write_run_info)
 
 __all__ = [
     "AUDIT_FILE", "AUDIT_PREMISE", "AUDIT_VERDICTS", "CpuConditions", "GpuConditions", "RowConditions",
@@ -25,6 +25,6 @@ __all__ = [
     "Environment", "ErrorInfo", "ErrorKind", "Machine", "Record", "RecordFileError", "RunInfo", "RunOptions",
     "RunStatus", "Status", "TimerKind", "Timing", "append_record", "collecting_rarely", "device_key", "from_data",
     "iter_jsonl", "iter_records", "jsonl_spans", "load_records", "parse_record", "parse_time", "read_audit",
-    "read_run_info", "resolve_records_path", "set_aside_torn_tail", "to_data", "to_json", "torn_tail", "utcnow",
-    "write_run_info",
+    "read_run_info", "replace_records", "resolve_records_path", "set_aside_torn_tail", "to_data", "to_json",
+    "torn_tail", "utcnow", "write_run_info",
 ]

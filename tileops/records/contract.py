@@ -320,6 +320,9 @@ class RunOptions:
     max_time_s: float | None = field(default=None, metadata=_positive(le=MAX_TIME_S))
     min_samples: int | None = field(default=None, metadata={"ge": 1, "le": 10**9})
     require_quiet: bool = False  # refuse to measure on a busy host (exit 5) instead of warning
+    #: 2: every eager row is visited again after the first pass, its interval pooled from both visits and widened
+    #: by the host's drift the two passes show (``tileops.bench.revisit``); 1: one visit, as the bench was before
+    passes: int = field(default=2, metadata={"ge": 1, "le": 2})
     # how to price it and what to write
     profile: str | None = None  # a profile name, or a profile file's absolute path
     calibrate: str = "auto"
@@ -360,6 +363,11 @@ class RunInfo:
     #: the stopping rule the rows were timed by, every knob (``tileops.bench.interval.BlockRule``): the preset
     #: and the flags given, as this version resolved them
     stopping_rule: dict[str, Any] = field(default_factory=dict)
+    #: the workers' host allocator policy (``tileops.bench.allocator.describe``): why a CPU row's time is its kernel's
+    host_allocator: dict[str, Any] = field(default_factory=dict)
+    #: the host's drift between the sweep's two passes (``tileops.bench.revisit.HostDrift.as_dict``): sigma of
+    #: ln(speed), the rows it is pooled over, the rows whose interval it widened, or why none was
+    host_drift: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)

@@ -18,7 +18,7 @@ import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from tileops.fsutil import FileRefused, open_regular, read_regular, write_atomic
 from tileops.records.contract import AUDIT_FILE, RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYTES, AuditEntry, Record, \
@@ -221,6 +221,33 @@ def append_record(path: Path, record: Record) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def replace_records(path: Path, updated: Mapping[tuple[str, str, str, str], Record]) -> None:
+    """Put each of ``updated`` in place of the last record of its key, in one atomic rewrite of the file.
+
+    A sweep's second pass refines rows its first pass already wrote (their intervals, from both visits): the
+    file then holds one record per row, as every reader expects. Every other line is kept byte for byte; the
+    new file is written beside the old one, fsync'd and renamed over it, so a crash or a full disk leaves the
+    first pass's file whole (the OSError is raised). ValueError when a key has no record to replace.
+    """
+    lines = Path(path).read_bytes().split(b"\n")
+    last: dict[tuple[str, str, str, str], int] = {}
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            key = parse_record(line.decode("utf-8"), f"{path}:{i + 1}").key
+        except (RecordFileError, UnicodeDecodeError):
+            continue  # not ours to judge here: kept as it is
+        if key in updated:
+            last[key] = i
+    missing = [" ".join(k) for k in updated if k not in last]
+    if missing:
+        raise ValueError(f"{path}: no record to replace for {', '.join(missing)}")
+    for key, i in last.items():
+        lines[i] = to_json(updated[key]).encode("utf-8")
+    write_atomic(path, b"\n".join(lines))
 
 
 def set_aside_torn_tail(path: Path, now: datetime | None = None) -> Path | None:
