@@ -38,13 +38,14 @@ without it the interval of a drifting host is far too narrow
 (``benchmarks/interval_coverage.py``, scenario ``drift``, shows by how much).
 
 What it cannot see. Variation slower than the row (the machine's state drifting
-over minutes) looks like a constant to every block of the row. The estimator
-takes blocks from any number of visits, so a sweep that revisits each row in a
-second pass (``sample_blocks(..., prior=first_visit.blocks)``, budgets from
-:func:`visit_rules`) spreads its blocks over the whole sweep; and the rows'
-two visits, pooled, measure the host's drift (:func:`visit_drift`), which
-:func:`widen` adds to every row's interval. ``benchmarks/interval_coverage.py``
-shows the coverage each plan reaches.
+over seconds to minutes) looks like a constant to every block of the row. So a
+sweep visits each row twice (``tileops.bench.revisit``: budgets from
+:func:`visit_rules`, the second visit given the first's blocks as ``prior``).
+The row's own interval is then the within-visit one (each visit's blocks about
+their own mean: ``visit_start``), and the rows' two visits, pooled over the
+sweep, measure the host's drift (:func:`visit_drift`), which :func:`widen` adds
+to every row's interval. ``benchmarks/interval_coverage.py`` shows the coverage
+each plan reaches, and docs/timing.md what the bench measured on a real host.
 
 The stopping rule stops on this interval: when its relative half-width is under
 ``target_precision``, after ``min_blocks`` blocks, ``min_samples`` samples and
