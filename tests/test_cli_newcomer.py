@@ -105,6 +105,7 @@ def test_the_plan_before_the_run(flag: str, tmp_path: Path, capsys) -> None:
     assert any(line.startswith("timing: each row stops once a rerun's median is known to ±2.0%") for line in lines)
     assert any(line.startswith("limit: a row is stopped after --row-timeout 60 s") and "--compile-timeout 600 s"
                in line for line in lines)
+    assert "the 4 eager row(s) are visited twice" in out  # the second pass (relu and softmax, fp32 and bf16)
     assert not (tmp_path / "results").exists() and not (tmp_path / "store").exists()
 
 

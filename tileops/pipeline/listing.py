@@ -96,8 +96,12 @@ def list_plan(req: BenchRequest, console: Console) -> Listed:
                  f"at least {rule.min_blocks} blocks of samples and {rule.min_time_s:g} s) or at "
                  f"{rule.max_time_s:g} s, after {rule.warmup_s:g} s of warm-up"
                  + (" (--quick)" if opts.quick else "") + f": at most about {_duration(typical)} of timing, "
-                 "plus each row's set-up (its inputs, its first call)")
-    worst = n_run * row_timeout + compiled * compile_timeout
+                 "plus each row's set-up (its inputs, its first call)"
+                 + (f"; the {runs['torch']} eager row(s) are visited twice, half of that in each visit, so each "
+                    "interval covers the host's drift (--passes 1: once)" if opts.passes == 2 and runs["torch"]
+                    else ""))
+    visits = n_run + (runs["torch"] if opts.passes == 2 else 0)  # each visit has the row timeout
+    worst = visits * row_timeout + compiled * compile_timeout
     lines.append(f"limit: a row is stopped after --row-timeout {row_timeout:g} s"
                  + (f", and a compile or triton row's first call (its compile) after --compile-timeout "
                     f"{compile_timeout:g} s ({compiled} such row(s))" if compiled else "")
