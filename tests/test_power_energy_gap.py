@@ -5,6 +5,8 @@ and a fake sysfs (the only things that cannot exist on this VM); the rest is the
 
 from __future__ import annotations
 
+import dataclasses
+
 import csv
 import io
 import json
@@ -181,6 +183,9 @@ def test_energy_per_call_from_the_sensors_window(tmp_path: Path) -> None:
     assert cond.power_capped and cond.gpu is not None and cond.gpu.energy_j == pytest.approx(500.0)
     e = row_energy(_row(conditions=cond))
     assert e.joules_per_call == pytest.approx(500.0 / 12)  # 10 samples + 2 warm-up calls in the window
+    # a window that counts its own calls (re-warm calls, or one visit of two) shares its energy among them
+    counted = row_energy(_row(conditions=dataclasses.replace(cond, calls=20)))
+    assert counted.joules_per_call == pytest.approx(500.0 / 20)
     assert e.bytes_per_joule == pytest.approx(1e9 / (500.0 / 12)) and e.flop_per_joule is None
     assert "moves data only" in e.blank["flop_per_joule"]
 

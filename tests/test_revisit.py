@@ -75,8 +75,8 @@ def test_widening_adds_the_drift_in_quadrature() -> None:
 # -- settle: the records that replace the first pass's ----------------------------------------------
 
 
-def _rec(op: str, median_s: float, ci: tuple[float, float] | None, backend: str = "torch"):
-    return make_record(op=op, median_s=median_s, median_ci_s=ci, backend=backend)
+def _rec(op: str, median_s: float, ci: tuple[float, float] | None, backend: str = "torch", **extra):
+    return make_record(op=op, median_s=median_s, median_ci_s=ci, backend=backend, **extra)
 
 
 def test_settle_widens_every_row_by_the_drift_its_revisited_rows_show() -> None:
@@ -108,6 +108,18 @@ def test_settle_without_three_revisited_rows_keeps_each_rows_own_interval() -> N
     updated, drift = revisit.settle(first, second)
     assert drift.sigma is None and drift.widened == 0 and "3 or more" in (drift.why or "")
     assert updated == {k: r for k, (r, _, _) in second.items()}
+
+
+def test_a_pooled_record_is_contended_if_either_visit_was_and_keeps_its_own_window() -> None:
+    from tileops.records import RowConditions
+
+    busy = RowConditions(window_s=0.5, contended=True, contention=["steal 12 % of the CPUs"], calls=40)
+    calm = RowConditions(window_s=0.6, calls=55)
+    first, second = _rec("a", 1e-3, None, conditions=busy), _rec("a", 1.1e-3, None, conditions=calm)
+    merged = revisit.merge_visits(first, second).conditions
+    assert merged.contended and merged.contention == ["first visit: steal 12 % of the CPUs"]
+    assert (merged.window_s, merged.calls, merged.throttled) == (0.6, 55, False)  # the second visit's window
+    assert revisit.merge_visits(_rec("a", 1e-3, None), second) == second  # nothing to merge
 
 
 def test_a_record_without_an_interval_is_not_widened() -> None:
@@ -224,6 +236,7 @@ def test_a_two_pass_bench_writes_one_record_per_row_with_the_drift_in_its_interv
         assert lo <= t.median_s <= hi
         # the drift is in every interval: at least its own half-width (the interval may be held to the contract)
         assert hi / t.median_s - 1 >= drift_half_width(drift["sigma"]) * 0.999 or hi >= 3600
+        assert rec.conditions is not None and rec.conditions.calls > t.warmup  # the second visit's window
 
 
 def test_one_pass_visits_each_row_once_and_says_no_drift(tmp_path: Path) -> None:

@@ -213,7 +213,8 @@ def measure_row(fn: Callable[[], object], timer: Timer, rule: BlockRule, device:
         timing, blocks = measure_visit(fn, timer, rule, prior)
     finally:
         conditions = sensors.stop()
-    return timing, conditions, blocks
+    calls = timing.warmup + sum(len(b) for b in blocks) + max(0, len(blocks) - 1)  # + a re-warm call per pause
+    return timing, dataclasses.replace(conditions, calls=calls), blocks
 
 
 def _error_kind(exc: BaseException) -> ErrorKind:

@@ -70,6 +70,21 @@ class HostDrift:
         return dataclasses.asdict(self)
 
 
+def merge_visits(first: Record, second: Record) -> Record:
+    """The second visit's record (its timing pools both visits) with what surrounded *both* visits: a row
+    contended, throttled or capped in either visit is so in the record (the first visit's reasons marked as
+    such), so the roofline never judges a pooled time the first visit's neighbour stretched. The readings,
+    the window, its calls and its energy stay the second visit's, which share one window."""
+    a, b = first.conditions, second.conditions
+    if a is None or b is None:
+        return second
+    merged = dataclasses.replace(
+        b, contended=a.contended or b.contended, throttled=a.throttled or b.throttled,
+        power_capped=a.power_capped or b.power_capped, thermal=a.thermal or b.thermal,
+        contention=[*b.contention, *(f"first visit: {x}" for x in a.contention)])
+    return dataclasses.replace(second, conditions=merged)
+
+
 def widen_record(rec: Record, sigma: float) -> Record:
     """The record with its interval widened by the host's drift; a record without one is returned as it is."""
     t = rec.timing

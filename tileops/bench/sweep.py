@@ -31,7 +31,7 @@ from tileops.bench.rundir import RunLock, lock_run_dir
 from tileops.bench.select import Planned, Selection, check_filters, plan, why_empty
 from tileops.bench.interval import CPU_BLOCKS, GPU_BLOCKS, QUICK_BLOCKS, BlockRule
 from tileops.bench.timers import check_timer
-from tileops.bench.revisit import first_visit_rule, revisited, second_visit_rule, settle
+from tileops.bench.revisit import first_visit_rule, merge_visits, revisited, second_visit_rule, settle
 from tileops.bench.worker import RowResult, Worker, default_threads
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
@@ -361,11 +361,11 @@ def _second_pass(prep: PreparedSweep, first: dict[tuple[str, str, str, str], tup
         announce(2, len(again))
     second_rule = second_visit_rule(prep.rule)
     second: dict[tuple[str, str, str, str], tuple[Record, list[list[float]], list[list[float]]]] = {}
-    for j, (p, _, blocks) in enumerate(again, 1):
+    for j, (p, rec, blocks) in enumerate(again, 1):
         observer.row_started(j, len(again), p)
         res = visit(p, second_rule, tuple(tuple(b) for b in blocks))
         if res.record.status == "ok":
-            second[p.key] = (res.record, blocks, res.blocks)
+            second[p.key] = (merge_visits(rec, res.record), blocks, res.blocks)
         observer.row_finished(j, len(again), p, res.record)
     with deferred():
         updated, drift = settle({k: rec for k, (_, rec, _) in first.items()}, second)

@@ -157,6 +157,9 @@ class RowConditions:
     window_s: float
     contended: bool = False
     contention: list[str] = field(default_factory=list)  # one phrase per reason, for a person
+    #: the op's calls in the window (warm-up, timed samples, the untimed re-warm call before each block but the
+    #: first): what its energy is shared by. None in older records (then the timing's n + warm-up)
+    calls: int | None = field(default=None, metadata={"ge": 0})
     throttled: bool = False  # a clock-event reason other than idle or applications clocks
     power_capped: bool = False
     thermal: bool = False

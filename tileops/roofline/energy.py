@@ -81,7 +81,8 @@ def _per_joule(count: int | None, per_call: float, missing: str, zero: str) -> t
 
 #: What a row's window holds (the bench's sensors wrap the row's warm-up and timed samples): each call's cache
 #: flush and the gaps between calls are in it, so a rate per call is an upper bound on the call's own energy.
-ROW_WINDOW = "the row's warm-up and timed samples, cache flushes and gaps between calls included (an upper bound)"
+ROW_WINDOW = ("the row's (last visit's) warm-up, timed samples and re-warm calls, cache flushes and gaps between "
+              "calls included (an upper bound)")
 #: Why a row that ran has no rates, by what is missing from its record.
 NO_TIMING = "the row has no timing (an error or skipped record), so no calls to share the energy"
 NO_CONDITIONS = ("the record carries no conditions (written before the bench read its sensors); re-run the bench "
@@ -103,5 +104,6 @@ def row_energy(record: Record) -> EnergyRates:
     if side is None:
         why = "no GPU readings in the record (NVML was not read)" if gpu else "no CPU readings in the record"
         return EnergyRates(window=ROW_WINDOW, blank=dict.fromkeys(RATES, why))
-    return energy_rates(side.energy_j, t.n + t.warmup, flops=record.flops, nbytes=record.bytes,
+    calls = c.calls if c.calls else t.n + t.warmup  # a window's own count; an older record's, its timing's
+    return energy_rates(side.energy_j, calls, flops=record.flops, nbytes=record.bytes,
                         window_s=c.window_s, window=ROW_WINDOW, why=side.blank.get("energy_j", ""))
