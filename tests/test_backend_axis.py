@@ -142,6 +142,39 @@ def test_the_best_backend_is_the_highest_sol_and_its_margin_is_over_the_next(tmp
     assert race.behind("triton") is None and eff["triton"] is None
 
 
+def test_a_best_backend_ahead_only_within_noise_is_said_to_be(tmp_path: Path) -> None:
+    """compile reads 10 % faster than eager but both times are known to ±20 %: the ranking is a point's, so
+    the table says "within noise", the summary counts no winner, and JSON/CSV say best_within_noise. Known
+    to ±2 %, the same 10 % is a win."""
+    from tileops.records import load_records
+
+    def run(name: str, spread: float) -> list:
+        e = env()
+        recs = []
+        for backend, seconds in (("torch", 1.1e-3), ("compile", 1e-3)):
+            r = record("relu", "big", seconds=seconds, backend=backend, e=e)
+            ci = [seconds * (1 - spread), seconds * (1 + spread)]
+            recs.append(dataclasses.replace(r, timing=dataclasses.replace(r.timing, median_ci_s=ci)))
+        return price_all(load_records([write_run(tmp_path / name, recs)]), ProfileChooser.only(profile()))
+
+    wide, narrow = run("wide", 0.2), run("narrow", 0.02)
+    (race,) = compare_backends(wide).values()
+    assert (race.best, race.runner_up, race.within_noise) == ("compile", "torch", True)
+    assert race.overlaps_best("torch") and not race.overlaps_best("compile")
+    table = " ".join(render_text(wide, "table").split())
+    assert "within noise" in table and "best backend (highest SOL)" not in table
+    assert "no best backend within noise on 1 row(s)" in table
+    rows = json.loads(render_text(wide, "json"))["rows"]
+    assert {r["best_within_noise"] for r in rows} == {True}
+    assert json.loads(render_text(wide, "json"))["backends"][0]["within_noise"] is True
+    assert render_text(wide, "csv").splitlines()[1].endswith(",True")
+    (clear,) = compare_backends(narrow).values()
+    assert not clear.within_noise and not clear.overlaps_best("torch")
+    text = " ".join(render_text(narrow, "table").split())
+    assert "within noise" not in text and "best backend (highest SOL) of 1 row(s)" in text
+    assert {r["best_within_noise"] for r in json.loads(render_text(narrow, "json"))["rows"]} == {False}
+
+
 def test_a_tie_keeps_the_first_and_one_priced_backend_has_no_margin(tmp_path: Path) -> None:
     e = env()
     recs = [record("relu", "a", e=e), record("relu", "a", backend="compile", e=e),
@@ -180,7 +213,7 @@ def test_the_table_md_csv_and_json_show_backends_side_by_side(tmp_path: Path) ->
     assert race["efficiency"]["triton"] is None and race["speedup"] == pytest.approx(2.0)
     csv_head, *csv_rows = render_text(priced, "csv").splitlines()
     head = csv_head.split(",")
-    assert head[-3:] == ["best_backend", "best_margin", "behind_best"]  # the race columns last
+    assert head[-4:] == ["best_backend", "best_margin", "behind_best", "best_within_noise"]  # the race columns last
     at = head.index("compile_s")
     assert head[at:at + 3] == ["compile_s", "span_s", "host_bound"]
 

@@ -43,7 +43,7 @@ RAW_COLUMNS = (
     "energy_j_per_call", "flop_per_joule", "bytes_per_joule", "energy_blank",
     "gap", "gap_traffic_ratio", "gap_achieved", "gap_traffic_factor", "gap_moved_bytes", "gap_bound_at_moved",
     "gap_note", "gap_blank",
-    "best_backend", "best_margin", "behind_best",
+    "best_backend", "best_margin", "behind_best", "best_within_noise",
 )
 
 _TIME = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
@@ -179,9 +179,13 @@ def versus_best_of(backend: str, race: BackendRace | None) -> str:
     if race is None or race.best is None:
         return ""
     if backend == race.best:
-        return "best" if race.margin is None else f"best, +{points(race.margin)}"
+        if race.margin is None:
+            return "best"
+        return f"best, +{points(race.margin)}" + (" within noise" if race.within_noise else "")
     behind = race.behind(backend)
-    return "" if behind is None else f"-{points(behind)}"
+    if behind is None:
+        return ""
+    return f"-{points(behind)}" + (" within noise" if race.overlaps_best(backend) else "")
 
 
 def compile_seconds(p: Priced) -> float | None:
@@ -359,15 +363,15 @@ SOL_CI_COLUMN_AT, TIME_CI_COLUMN_AT, UNSTABLE_AT = (RAW_COLUMNS.index(c) for c i
 CLOCK_EVENTS_AT = RAW_COLUMNS.index("clock_events")
 #: The columns that depend on the run's other backends of the row (last, so a streamed report adds them
 #: when the whole run has been read).
-RACE_COLUMNS = ("best_backend", "best_margin", "behind_best")
+RACE_COLUMNS = ("best_backend", "best_margin", "behind_best", "best_within_noise")
 assert RAW_COLUMNS[-len(RACE_COLUMNS):] == RACE_COLUMNS
 
 
 def race_cells(backend: str, race: BackendRace | None) -> list[str | float | None]:
     """The :data:`RACE_COLUMNS` of a row on ``backend`` whose run put it in ``race`` (None: one backend)."""
     if race is None:
-        return [None, None, None]
-    return [race.best, race.margin, race.behind(backend)]
+        return [None, None, None, None]
+    return [race.best, race.margin, race.behind(backend), race.within_noise if race.best is not None else None]
 
 
 def data_terms_text(terms: dict[str, Any]) -> str:

@@ -65,7 +65,7 @@ class BackendTally:
         r = p.record
         b = r.backend
         self.rows_of[b] = self.rows_of.get(b, 0) + 1
-        self.races.add(race_key(r), b, p.efficiency)
+        self.races.add(race_key(r), b, p.efficiency, p.sol_ci)
         t = r.timing
         if t is not None and t.compile_s is not None:
             self.compiled.setdefault(b, []).append(t.compile_s)
@@ -104,8 +104,11 @@ class BackendTally:
                          f"{columns.seconds(secs[-1])}")
         wins: dict[str, int] = {}
         margins: list[float] = []
+        tied = 0
         for race in races.values():
-            if race.best is not None:
+            if race.best is not None and race.within_noise:
+                tied += 1
+            elif race.best is not None:
                 wins[race.best] = wins.get(race.best, 0) + 1
                 if race.margin is not None:
                     margins.append(race.margin)
@@ -114,6 +117,9 @@ class BackendTally:
             median = f"; median margin over the next {columns.points(margins[len(margins) // 2])}" if margins else ""
             lines.append(f"best backend (highest SOL) of {sum(wins.values())} row(s) run on several backends: "
                          + ", ".join(f"{b} {n}" for b, n in sorted(wins.items(), key=lambda kv: -kv[1])) + median)
+        if tied:
+            lines.append(f"no best backend within noise on {tied} row(s): the best's SOL interval reaches the "
+                         "runner-up's, so a rerun may rank them the other way (vs best says 'within noise')")
         for b, reasons in self.skipped.items():
             ranked = sorted(reasons.items(), key=lambda kv: -kv[1])
             for why, n in ranked[:SKIP_REASONS_SHOWN]:

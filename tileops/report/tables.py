@@ -131,14 +131,14 @@ class _RaceCells:
 
 
 #: What the race columns of a row on one backend hold in a JSON row (after :func:`tileops.report.encode.json_row`).
-_JSON_NO_RACE = ',"best_backend":null,"best_margin":null,"behind_best":null}'
+_JSON_NO_RACE = ',"best_backend":null,"best_margin":null,"behind_best":null,"best_within_noise":null}'
 
 
 def _json_race_tail(backend: str, race: BackendRace | None) -> str:
     if race is None:
         return _JSON_NO_RACE
-    best, margin, behind = columns.race_cells(backend, race)
-    return f',"best_backend":{json.dumps(best)},"best_margin":{json.dumps(margin)},"behind_best":{json.dumps(behind)}}}'
+    cells = columns.race_cells(backend, race)
+    return "".join(f',"{name}":{json.dumps(v)}' for name, v in zip(columns.RACE_COLUMNS, cells)) + "}"
 
 
 def _csv_intervals(values: list[Any]) -> None:
@@ -200,7 +200,7 @@ class CsvReport(Report):
         w.writerow(list(columns.RAW_COLUMNS) + extra)
         out.write(tail.items.pop())
         races = facts.races()
-        no_race = ",," + ("\n" if comparison is None else "")  # the race columns of a row on one backend
+        no_race = "," * (len(columns.RACE_COLUMNS) - 1) + ("\n" if comparison is None else "")  # one backend
         idx = {r.key: r for r in comparison.rows} if comparison is not None else None
         for i, (line, (key, backend)) in enumerate(zip(self.lines, self.races.keys)):
             race = races.get(key) if races else None

@@ -3,7 +3,7 @@ how much (the SOL ratios of one call compare implementations directly)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from collections.abc import Iterable
 
 from tileops.records import Record
@@ -22,12 +22,28 @@ class BackendRace:
     (a blank, error or skipped backend has no SOL, and its verdict says why);
     ``best`` is the highest SOL and ``margin`` how far ahead of the next it is,
     in SOL points (0.25 = 25 points), None when no other backend was priced.
+    ``within_noise`` says when the intervals cannot tell the best from the
+    runner-up: the ranking is then a point's, and a rerun may swap them.
     """
 
     key: RaceKey
     efficiency: dict[str, float | None]  # every backend of the row, in run order: its SOL ratio or None
     best: str | None  # None when no backend of the row was priced
     runner_up: str | None = None
+    #: each priced backend's SOL interval (``Priced.sol_ci``), None where its record has none
+    intervals: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+
+    @property
+    def within_noise(self) -> bool:
+        """Whether the best is ahead of the runner-up only within noise: the low end of the best's SOL interval
+        is not above the top of the runner-up's (a rerun may rank them the other way). False when either has
+        no interval (older records: ranked on the points, as before)."""
+        return self.best is not None and self.runner_up is not None and self.overlaps_best(self.runner_up)
+
+    def overlaps_best(self, backend: str) -> bool:
+        """Whether ``backend``'s SOL interval reaches the best's (so it may be as fast); False without both."""
+        mine, best = self.intervals.get(backend), self.intervals.get(self.best) if self.best else None
+        return backend != self.best and mine is not None and best is not None and mine[1] >= best[0]
 
     @property
     def margin(self) -> float | None:
@@ -59,7 +75,8 @@ class BackendRace:
     def as_dict(self) -> dict:
         device, op, label, dtype = self.key
         return {"device": device, "op": op, "label": label, "dtype": dtype, "efficiency": dict(self.efficiency),
-                "best": self.best, "runner_up": self.runner_up, "margin": self.margin, "speedup": self.speedup}
+                "best": self.best, "runner_up": self.runner_up, "margin": self.margin, "speedup": self.speedup,
+                "within_noise": self.within_noise}
 
 
 def race_key(record: Record) -> RaceKey:
@@ -79,17 +96,21 @@ class RaceTally:
     """Every row's backends and their SOL ratios, gathered row by row (:func:`backend_races` over a
     stream), mergeable across consecutive parts of a run; :meth:`races` decides once all are in."""
 
-    __slots__ = ("groups",)
+    __slots__ = ("groups", "intervals")
 
     def __init__(self) -> None:
         self.groups: dict[RaceKey, dict[str, float | None]] = {}  # row -> {backend: SOL ratio}, in run order
+        self.intervals: dict[RaceKey, dict[str, tuple[float, float] | None]] = {}  # row -> {backend: sol_ci}
 
-    def add(self, key: RaceKey, backend: str, efficiency: float | None) -> None:
+    def add(self, key: RaceKey, backend: str, efficiency: float | None,
+            interval: tuple[float, float] | None = None) -> None:
         effs = self.groups.get(key)
         if effs is None:
             self.groups[key] = {backend: efficiency}
         else:
             effs[backend] = efficiency
+        if interval is not None:
+            self.intervals.setdefault(key, {})[backend] = interval
 
     def merge(self, later: RaceTally) -> None:
         """Add the rows of the next part of the run (the same as adding them here one by one)."""
@@ -100,6 +121,8 @@ class RaceTally:
                 groups[key] = theirs
             else:
                 effs.update(theirs)
+        for key, ivs in later.intervals.items():
+            self.intervals.setdefault(key, {}).update(ivs)
 
     def races(self) -> dict[RaceKey, BackendRace]:
         """Every row that ran on more than one backend: its best backend (a tie keeps the first) and margin."""
@@ -109,7 +132,8 @@ class RaceTally:
                 continue
             ranked = sorted((e, -i, b) for i, (b, e) in enumerate(effs.items()) if e is not None)  # ties: first
             best = ranked[-1][2] if ranked else None
-            races[key] = BackendRace(key, effs, best, ranked[-2][2] if len(ranked) > 1 else None)
+            races[key] = BackendRace(key, effs, best, ranked[-2][2] if len(ranked) > 1 else None,
+                                     dict(self.intervals.get(key, {})))
         return races
 
 
@@ -121,6 +145,6 @@ def backend_races(priced: Iterable[Priced]) -> tuple[dict[RaceKey, BackendRace],
     for p in priced:
         key = race_key(p.record)
         keys.append(key)
-        tally.add(key, p.record.backend, p.efficiency)
+        tally.add(key, p.record.backend, p.efficiency, p.sol_ci)
     races = tally.races()
     return races, [races.get(k) for k in keys]
