@@ -263,3 +263,17 @@ def test_a_row_known_to_no_useful_precision_is_worded_by_its_interval_not_by_a_h
     assert sol_ci_text(price(_cpu(1e-9, (0.9e-9, 1.1e-9)), CPU)) == "72727.3–88888.9 %"
     assert ratio_interval_text(0.001, 2500.0) == "<0.01–>100x"
     assert ratio_interval_text(0.91, 1.08) == "0.91–1.08x"
+
+
+def test_the_plots_side_table_shows_each_rows_sol_interval_beside_its_efficiency() -> None:
+    from tileops.report.columns import sol_ci_text
+    from tileops.report.plot import CI_HEADER, _table_lines
+
+    noisy, old = price(_cpu(1e-6, (0.9e-6, 1.2e-6), label="noisy"), CPU), price(_cpu(1e-6, label="old"), CPU)
+    lines = [text for text, _ in _table_lines([("1", noisy, None), ("2", old, None)])]
+    head = lines[0].split()
+    assert head[head.index("eff") + 1:head.index("eff") + 5] == CI_HEADER.split() + ["verdict"]
+    assert sol_ci_text(noisy) in lines[1] and sol_ci_text(noisy) == "66.7–88.9 %"
+    assert "66.7" not in lines[2]  # a row without an interval: its cell is blank
+    # no row with an interval: no column
+    assert CI_HEADER not in _table_lines([("2", old, None)])[0][0]

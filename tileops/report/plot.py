@@ -423,6 +423,8 @@ def _error_bars(ax: Any, points: list[_Point]) -> None:
 
 
 TABLE_HEADER = ("id", "op", "label", "dtype", "backend", "eff", "verdict")
+#: The side table's column after ``eff`` where a listed row has a SOL interval (its error bar, in figures).
+CI_HEADER = "95 % CI"
 #: The side table's last column where the audit measured a listed row: its SOL gap split.
 GAP_HEADER = ("gap: bytes x min, at bytes moved",)
 
@@ -436,15 +438,16 @@ def gap_cell(p: Priced) -> str:
 
 def _table_lines(legend_rows: list[tuple[str, Priced, str | None]]) -> list[tuple[str, bool]]:
     """The table as monospace lines, header first: (text, is a formula error)."""
-    cells: list[tuple[str, ...]] = [TABLE_HEADER]
     gaps = any(isinstance(p.gap, GapSplit) for _, p, _ in legend_rows)
-    if gaps:
-        cells = [TABLE_HEADER + GAP_HEADER]
+    intervals = any(p.sol_ci is not None for _, p, _ in legend_rows)  # the eff's interval beside it
+    cells: list[tuple[str, ...]] = [TABLE_HEADER[:6] + ((CI_HEADER,) if intervals else ()) + TABLE_HEADER[6:]
+                                    + (GAP_HEADER if gaps else ())]
     for ident, p, why in legend_rows:
         r = p.record
         verdict = columns.verdict_text(p) + (f" (not placed: {why})" if why else "")
-        cells.append((ident, r.op, _short(r.label, 30), r.dtype, r.backend, columns.efficiency_text(p),
-                      _short(verdict, 44)) + ((gap_cell(p),) if gaps else ()))
+        cells.append((ident, r.op, _short(r.label, 30), r.dtype, r.backend, columns.efficiency_text(p))
+                     + ((columns.sol_ci_text(p),) if intervals else ())
+                     + (_short(verdict, 44),) + ((gap_cell(p),) if gaps else ()))
     widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
     return [("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip(),
              k > 0 and bool(legend_rows[k - 1][1].breaches))
