@@ -122,6 +122,15 @@ def test_a_pooled_record_is_contended_if_either_visit_was_and_keeps_its_own_wind
     assert revisit.merge_visits(_rec("a", 1e-3, None), second) == second  # nothing to merge
 
 
+def test_two_visits_timed_alike_are_pooled_and_a_visit_that_fell_back_is_not() -> None:
+    a, b = _rec("a", 1e-3, None, timer="cupti"), _rec("a", 1e-3, None, timer="cupti")
+    fell_back = make_record(op="a", timer="cuda-events")
+    fell_back = dataclasses.replace(fell_back, timing=dataclasses.replace(fell_back.timing,
+                                                                          fallback_reason="CUPTI attribution failed"))
+    assert revisit.same_timer(a, b) and not revisit.same_timer(a, fell_back)
+    assert not revisit.same_timer(a, make_record(op="a", status="error"))
+
+
 def test_a_record_without_an_interval_is_not_widened() -> None:
     bare = _rec("a", 1e-3, None)
     assert revisit.widen_record(bare, 0.1) is bare

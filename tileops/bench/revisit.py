@@ -70,6 +70,14 @@ class HostDrift:
         return dataclasses.asdict(self)
 
 
+def same_timer(first: Record, second: Record) -> bool:
+    """Whether both visits were timed alike (the same timer, the same fallback): only then are their blocks
+    one row's samples. A GPU row whose CUPTI attribution failed in one visit and not the other would mix
+    device-busy times with CUDA events' (which the roofline prices blank): its first record then stands."""
+    a, b = first.timing, second.timing
+    return a is not None and b is not None and (a.timer, a.fallback_reason) == (b.timer, b.fallback_reason)
+
+
 def merge_visits(first: Record, second: Record) -> Record:
     """The second visit's record (its timing pools both visits) with what surrounded *both* visits: a row
     contended, throttled or capped in either visit is so in the record (the first visit's reasons marked as

@@ -31,7 +31,8 @@ from tileops.bench.rundir import RunLock, lock_run_dir
 from tileops.bench.select import Planned, Selection, check_filters, plan, why_empty
 from tileops.bench.interval import CPU_BLOCKS, GPU_BLOCKS, QUICK_BLOCKS, BlockRule
 from tileops.bench.timers import check_timer
-from tileops.bench.revisit import first_visit_rule, merge_visits, revisited, second_visit_rule, settle
+from tileops.bench.revisit import (first_visit_rule, merge_visits, revisited, same_timer, second_visit_rule,
+                                   settle)
 from tileops.bench.worker import RowResult, Worker, default_threads
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
@@ -364,7 +365,7 @@ def _second_pass(prep: PreparedSweep, first: dict[tuple[str, str, str, str], tup
     for j, (p, rec, blocks) in enumerate(again, 1):
         observer.row_started(j, len(again), p)
         res = visit(p, second_rule, tuple(tuple(b) for b in blocks))
-        if res.record.status == "ok":
+        if res.record.status == "ok" and same_timer(rec, res.record):  # else the first visit's record stands
             second[p.key] = (merge_visits(rec, res.record), blocks, res.blocks)
         observer.row_finished(j, len(again), p, res.record)
     with deferred():
