@@ -257,6 +257,32 @@ def test_one_pass_visits_each_row_once_and_says_no_drift(tmp_path: Path) -> None
     assert dataclasses.asdict(info.options)["passes"] == 1
 
 
+def test_a_row_whose_second_visit_crashes_keeps_its_first_record_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    """A worker crash in the second pass (the op faults on its second visit only) loses nothing: that row's
+    first record stands, run.json names it, and the rows after it get their second visit in a new worker."""
+    import shutil
+
+    faulty = tmp_path / "faulty_ops"
+    shutil.copytree(Path(__file__).parent / "data" / "faulty_ops", faulty)
+    env = {**os.environ, "TILEOPS_MANIFEST_PATH": str(faulty)}
+    subprocess.run([sys.executable, "-m", "tileops.cli", "codegen", "--manifest", str(faulty)], check=True, env=env,
+                   capture_output=True)
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "tileops.cli", "bench", "--device", "cpu", "--quick", "--op",
+                        "second_visit_crash_op", "--op", "relu", "--op", "add", "--out", str(out), "--no-plot",
+                        "--calibrate", "never"], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode in (0, 1), r.stderr[-3000:]
+    assert "ERROR (crash)" in r.stderr  # the second visit's line says what happened, and the drift line after
+    assert "1 row(s) keep their first visit's record" in " ".join(r.stderr.split())
+    recs = {x.key: x for x in iter_records(out)}
+    info = read_run_info(out)
+    assert len(recs) == info.rows_total == 6 and all(x.status == "ok" for x in recs.values())
+    assert info.rows_error == 0 and info.status == "completed"
+    crashed = ("second_visit_crash_op", "cpu-second-visit-crash", "float32", "torch")
+    assert info.host_drift["kept_first"] == [" ".join(crashed)]
+    assert info.host_drift["rows"] == 5 and info.host_drift["sigma"] is not None  # the others' pairs
+
+
 def test_a_sweep_stopped_in_its_second_pass_keeps_the_first_pass_records(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A real Ctrl-C as the second pass begins: every row's first record stays, whole, one per row, and

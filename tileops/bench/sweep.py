@@ -362,15 +362,18 @@ def _second_pass(prep: PreparedSweep, first: dict[tuple[str, str, str, str], tup
         announce(2, len(again))
     second_rule = second_visit_rule(prep.rule)
     second: dict[tuple[str, str, str, str], tuple[Record, list[list[float]], list[list[float]]]] = {}
+    kept_first: list[str] = []
     for j, (p, rec, blocks) in enumerate(again, 1):
         observer.row_started(j, len(again), p)
         res = visit(p, second_rule, tuple(tuple(b) for b in blocks))
-        if res.record.status == "ok" and same_timer(rec, res.record):  # else the first visit's record stands
+        if res.record.status == "ok" and same_timer(rec, res.record):
             second[p.key] = (merge_visits(rec, res.record), blocks, res.blocks)
+        else:  # a failed visit (a crash restarts the worker) or one timed otherwise: the first record stands
+            kept_first.append(" ".join(p.key))
         observer.row_finished(j, len(again), p, res.record)
     with deferred():
         updated, drift = settle({k: rec for k, (_, rec, _) in first.items()}, second)
-        info = drift.as_dict()
+        info = {**drift.as_dict(), "kept_first": kept_first}
         try:
             replace_records(prep.records_path, updated)
         except OSError as exc:

@@ -367,12 +367,15 @@ def _drift_line(drift: dict[str, Any]) -> str | None:
 
     if not drift:
         return None
+    kept = drift.get("kept_first") or []
+    tail = (f". [yellow]note[/]: {len(kept)} row(s) keep their first visit's record, their second visit having "
+            "failed or been timed otherwise (run.json: host_drift.kept_first)" if kept else "")
     if drift.get("sigma") is None:
-        return f"[yellow]note[/]: host drift not measured: {drift.get('why')}"
+        return f"[yellow]note[/]: host drift not measured: {drift.get('why')}" + tail
     width = drift_half_width(drift["sigma"])
     line = (f"host drift between the two passes: ±{width * 100:.1f} % at 95 % (pooled over {drift['rows']} "
             f"revisited rows); {drift['widened']} row interval(s) include it (run.json: host_drift)")
-    return line + (f". [yellow]note[/]: {drift['why']}" if drift.get("why") else "")
+    return line + (f". [yellow]note[/]: {drift['why']}" if drift.get("why") else "") + tail
 
 
 def _backends_line(prep: bench.PreparedSweep) -> str:

@@ -369,7 +369,8 @@ class RunInfo:
     #: the workers' host allocator policy (``tileops.bench.allocator.describe``): why a CPU row's time is its kernel's
     host_allocator: dict[str, Any] = field(default_factory=dict)
     #: the host's drift between the sweep's two passes (``tileops.bench.revisit.HostDrift.as_dict``): sigma of
-    #: ln(speed), the rows it is pooled over, the rows whose interval it widened, or why none was
+    #: ln(speed), the rows it is pooled over, the rows whose interval it widened, or why none was; and
+    #: ``kept_first``, the rows whose second visit failed or was timed otherwise (their first record stands)
     host_drift: dict[str, Any] = field(default_factory=dict)
 
 

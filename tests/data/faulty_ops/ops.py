@@ -31,3 +31,20 @@ class RaiseOp(Op):
 
 class WideRecordOp(StallOp):
     name = "wide_record_op"  # sorts after relu; its long workload label makes a record larger than a page
+
+
+class SecondVisitCrashOp(Op):
+    """Runs like any op on its first visit and crashes its worker on the second (the sweep's second pass):
+    the worker makes it again for that visit, so the instances it has made tell the visits apart."""
+
+    name = "second_visit_crash_op"
+    made = 0
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        SecondVisitCrashOp.made += 1
+
+    def compute(self, x):
+        if SecondVisitCrashOp.made >= 2:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return x + 1
