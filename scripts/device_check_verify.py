@@ -57,6 +57,13 @@ def check_records(run_dir: Path) -> int:
                   f"{lo * 1e6:.1f}-{hi * 1e6:.1f} us; {_conditions(r['conditions'])}")
     if not records:
         problems.append(f"{path} holds no record")
+    run = run_dir / "run.json"
+    drift = json.loads(run.read_text(encoding="utf-8")).get("host_drift") if run.exists() else None
+    if drift:  # the second pass on this GPU: how far the device moved between visits (evidence, not a check)
+        sigma = drift.get("sigma")
+        said = f"sigma {sigma:.4f} of ln(speed)" if sigma is not None else f"not measured ({drift.get('why')})"
+        print(f"device_check_verify: host drift between the two passes: {said}, over {drift.get('rows')} row(s); "
+              f"kept first: {drift.get('kept_first') or 'none'}")
     for p in problems:
         print(f"device_check_verify: FAILED: {p}")
     return 1 if problems else 0
