@@ -304,3 +304,19 @@ def test_a_sweep_stopped_in_its_second_pass_keeps_the_first_pass_records(tmp_pat
     recs = list(iter_records(out))
     assert info.status == "interrupted" and info.host_drift == {}
     assert len(recs) == len({r.key for r in recs}) == info.rows_total == 2 and all(r.status == "ok" for r in recs)
+
+
+def test_the_run_metrics_publish_the_host_drift_of_a_two_pass_run(tmp_path: Path) -> None:
+    """A fleet sees its noisy hosts: the run's drift is one run-level series (none for a one-pass run)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = tmp_path / "run"
+    r = _bench(out, "--textfile", str(tmp_path / "tf"))
+    assert r.returncode in (0, 1), r.stderr[-3000:]
+    (prom,) = (tmp_path / "tf").glob("tileops_cpu-*.prom")
+    samples = {s.name: s.value for f in text_string_to_metric_families(prom.read_text()) for s in f.samples}
+    assert samples["tileops_run_host_drift_sigma"] == pytest.approx(read_run_info(out).host_drift["sigma"])
+    one = tmp_path / "one"
+    assert _bench(one, "--passes", "1", "--textfile", str(tmp_path / "tf1")).returncode in (0, 1)
+    (prom1,) = (tmp_path / "tf1").glob("tileops_cpu-*.prom")
+    assert "tileops_run_host_drift_sigma" not in prom1.read_text()

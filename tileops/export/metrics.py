@@ -140,6 +140,10 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
           DEVICE_LABELS + ("verdict",), "run"),
     _spec("tileops_run_physics_breaches", "Rows of the run that breach the physics check.", DEVICE_LABELS,
           "run"),
+    _spec("tileops_run_host_drift_sigma", "How far the host's speed wandered between the bench's two passes: sigma "
+          "of ln(speed) over half a sweep, pooled over the rows visited twice (every row's interval includes it: "
+          "a rerun's time moves by about exp(+-2.8 sigma)). Absent for a one-pass run or fewer than 3 rows.",
+          DEVICE_LABELS, "run"),
     _spec("tileops_run_info", "Descriptive detail of a run (value 1): run id, versions, git revision, profile.",
           DEVICE_LABELS + ("run_id", "status", "profile", "git_revision", "tileops_version", "torch_version",
                            "driver", "cuda", "cpu_model"), "run"),
@@ -297,6 +301,7 @@ def _run(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
     for v in VERDICTS:
         fam.add("tileops_run_rows", dev + (v,), s.health.by_verdict.get(v, 0))
     fam.add("tileops_run_physics_breaches", dev, s.health.breaches)
+    fam.add("tileops_run_host_drift_sigma", dev, s.info.host_drift.get("sigma") if s.info else None)
     env = s.env
     fam.add("tileops_run_info", dev + (
         s.run_id, s.status, s.profile.name if s.profile else "",
