@@ -10,9 +10,10 @@ rebuilding the inputs, can land on either side. Measured on this project's
 2-core VM, rms_norm float32 256x1024 (1 MiB out): 480 minor page faults per
 call and 1.2-1.9 ms in some processes, none and 0.4-0.6 ms in others, the same
 inputs giving the same side for the life of the allocation (docs/timing.md,
-"The host allocator"). Issue 26's reproducibility benchmark saw it as rows whose
-medians moved 2-4x from one bench process to the next, far outside intervals
-their own blocks had measured: no block of a row can see a choice made once.
+"The host allocator"). It is a likely cause of the rows whose medians moved
+2-4x from one bench process to the next in issue 26's reproducibility benchmark,
+far outside the intervals their own blocks had measured: no block of a row can
+see a choice made once.
 
 The page faults are the allocator's cost, not the op's: a GPU's caching
 allocator never pays them in a timed call, and PyTorch's CPU tuning advice is a
