@@ -294,8 +294,7 @@ def widen(interval: MedianInterval, drift_sigma: float) -> MedianInterval:
     if not (math.isfinite(drift_sigma) and drift_sigma >= 0):
         raise ValueError(f"drift_sigma must be a finite number >= 0, got {drift_sigma!r}")
     h_row = math.log(interval.hi_s / interval.median_s)
-    z = statistics.NormalDist().inv_cdf(0.5 + interval.confidence / 2.0)
-    h = math.hypot(h_row, z * math.sqrt(2.0) * drift_sigma)
+    h = math.hypot(h_row, math.log1p(drift_half_width(drift_sigma, interval.confidence)))
     m = interval.median_s
     return MedianInterval(median_s=m, lo_s=m * math.exp(-h), hi_s=m * math.exp(h), blocks=interval.blocks,
                           n=interval.n, confidence=interval.confidence)
