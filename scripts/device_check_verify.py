@@ -53,17 +53,23 @@ def check_records(run_dir: Path) -> int:
             span = t.get("span_s")
             ratio = f", span {span * 1e6:.1f} us = {span / t['median_s']:.2f}x busy" if span else ""
             lo, hi = t["median_ci_s"]
-            print(f"device_check_verify: {who}: {t['median_s'] * 1e6:.1f} us by CUPTI{ratio}, a rerun within "
-                  f"{lo * 1e6:.1f}-{hi * 1e6:.1f} us; {_conditions(r['conditions'])}")
+            level = t.get("level_ci_s") or [lo, hi]
+            fast = t.get("fast_ci_s")
+            print(f"device_check_verify: {who}: {t['median_s'] * 1e6:.1f} us by CUPTI{ratio}, this run's level "
+                  f"{level[0] * 1e6:.1f}-{level[1] * 1e6:.1f} us, a rerun within {lo * 1e6:.1f}-{hi * 1e6:.1f} us"
+                  + (f", fastest {fast[0] * 1e6:.1f}-{fast[1] * 1e6:.1f} us" if fast else "")
+                  + f", visits {t.get('visits_s')}; {_conditions(r['conditions'])}")
     if not records:
         problems.append(f"{path} holds no record")
     run = run_dir / "run.json"
-    drift = json.loads(run.read_text(encoding="utf-8")).get("host_drift") if run.exists() else None
-    if drift:  # the second pass on this GPU: how far the device moved between visits (evidence, not a check)
-        sigma = drift.get("sigma")
-        said = f"sigma {sigma:.4f} of ln(speed)" if sigma is not None else f"not measured ({drift.get('why')})"
-        print(f"device_check_verify: host drift between the two passes: {said}, over {drift.get('rows')} row(s); "
-              f"kept first: {drift.get('kept_first') or 'none'}")
+    noise = json.loads(run.read_text(encoding="utf-8")).get("host_noise") if run.exists() else None
+    if noise:  # the second pass on this GPU: how far the device moved between visits (evidence, not a check)
+        seen = noise.get("rows_by_kind") or {}
+        parts = [f"{kind} between visits sigma {e['sigma']:.4f} ({e['source']})"
+                 for kind, e in (noise.get("between_visits") or {}).items() if kind in seen]
+        print(f"device_check_verify: host noise over {noise.get('pairs')} row(s) visited twice: "
+              f"{'; '.join(parts) or 'none pooled'}; second pass shift {noise.get('second_pass_shift')}; "
+              f"kept first: {noise.get('kept_first') or 'none'}")
     for p in problems:
         print(f"device_check_verify: FAILED: {p}")
     return 1 if problems else 0

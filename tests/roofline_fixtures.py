@@ -25,14 +25,18 @@ def make_record(*, op: str = "relu", label: str = "row", flops: int | None = 100
                 median_s: float | None = 1.0, timer: str = "cpu-wall", device_kind: str = "cpu",
                 device_name: str = "Test CPU", roof_key: str | None = "cuda_core.fp32", status: str = "ok",
                 dtype: str = "float32", backend: str = "torch", run_id: str = "run-1", span_s: float | None = None,
-                median_ci_s: tuple[float, float] | None = None, **extra: Any) -> Record:
-    """A record; ``median_ci_s`` its median's interval, ``conditions=`` (in ``extra``) what surrounded it."""
+                median_ci_s: tuple[float, float] | None = None, level_ci_s: tuple[float, float] | None = None,
+                ci_df: float | None = None, fast_ci_s: tuple[float, float] | None = None, **extra: Any) -> Record:
+    """A record; ``median_ci_s`` where a rerun's level falls, ``level_ci_s`` this run's level's interval (with
+    ``ci_df``), ``fast_ci_s`` its fast end, ``conditions=`` (in ``extra``) what surrounded it."""
     timing = None
     if median_s is not None and status == "ok":
         timing = Timing(timer=timer, median_s=median_s, min_s=median_s, mean_s=median_s, p10_s=median_s,
                         p90_s=median_s, n=10, rel_noise=0.01, warmup=2, total_s=median_s * 12,
                         stop_reason="noise target reached", span_s=span_s,
-                        median_ci_s=list(median_ci_s) if median_ci_s is not None else None)
+                        median_ci_s=list(median_ci_s) if median_ci_s is not None else None,
+                        level_ci_s=list(level_ci_s) if level_ci_s is not None else None, ci_df=ci_df,
+                        fast_ci_s=list(fast_ci_s) if fast_ci_s is not None else None)
     error = ErrorInfo(kind="exception", message="boom") if status == "error" else None
     return Record(
         run_id=run_id, op=op, family="elementwise", label=label, dtype=dtype, backend=backend, status=status,

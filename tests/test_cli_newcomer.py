@@ -102,7 +102,7 @@ def test_the_plan_before_the_run(flag: str, tmp_path: Path, capsys) -> None:
     assert any("triton" in line and "skip:" in line for line in lines)  # the reason the op class gives
     summary = next(line for line in lines if line.endswith(")") and "to run" in line)
     assert "torch" in summary and "compile" in summary and "triton 0 to run" in summary
-    assert any(line.startswith("timing: each row stops once a rerun's median is known to ±2.0%") for line in lines)
+    assert any(line.startswith("timing: each visit stops once its level is known to ±2.0%") for line in lines)
     assert any(line.startswith("limit: a row is stopped after --row-timeout 60 s") and "--compile-timeout 600 s"
                in line for line in lines)
     assert "the 4 eager row(s) are visited twice" in out  # the second pass (relu and softmax, fp32 and bf16)

@@ -94,13 +94,16 @@ def test_a_step_that_recorded_an_error_fails(tmp_path: Path) -> None:
     failed = {**ok, "label": "e", "status": "error", "timing": None, "error": {"message": "CUDA error: boom"}}
     good = _verify("records", str(_write(tmp_path / "a" / "records.jsonl", [ok])))
     assert good.returncode == 0, good.stdout
-    assert "a rerun within 9.8-10.3 us; SM 1755-1980 MHz; 410 W of 700.0 W; 61 C; energy_j blank (the counter " \
-           "did not advance); other processes []; clock events gpu_idle" in good.stdout
-    assert "host drift" not in good.stdout  # no run.json: a one-pass run
-    (tmp_path / "a" / "run.json").write_text(json.dumps({"host_drift": {"sigma": 0.004, "rows": 6, "kept_first": []}}))
+    assert "a rerun within 9.8-10.3 us, visits None; SM 1755-1980 MHz; 410 W of 700.0 W; 61 C; energy_j blank " \
+           "(the counter did not advance); other processes []; clock events gpu_idle" in good.stdout
+    assert "host noise" not in good.stdout  # no run.json: a one-pass run
+    noise = {"pairs": 6, "rows_by_kind": {"memory": 6}, "second_pass_shift": {"memory": 0.002}, "kept_first": [],
+             "between_visits": {"memory": {"sigma": 0.004, "df": 5, "source": "this run (6 rows)"},
+                                "compute": {"sigma": 0.01, "df": 2, "source": "the documented default"}}}
+    (tmp_path / "a" / "run.json").write_text(json.dumps({"host_noise": noise}))
     drifted = _verify("records", str(tmp_path / "a"))
-    assert drifted.returncode == 0 and "host drift between the two passes: sigma 0.0040 of ln(speed), over 6 row(s)" \
-        in drifted.stdout
+    assert drifted.returncode == 0 and ("host noise over 6 row(s) visited twice: memory between visits sigma 0.0040 "
+                                        "(this run (6 rows)); second pass shift {'memory': 0.002}") in drifted.stdout
     for bad in (fell_back, failed, no_interval, no_sensors):
         r = _verify("records", str(_write(tmp_path / bad["label"] / "records.jsonl", [ok, bad])))
         assert r.returncode == 1 and "FAILED" in r.stdout

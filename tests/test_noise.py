@@ -77,7 +77,7 @@ def test_a_gpu_row_is_unstable_above_two_percent(half: float, verdict: str) -> N
 def test_the_wider_side_decides() -> None:
     """A lopsided interval (a slow block pulls the top up) is as unknown as its wider side."""
     p = price(_cpu(1e-6, (0.999e-6, 1.2e-6)), CPU)
-    assert p.verdict == "unstable" and "±20.0 %" in p.unstable[0]
+    assert p.verdict == "unstable" and "+20.0 %/-0.1 %" in p.unstable[0]
 
 
 def test_a_contended_row_is_unstable_whatever_its_interval_with_the_contention_named() -> None:
@@ -168,6 +168,54 @@ def test_an_interval_wholly_under_the_ceiling_holds_and_one_without_an_interval_
     assert price(_cpu(0.75e-6), PHYS).physics == "breach"  # no interval: the point rule, as before
 
 
+# ---- issue 34: the fast end, which noise cannot make faster
+
+
+def test_a_breach_is_judged_on_the_fast_end_however_slow_the_level() -> None:
+    """Issue 34: a x1000 formula on a noisy host read NOT JUDGED (within-noise). A host that slowed most blocks
+    3x leaves the level's interval straddling the ceiling, but the fastest block (0.5 µs at most, noise aside)
+    implies 1.6x the ceiling: a breach, carrying the least rate the fast end implies."""
+    p = price(_cpu(1.5e-6, (0.6e-6, 3e-6), level_ci_s=(0.7e-6, 2.5e-6), fast_ci_s=(0.45e-6, 0.5e-6)), PHYS)
+    assert p.physics == "breach"
+    (b,) = p.breaches
+    assert b.implied_per_s == pytest.approx(800 / 0.5e-6)
+    assert price(_cpu(1.5e-6, (0.6e-6, 3e-6), level_ci_s=(0.7e-6, 2.5e-6)), PHYS).physics == "not-judged"  # older
+
+
+def test_the_fast_end_holds_a_correct_row_and_leaves_the_straddling_one_with_its_numbers() -> None:
+    held = price(_cpu(1.2e-6, (1e-6, 1.5e-6), level_ci_s=(1.1e-6, 1.3e-6), fast_ci_s=(0.95e-6, 1.0e-6)), PHYS)
+    assert held.physics == "held"  # even the fastest its readings allow implies 0.84x
+    near = price(_cpu(1.2e-6, (1e-6, 1.5e-6), level_ci_s=(1.1e-6, 1.3e-6), fast_ci_s=(0.76e-6, 0.82e-6)), PHYS)
+    check = _memory_check(near)
+    assert check.not_judged == NOT_JUDGED_NOISE
+    assert check.implied_per_s == pytest.approx(800 / 0.82e-6) and check.implied_most_per_s == pytest.approx(800 / 0.76e-6)
+    (memory,) = [c for c in health([near]).ceilings if c.ceiling == "memory"]
+    assert memory.noise_range == pytest.approx((0.8 / 0.82, 0.8 / 0.76))
+    from tileops.report.summary import physics_lines
+
+    line = next(x for x in physics_lines(health([near])) if "NOT JUDGED on memory" in x)
+    assert "their fastest blocks imply 97.6%–105% of it" in line
+
+
+def test_a_compute_peak_on_a_measured_clock_needs_a_breach_to_clear_its_tolerance() -> None:
+    """A peak built on a measured clock is a bound to within MEASURED_CLOCK_TOLERANCE (2 %): a row 1 % above it
+    is not a formula error, 5 % above it is."""
+    from tileops.profiles.model import PeakBasis
+    from tileops.roofline.price import MEASURED_CLOCK_TOLERANCE
+
+    prof = make_profile(roofs={"cpu.fp32": (1e10, 0.5)})
+    basis = PeakBasis(cores=1, lanes=5, isa="x", fma_units=1, fma_table="t", fma_table_units=1, ghz=1.0,
+                      ghz_source="measured", measured_ghz=1.0)
+    roof = prof.compute["cpu.fp32"].model_copy(update={"peak": basis})
+    prof = prof.model_copy(update={"compute": {"cpu.fp32": roof}})
+    assert MEASURED_CLOCK_TOLERANCE == 0.02
+
+    def gemm(fast: float):
+        return price(_cpu(2e-6, (1.9e-6, 2.1e-6), flops=10_000, bytes=8, fast_ci_s=(fast * 0.99, fast)), prof)
+    assert gemm(10_000 / 1.01e10).physics == "not-judged"  # 1 % over: within the clock's own uncertainty
+    assert gemm(10_000 / 1.05e10).physics == "breach"
+
+
 # ---- the interval in every output of `tileops roofline`
 
 
@@ -196,7 +244,7 @@ def test_json_rows_carry_sol_ci_and_why_a_row_has_none(tmp_path, capsys) -> None
     assert rows["steady"]["time_ci_s"] == pytest.approx([0.98e-6, 1.03e-6])
     assert rows["steady"]["time_precision"] == pytest.approx(0.03)
     assert rows["steady"]["verdict"] == "at-ceiling" and rows["steady"]["unstable"] == []
-    assert rows["noisy"]["verdict"] == "unstable" and "±20.0 %" in rows["noisy"]["unstable"][0]
+    assert rows["noisy"]["verdict"] == "unstable" and "+20.0 %/-10.0 %" in rows["noisy"]["unstable"][0]
     assert rows["old"]["sol_ci"] is None and rows["old"]["sol_ci_blank"] == "no-interval"
 
 
@@ -208,7 +256,7 @@ def test_csv_rows_carry_sol_ci_as_json_text(tmp_path, capsys) -> None:
     rows = {r["label"]: r for r in csv.DictReader(io.StringIO(_roofline(tmp_path, capsys, "csv")))}
     assert json.loads(rows["steady"]["sol_ci"]) == pytest.approx([0.8 / 1.03, 0.8 / 0.98])
     assert rows["old"]["sol_ci"] == "" and rows["old"]["sol_ci_blank"] == "no-interval"
-    assert rows["noisy"]["unstable"].startswith("its time is known to ±20.0 %")
+    assert rows["noisy"]["unstable"].startswith("its time is known to +20.0 %/-10.0 %")
 
 
 def test_the_table_and_markdown_show_the_sol_interval_and_the_summary_counts_unstable_rows(tmp_path, capsys) -> None:
@@ -249,18 +297,26 @@ def test_the_plot_draws_an_error_bar_for_each_row_with_an_interval(tmp_path) -> 
     assert len(re.findall(r"<path ", group.group(1))) + len(re.findall(r"<use ", group.group(1))) >= 2
 
 
-def test_a_row_known_to_no_useful_precision_is_worded_by_its_interval_not_by_a_huge_percentage() -> None:
-    """A quick row on a busy host can have a rerun interval spanning thousands of times its median: the reason and
-    the table say so in words a person can use (the JSON keeps the values)."""
+def test_a_row_known_to_no_useful_precision_is_worded_not_bounded_by_absurd_numbers() -> None:
+    """Issue 34: `a rerun within 0.001 ns–1e+09 s` and `SOL 0.0–>1000 %`. A bound further than 10x from the level
+    is written in words with the reason (the JSON keeps the values); an asymmetric interval shows both sides."""
     from tileops.report.columns import ratio_interval_text, sol_ci_text
+    from tileops.roofline import interval_words
 
     p = price(_cpu(1e-6, (1e-9, 2e-3)), CPU)
     assert p.verdict == "unstable"
-    assert p.unstable[0].startswith("its time is not known even to ±100 % (a rerun may read 1 ns–2 ms)")
-    assert sol_ci_text(p) == "0.0–>1000 %" and p.sol_ci[1] == pytest.approx(800.0)
+    assert p.unstable[0].startswith("its time is not known to within 10x (its blocks or visits disagree by that "
+                                    "much: a busy host)")
+    assert sol_ci_text(p) == "not known" and p.sol_ci[1] == pytest.approx(800.0)
+    few = price(_cpu(1e-6, None, level_ci_s=(0.05e-6, 20e-6), ci_df=1.4), CPU)
+    assert "rests on 1 degree(s) of freedom: too few blocks" in few.unstable[0]
     assert sol_ci_text(price(_cpu(1e-6, (0.9e-6, 1.1e-6)), CPU)) == "72.7–88.9 %"
     # far above 100 % but narrow (a formula error): its numbers, not a bound
     assert sol_ci_text(price(_cpu(1e-9, (0.9e-9, 1.1e-9)), CPU)) == "72727.3–88888.9 %"
+    assert interval_words(1.0, 0.9, 1.2) == "known to +20.0 %/-10.0 %"
+    assert interval_words(1.0, 0.97, 1.03) == "known to ±3.0 %"
+    assert interval_words(1.0, 0.97, 1.0 / 0.97) == "known to +3.1 %/-3.0 %"  # log-symmetric: wider above
+    assert interval_words(1.0, 0.5, 11.0).startswith("not known to within 10x")
     assert ratio_interval_text(0.001, 2500.0) == "<0.01–>100x"
     assert ratio_interval_text(0.91, 1.08) == "0.91–1.08x"
 

@@ -193,7 +193,8 @@ def test_a_row_at_101_percent_of_an_unmeasured_estimate_is_not_judged_not_a_brea
 
 def test_a_planted_formula_that_doubles_its_flops_still_breaches_a_measured_ceiling() -> None:
     """The honest row runs at 80 % of the measured peak; the same row under a formula that doubles its FLOPs
-    implies 160 %: a FORMULA ERROR. At 101 % of a measured ceiling it is one too: a measured peak is a bound."""
+    implies 160 %: a FORMULA ERROR. At 103 % of a measured ceiling it is one too: a measured peak is a bound, to
+    within its clock's own uncertainty (issue 34: 2 %), inside which a row is not judged, never passed."""
     profile, _ = _profile(_run(ghz=3.3, fp32=160e9))
     theo = profile.compute["cpu.fp32"].theoretical
     honest = _priced(profile, 0.8 * theo)
@@ -205,7 +206,9 @@ def test_a_planted_formula_that_doubles_its_flops_still_breaches_a_measured_ceil
     assert doubled.breaches[0].describe(planted).startswith("FORMULA ERROR")
     h = roofline.health([honest, doubled])
     assert not h.ok and h.state == "breached"
-    assert _priced(profile, 1.01 * theo).breaches  # just above a bound is still impossible
+    assert _priced(profile, 1.03 * theo).breaches  # just above a bound is still impossible
+    within = _priced(profile, 1.01 * theo)
+    assert not within.breaches and within.physics == "not-judged"
 
 
 def test_a_calibration_above_95_percent_makes_the_ceiling_suspect_instead_of_blaming_the_formula() -> None:

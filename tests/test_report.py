@@ -160,7 +160,8 @@ def test_the_standard_encoder_writes_what_msgspec_writes() -> None:
 
 def test_baseline_flags_rows_more_than_the_threshold_slower() -> None:
     def run(times: dict[str, float]) -> list:
-        recs = [make_record(label=k, bytes=8 << 20, median_s=v) for k, v in times.items()]
+        recs = [make_record(label=k, bytes=8 << 20, median_s=v, level_ci_s=(v * 0.995, v * 1.005), ci_df=30.0)
+                for k, v in times.items()]
         return price_all(recs, ProfileChooser.only(PROFILE))
 
     old = run({"a": 1e-3, "b": 1e-3, "c": 1e-3, "d": 1e-3, "gone": 1e-3})

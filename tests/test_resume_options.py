@@ -112,6 +112,6 @@ def test_a_resumed_run_restores_every_flag_it_was_started_with(tmp_path: Path, m
     assert not list(out.glob("roofline*.png"))  # --no-plot
     assert read_run_info(out).quiet["quiet"] is True  # type: ignore[union-attr]  # --require-quiet looked again
     assert "calibrating" not in err  # --calibrate never (and --profile)
-    assert read_run_info(out).host_drift == {} and "second pass" not in err  # --passes 1: one visit per row
+    assert read_run_info(out).host_noise == {} and "second pass" not in err  # --passes 1: one visit per row
     with pytest.raises(TileOpsError, match=r"--metrics-detail \(the run: full\)"):
         resume_request(out, {"metrics_detail": "lean"}, flags=flags)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import subprocess
@@ -62,9 +64,20 @@ def test_unreadable_input_exits_2(tmp_path: Path, profile_file: Path) -> None:
     assert main(["roofline", str(empty), "--profile", str(profile_file)]) == exitcodes.USAGE
 
 
+def _timed(rows: list) -> list:
+    """The rows with their levels known to ±1 % (what the bench writes)."""
+    out = []
+    for r in rows:
+        m = r.timing.median_s
+        timing = dataclasses.replace(r.timing, level_ci_s=[m * 0.99, m * 1.01], median_ci_s=[m * 0.985, m * 1.015],
+                                     ci_df=30.0)
+        out.append(dataclasses.replace(r, timing=timing))
+    return out
+
+
 def test_baseline_regression_exits_1(tmp_path: Path, profile_file: Path, capsys) -> None:
-    old = write_records(tmp_path / "old.jsonl", _honest())
-    new = write_records(tmp_path / "new.jsonl", _honest(slow=1.2))
+    old = write_records(tmp_path / "old.jsonl", _timed(_honest()))
+    new = write_records(tmp_path / "new.jsonl", _timed(_honest(slow=1.2)))
     assert main(["roofline", str(new), "--profile", str(profile_file), "--baseline", str(old),
                  "--format", "md"]) == exitcodes.FAILED
     md = capsys.readouterr().out

@@ -9,6 +9,7 @@ call being priced. Nothing here computes FLOPs or bytes.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import statistics
@@ -20,8 +21,9 @@ from collections.abc import Callable, Collection, Sequence
 
 import torch
 
-from tileops.bench.interval import BlockRule, sample_blocks
+from tileops.bench.interval import CONFIDENCE, BlockRule, fast_interval, sample_blocks, visit_of
 from tileops.bench.sensors import RowSensors
+from tileops.stats import two_sided_t
 from tileops.bench.stopping import quantile, rel_noise
 from tileops.bench.cupti import AttributionError
 from tileops.bench.timers import (CUPTI_FIX, CacheFlusher, CpuWallTimer, CudaEventTimer, CuptiTimer, Timer,
@@ -54,9 +56,6 @@ class Task:
     #: context, so it is listed, and is no other process; or why it could not be told (``own_gpu_pids``)
     parent_pids: tuple[int, ...] = ()
     parent_pids_unknown: str | None = None
-    #: a second visit (the sweep's second pass): the first visit's blocks, pooled with this visit's into the
-    #: row's interval (``tileops.bench.interval``: variation slower than one visit shows between two)
-    prior: tuple[tuple[float, ...], ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -111,20 +110,19 @@ def warm_up(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> int:
 
 
 def measure(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> Timing:
-    """Time ``fn`` until the rule stops (one visit of the row): :func:`measure_visit` without a prior visit."""
+    """Time ``fn`` until the rule stops (one visit of the row): :func:`measure_visit`'s timing."""
     return measure_visit(fn, timer, rule)[0]
 
 
-def measure_visit(fn: Callable[[], object], timer: Timer, rule: BlockRule,
-                  prior: Sequence[Sequence[float]] = ()) -> tuple[Timing, list[list[float]]]:
-    """Time ``fn`` until the rule stops; the timing (over ``prior``'s blocks and this visit's) and this visit's
-    own blocks. Any failure of a timer that can fall back (CUPTI: its attribution
+def measure_visit(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> tuple[Timing, list[list[float]]]:
+    """Time ``fn`` until the rule stops; the visit's timing and its blocks. Any failure of a timer that can fall
+    back (CUPTI: its attribution
     refused, or the profiler itself failing) re-times the row with the timer it falls back to (CUDA events),
     and the record says why (``fallback_reason``): the roofline tool prices it blank. An error of the op
     itself fails again there and becomes the row's error record; a timer with nothing to fall back to (the
     CPU's) lets it through at once."""
     try:
-        return _measure(fn, timer, rule, prior)
+        return _measure(fn, timer, rule)
     except AttributionError as exc:
         other = timer.fallback(
             f"CUPTI attribution failed ({exc}); re-timed with CUDA events. Fix: run the bench without another "
@@ -138,15 +136,43 @@ def measure_visit(fn: Callable[[], object], timer: Timer, rule: BlockRule,
             "run scripts/device-check on this machine and report its log and cupti trace")
         if other is None:
             raise
-    return _measure(fn, other, rule, prior)
+    return _measure(fn, other, rule)
 
 
-def _measure(fn: Callable[[], object], timer: Timer, rule: BlockRule,
-             prior: Sequence[Sequence[float]] = ()) -> tuple[Timing, list[list[float]]]:
-    """Warm up, then sample in blocks spread over the row (``tileops.bench.interval``): the interval a rerun's
-    median falls in comes from the blocks (``prior``'s, a first visit's, and this visit's), and the rule stops
-    on it. A block is at least the timer's first batch (a GPU timer's batch is one synchronisation or one
-    profiler session: no blocks of one)."""
+def visit_timing(blocks: Sequence[Sequence[float]], **fields: Any) -> Timing:
+    """A visit's (or a row's visits', pooled) timing from its blocks: the sample statistics over every sample,
+    the level at the visit's centre (``interval.Visit``), and the visit's own interval from its blocks alone
+    (``median_ci_s``, ``level_ci_s``): the sweep replaces both by the row's
+    (``tileops.bench.revisit.finish``), which add what one visit cannot see. ``fields``: the rest of Timing."""
+
+    s = sorted(x for b in blocks for x in b)
+    visit = visit_of(blocks)
+    level = visit.centre_s
+    se = visit.se
+    ci = None
+    if se is not None:
+        df = max(1.0, visit.blocks - 1.0)
+        h = two_sided_t(CONFIDENCE, df) * se
+        ci = within_contract((level * math.exp(-h), level * math.exp(h)))
+        fields.setdefault("ci_df", min(df, 1000.0))
+    fast = fast_interval(blocks)
+    return Timing(median_s=level, min_s=s[0], mean_s=statistics.fmean(s), p10_s=quantile(s, 0.10),
+                  p90_s=quantile(s, 0.90), n=len(s), rel_noise=rel_noise(s),
+                  median_ci_s=_around(ci, level), level_ci_s=_around(ci, level), visits_s=[level],
+                  fast_ci_s=within_contract(fast) if fast is not None else None, **fields)
+
+
+def _around(ci: list[float] | None, level: float) -> list[float] | None:
+    """An interval held around its level (a level at a contract bound is held there too)."""
+    if ci is None:
+        return None
+    return [min(ci[0], level), max(ci[1], level)]
+
+
+def _measure(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> tuple[Timing, list[list[float]]]:
+    """Warm up, then sample one visit in blocks spread over it (``tileops.bench.interval``): the rule stops on
+    the visit's own precision. A block is at least the timer's first batch (a GPU timer's batch is one
+    synchronisation or one profiler session: no blocks of one)."""
     t_start = time.perf_counter()
     warm = warm_up(fn, timer, rule)
     if timer.first_batch > rule.min_block_samples:
@@ -157,17 +183,12 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: BlockRule,
         fn()
         timer.sync()
 
-    got = sample_blocks(lambda k: timer.sample(fn, k), rule, rewarm=rewarm, prior=prior)
-    s = sorted(got.samples)
+    got = sample_blocks(lambda k: timer.sample(fn, k), rule, rewarm=rewarm)
     spans = timer.spans
-    timing = Timing(
-        timer=timer.kind, median_s=statistics.median(s), min_s=s[0], mean_s=statistics.fmean(s),
-        p10_s=quantile(s, 0.10), p90_s=quantile(s, 0.90), n=len(s), rel_noise=rel_noise(s), warmup=warm,
-        total_s=time.perf_counter() - t_start, stop_reason=got.stop_reason, fallback_reason=timer.fallback_reason,
-        span_s=statistics.median(spans) if spans else None,
-        median_ci_s=within_contract(got.interval.pair) if got.interval is not None else None,
-    )
-    return timing, got.blocks[len(prior):]
+    timing = visit_timing(got.blocks, timer=timer.kind, warmup=warm, total_s=time.perf_counter() - t_start,
+                          stop_reason=got.stop_reason, fallback_reason=timer.fallback_reason,
+                          span_s=statistics.median(spans) if spans else None)
+    return timing, got.blocks
 
 
 def within_contract(pair: tuple[float, float]) -> list[float]:
@@ -202,15 +223,15 @@ def row_sensors(device: DeviceInfo, parent_pids: Collection[int] = (), parent_un
 
 
 def measure_row(fn: Callable[[], object], timer: Timer, rule: BlockRule, device: DeviceInfo,
-                parent_pids: Collection[int] = (), parent_unknown: str | None = None,
-                prior: Sequence[Sequence[float]] = ()) -> tuple[Timing, RowConditions, list[list[float]]]:
+                parent_pids: Collection[int] = (), parent_unknown: str | None = None
+                ) -> tuple[Timing, RowConditions, list[list[float]]]:
     """:func:`measure_visit` with the row's sensors around it: the timing, what surrounded it (contention,
     clocks, power, energy; ``tileops.bench.sensors``) and this visit's blocks. The sensors stop whatever
     happens (their GPU thread ends)."""
     sensors = row_sensors(device, parent_pids, parent_unknown)
     sensors.start()
     try:
-        timing, blocks = measure_visit(fn, timer, rule, prior)
+        timing, blocks = measure_visit(fn, timer, rule)
     finally:
         conditions = sensors.stop()
     calls = timing.warmup + sum(len(b) for b in blocks) + max(0, len(blocks) - 1)  # + a re-warm call per pause
@@ -259,8 +280,8 @@ def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[
 
 def run_visit(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[], None] | None = None
               ) -> tuple[Record, list[list[float]]]:
-    """:func:`run_task`, and the blocks this visit took (none for an error): the sweep pools a row's two
-    visits' blocks, and the visits of all rows show the host's drift (``interval.visit_drift``)."""
+    """:func:`run_task`, and the blocks this visit took (none for an error): the sweep sets each row's interval
+    from its visits' blocks, pooled with the rows of its kind (``tileops.bench.hostnoise``)."""
     from tileops.device import read_clocks
 
     started = utcnow()
@@ -280,7 +301,7 @@ def run_visit(task: Task, cache_bytes: int | None = None, on_prepared: Callable[
         if on_prepared is not None:
             on_prepared()
         timing, conditions, blocks = measure_row(prepared.run, timer, task.rule, task.device,  # the implementation
-                                                 task.parent_pids, task.parent_pids_unknown, task.prior)
+                                                 task.parent_pids, task.parent_pids_unknown)
         if prepared.setup_s is not None:
             timing = dataclasses.replace(timing, compile_s=prepared.setup_s)
         flops, nbytes = op.eval_roofline()

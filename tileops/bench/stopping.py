@@ -1,14 +1,14 @@
 """The stop reasons every rule reports, the sample statistics a record keeps, and the back-to-back rule.
 
-The bench stops a row on the interval a rerun's median falls in, from blocks of
-samples spread over the row (``tileops.bench.interval.BlockRule``). Before it,
+The bench stops a visit of a row on how well its blocks of samples, spread over
+the visit, know its level (``tileops.bench.interval.BlockRule``). Before blocks,
 the bench used :class:`StoppingRule`: the relative half-width of a
 distribution-free ~95 % confidence interval of the median over samples taken
 back to back (order statistics, so a few preempted repetitions do not inflate
 it). That interval says how well one stretch of time knows its own median and
 shrinks as 1/sqrt(n) however little it says about a rerun (issue 26: rows that
 stopped at ±1 % moved 25–37 % between repeats). It stays here as the baseline
-``benchmarks/interval_coverage.py`` compares the blocks with; nothing in the
+the development of the block plan compared the blocks with; nothing in the
 bench uses it.
 """
 

@@ -31,8 +31,10 @@ from tileops.bench.rundir import RunLock, lock_run_dir
 from tileops.bench.select import Planned, Selection, check_filters, plan, why_empty
 from tileops.bench.interval import CPU_BLOCKS, GPU_BLOCKS, QUICK_BLOCKS, BlockRule
 from tileops.bench.timers import check_timer
-from tileops.bench.revisit import (first_visit_rule, merge_visits, revisited, same_timer, second_visit_rule,
-                                   settle)
+from tileops.bench.hostnoise import HostModel, HostPrior, prior_model, read_prior, write_prior
+from tileops.bench.interval import visit_of
+from tileops.bench.revisit import (KindOf, finish, first_visit_rule, kind_by_intensity, revisited, row_kind,
+                                   same_timer, second_visit_rule, settle)
 from tileops.bench.worker import RowResult, Worker, default_threads
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
@@ -109,6 +111,13 @@ class PreparedSweep:
     compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S
     compile_env: dict[str, str] = field(default_factory=dict)  # the compile caches' folders, for the worker
     trace_dir: str | None = None  # --keep-traces on a GPU: <run>/traces/, where each CUPTI row's trace goes
+    #: this host's stored noise prior (``tileops.bench.hostnoise.HostPrior``): read before the first row, updated
+    #: after the second pass; None: none kept (the documented defaults stand in for a host with none)
+    noise_prior_path: Path | None = None
+    noise_prior: HostPrior | None = None  # what it held (:meth:`load_noise_prior`)
+    #: which rows are pooled together (``memory`` or ``compute``): the composing layer gives the bound its
+    #: profile prices; by default the row's arithmetic intensity against a device kind's balance
+    kind_of: KindOf = kind_by_intensity
 
     @property
     def compile_cache(self) -> Path | None:
@@ -127,6 +136,13 @@ class PreparedSweep:
     def close(self) -> None:
         """Release the run directory (the kernel does it anyway when the process ends)."""
         self.lock.release()
+
+    def load_noise_prior(self, path: Path) -> str | None:
+        """Read this host's stored noise prior from ``path`` (kept there after the run); a warning when the file
+        cannot be used (the documented defaults then stand in), else None."""
+        self.noise_prior_path = path
+        self.noise_prior, warning = read_prior(path)
+        return warning
 
 
 @dataclass
@@ -349,37 +365,56 @@ def _skipped(p: Planned, family: str, env: Environment) -> Record:
 
 
 def _second_pass(prep: PreparedSweep, first: dict[tuple[str, str, str, str], tuple[Planned, Record, list[list[float]]]],
-                 visit: Callable[..., RowResult], observer: SweepObserver) -> None:
-    """Visit every eager row the first pass measured again, then replace the first pass's records by the
-    pooled, drift-widened ones in one rewrite (``tileops.bench.revisit``); run.json's ``host_drift`` says
-    what the drift was. A second visit that fails leaves the row's first record standing; a rewrite that
-    fails (a full disk) leaves the first pass's file whole, and run.json says why."""
-    again = [(p, rec, blocks) for p, rec, blocks in first.values() if revisited(p, 2)]
+                 visit: Callable[..., RowResult], observer: SweepObserver, prior: HostPrior | None) -> None:
+    """Visit every eager row the first pass measured again (``visit`` runs in a fresh worker process), then
+    replace the first pass's records by the finished ones in one rewrite (``tileops.bench.revisit``), store
+    what this run measured in the host's prior; run.json's ``host_noise`` says what the components were. A
+    second visit that fails leaves the row's first visit alone standing; a rewrite that fails (a full disk)
+    leaves the first pass's file whole, and run.json says why."""
+    again = [(p, rec) for p, rec, _ in first.values() if revisited(p, 2)]
     if not again:
         return
     announce = getattr(observer, "pass_started", None)
     if announce is not None:
         announce(2, len(again))
     second_rule = second_visit_rule(prep.rule)
-    second: dict[tuple[str, str, str, str], tuple[Record, list[list[float]], list[list[float]]]] = {}
+    second: dict[tuple[str, str, str, str], tuple[Record, list[list[float]]]] = {}
     kept_first: list[str] = []
-    for j, (p, rec, blocks) in enumerate(again, 1):
+    for j, (p, rec) in enumerate(again, 1):
         observer.row_started(j, len(again), p)
-        res = visit(p, second_rule, tuple(tuple(b) for b in blocks))
+        res = visit(p, second_rule)
         if res.record.status == "ok" and same_timer(rec, res.record):
-            second[p.key] = (merge_visits(rec, res.record), blocks, res.blocks)
-        else:  # a failed visit (a crash restarts the worker) or one timed otherwise: the first record stands
+            second[p.key] = (res.record, res.blocks)
+        else:  # a failed visit (a crash restarts the worker) or one timed otherwise: the first visit stands
             kept_first.append(" ".join(p.key))
         observer.row_finished(j, len(again), p, res.record)
     with deferred():
-        updated, drift = settle({k: rec for k, (_, rec, _) in first.items()}, second)
-        info = {**drift.as_dict(), "kept_first": kept_first}
+        updated, model = settle({k: (rec, blocks) for k, (_, rec, blocks) in first.items()}, second,
+                                prep.device.kind, prior, prep.kind_of)
+        info: dict[str, object] = {**model.as_dict(), "kept_first": kept_first}
         try:
             replace_records(prep.records_path, updated)
-        except OSError as exc:
-            info.update(widened=0, why=f"the second pass's records could not replace the first's in "
-                                       f"{prep.records_path} ({describe_oserror(exc)}): the first pass's stand")
-        prep.info.host_drift = info
+        except (OSError, ValueError) as exc:  # a full disk; or a first-pass line the reader refuses (a bug)
+            why = describe_oserror(exc) if isinstance(exc, OSError) else str(exc)
+            info["why"] = (f"the second pass's records could not replace the first's in {prep.records_path} "
+                           f"({why}): the first pass's stand")
+        else:
+            info["prior"] = _store_prior(prep, prior, model)
+        prep.info.host_noise = info
+
+
+def _store_prior(prep: PreparedSweep, prior: HostPrior | None, model: HostModel) -> str:
+    """Fold what this run measured into the host's stored prior; what happened, for run.json."""
+    path = prep.noise_prior_path
+    if path is None:
+        return "not kept (no profile store for this run)"
+    if not model.own and model.shift is None:
+        return f"{path} unchanged: this run pooled too few rows"
+    try:
+        write_prior(path, (prior or HostPrior()).updated(model))
+    except OSError as exc:
+        return f"{path} not updated ({describe_oserror(exc)}): the next run uses what it held"
+    return f"{path} updated"
 
 
 def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
@@ -399,15 +434,16 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
     # this process on the GPU as NVML lists it (a GPU calibration left it a CUDA context): the rows' sensors
     # must not count it as another process on the device
     parent, parent_why = own_gpu_pids(prep.device)
-    worker = Worker(cache_bytes=prep.device.l2_bytes, threads=prep.threads, env=prep.compile_env)
+    workers = [Worker(cache_bytes=prep.device.l2_bytes, threads=prep.threads, env=prep.compile_env)]
     passes = prep.info.options.passes
+    prior = prep.noise_prior
+    one_visit = prior_model(prep.device.kind, prior)  # the first pass's records: the stored prior's interval
 
-    def visit(p: Planned, rule: BlockRule, prior: tuple[tuple[float, ...], ...] = ()) -> RowResult:
+    def visit(p: Planned, rule: BlockRule) -> RowResult:
         task = Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
                     device=prep.device, rule=rule, env=prep.env, timer=prep.timer, trace_dir=prep.trace_dir,
-                    row=p.row, parent_pids=tuple(sorted(parent or ())), parent_pids_unknown=parent_why or None,
-                    prior=prior)
-        return worker.run(task, entries[p.op].family, prep.row_timeout_s, prep.compile_timeout_s)
+                    row=p.row, parent_pids=tuple(sorted(parent or ())), parent_pids_unknown=parent_why or None)
+        return workers[-1].run(task, entries[p.op].family, prep.row_timeout_s, prep.compile_timeout_s)
 
     stopped: KeyboardInterrupt | None = None
     failure: str | None = None
@@ -421,7 +457,8 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
             else:
                 res = visit(p, first_visit_rule(prep.rule, p, passes))
                 rec = res.record
-                if rec.status == "ok":
+                if rec.status == "ok" and res.blocks:
+                    rec = finish(rec, [visit_of(res.blocks)], row_kind(prep.kind_of, rec), one_visit)
                     first[p.key] = (p, rec, res.blocks)
             try:
                 with deferred():  # a signal now waits until the record is written
@@ -430,13 +467,15 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
                 failure = f"cannot write a record to {prep.records_path}: {describe_oserror(exc)}"
                 break
             observer.row_finished(i, total, p, rec)
-        if failure is None and passes == 2:
-            _second_pass(prep, first, visit, observer)
+        if failure is None and passes == 2 and any(revisited(p, 2) for p, _, _ in first.values()):
+            workers[-1].close()  # the second visits run in a process of their own: its part is measured
+            workers.append(Worker(cache_bytes=prep.device.l2_bytes, threads=prep.threads, env=prep.compile_env))
+            _second_pass(prep, first, visit, observer, prior)
     except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM as tileops.interrupts.Terminated
         stopped = exc
-        worker.kill()  # the row in flight is abandoned: don't wait for it
+        workers[-1].kill()  # the row in flight is abandoned: don't wait for it
     finally:
-        worker.close()
+        workers[-1].close()
     with deferred():
         latest = {r.key: r for r in iter_records(prep.records_path, fast_json=False)}  # newest per row; §5.2
         info = prep.info

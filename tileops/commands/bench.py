@@ -85,9 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="loose stopping rule: a smoke run, not a measurement")
     rule = p.add_argument_group("stopping rule (default: the device's, or --quick's; docs/timing.md)")
     rule.add_argument("--target-precision", dest="target_precision", type=argtypes.precision, default=None,
-                      metavar="P", help="stop a row once a rerun's median is known to +-P (the 95 %% interval's "
-                                        "half-width from blocks of samples): 2%% or 0.02 (default 2%% CPU, 1%% GPU, "
-                                        "5%% --quick)")
+                      metavar="P", help="stop a visit of a row once its level is known to +-P (the 95 %% "
+                                        "interval's half-width from its blocks of samples): 2%% or 0.02 (default 2%% "
+                                        "CPU, 1%% GPU, 5%% --quick)")
     rule.add_argument("--min-time", dest="min_time_s", type=argtypes.seconds(allow_zero=True, example="0.1"),
                       default=None, metavar="S", help="time each row at least S seconds (default 0.1 CPU, 0.2 GPU)")
     rule.add_argument("--max-time", dest="max_time_s", type=argtypes.seconds(example="1"), default=None,
@@ -96,9 +96,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     rule.add_argument("--min-samples", dest="min_samples", type=argtypes.samples, default=None, metavar="N",
                       help="time each row at least N repetitions (default 10, 6 --quick)")
     rule.add_argument("--passes", dest="passes", type=int, choices=(1, 2), default=None,
-                      help="2 (the default): visit every eager row again after the first pass and pool both "
-                           "visits, so each interval also covers the host's drift over the sweep (the time is "
-                           "split between the visits); 1: one visit per row")
+                      help="2 (the default): visit every eager row again after the first pass, in a fresh worker "
+                           "process, so each interval also covers what moves between processes and over the sweep "
+                           "(the time is split between the visits); 1: one visit per row")
     p.add_argument("--require-quiet", dest="require_quiet", action="store_true", default=None,
                    help="refuse to run (exit 5, nothing measured) when the host is busy before the first row: load "
                         "above its CPUs, steal above 3 %%, or another process on the GPU; without it the run warns "

@@ -2,8 +2,8 @@
 
 Exit codes (tileops.cli): 0 no physics breach (the summary's health line says
 whether the check judged every ceiling, part, or none); 3 a physics breach (a formula error,
-checked first); 1 a row ``slower`` than ``--baseline`` (its interval clearly
-apart and its median more than ``--threshold`` slower; an ``ambiguous`` row
+checked first); 1 a row ``slower`` than ``--baseline`` (its level significantly
+and more than ``--threshold`` slower; an ``ambiguous`` or ``unjudged`` row
 never fails), or an error record in the results; 2 unreadable input (a missing or invalid
 records file, an unknown or invalid profile, no records).
 
@@ -39,8 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="an older run (directory or records.jsonl) to compare with, row by row; repeatable")
     p.add_argument("--threshold", type=argtypes.fraction, default=DEFAULT_THRESHOLD,
                    help="the smallest change that matters: a row is slower (or faster) than the baseline when "
-                        "the two runs' intervals are apart and the medians differ by more than this fraction "
-                        "(default 0.10 = 10%%); rows the intervals cannot decide are ambiguous, never a failure")
+                        "the two runs' levels differ by more than this fraction and significantly (a 5%% false "
+                        "discovery rate over the rows) (default 0.10 = 10%%); rows the intervals cannot decide are "
+                        "ambiguous, rows without an interval unjudged, never a failure")
     p.add_argument("--plot", type=Path, metavar="DIR",
                    help="write roofline.png and roofline.svg into DIR (one pair per profile)")
     p.add_argument("--jobs", type=int, metavar="N",

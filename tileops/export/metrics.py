@@ -140,10 +140,11 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
           DEVICE_LABELS + ("verdict",), "run"),
     _spec("tileops_run_physics_breaches", "Rows of the run that breach the physics check.", DEVICE_LABELS,
           "run"),
-    _spec("tileops_run_host_drift_sigma", "How far the host's speed wandered between the bench's two passes: sigma "
-          "of ln(speed) over half a sweep, pooled over the rows visited twice (every row's interval includes it: "
-          "a rerun's time moves by about exp(+-2.8 sigma)). Absent for a one-pass run or fewer than 3 rows.",
-          DEVICE_LABELS, "run"),
+    _spec("tileops_run_host_noise_sigma", "The host's noise components as the bench's two passes measured them, "
+          "one sd of ln(time) each (run.json's host_noise): component=between_visits (a row's offset per visit, "
+          "each visit in its own process), host (a pass's offset shared by the kind's rows), within_visit (a "
+          "visit's blocks), per row kind (memory, compute). Absent for a one-pass run.",
+          DEVICE_LABELS + ("component", "kind"), "run"),
     _spec("tileops_run_info", "Descriptive detail of a run (value 1): run id, versions, git revision, profile.",
           DEVICE_LABELS + ("run_id", "status", "profile", "git_revision", "tileops_version", "torch_version",
                            "driver", "cuda", "cpu_model"), "run"),
@@ -301,7 +302,13 @@ def _run(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
     for v in VERDICTS:
         fam.add("tileops_run_rows", dev + (v,), s.health.by_verdict.get(v, 0))
     fam.add("tileops_run_physics_breaches", dev, s.health.breaches)
-    fam.add("tileops_run_host_drift_sigma", dev, s.info.host_drift.get("sigma") if s.info else None)
+    noise = s.info.host_noise if s.info else {}
+    for component, key in (("between_visits", "between_visits"), ("host", "host")):
+        for kind, e in (noise.get(key) or {}).items():
+            if kind in (noise.get("rows_by_kind") or {}):
+                fam.add("tileops_run_host_noise_sigma", dev + (component, kind), e.get("sigma"))
+    for kind, spread in (noise.get("within_visit") or {}).items():
+        fam.add("tileops_run_host_noise_sigma", dev + ("within_visit", kind), spread)
     env = s.env
     fam.add("tileops_run_info", dev + (
         s.run_id, s.status, s.profile.name if s.profile else "",

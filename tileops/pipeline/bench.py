@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from rich.console import Console
 
@@ -44,7 +45,7 @@ from tileops.pipeline.export import DEFAULT_DETAIL, PUSH_ATTEMPTS, PUSH_BACKOFF_
 from tileops.pipeline.outcome import exit_code
 from tileops.pipeline.progress import CalibrationProgress, RowProgress
 from tileops.profiles import Profile, ProfileChooser
-from tileops.records import SELECTION_FIELDS, RunInfo, RunOptions, read_run_info, utcnow
+from tileops.records import SELECTION_FIELDS, Record, RunInfo, RunOptions, read_run_info, utcnow
 from tileops.roofline import Health, Priced, health, price_all
 
 if TYPE_CHECKING:  # the export package (prometheus_client) loads only when a run is exported
@@ -319,6 +320,10 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, 
     if profile is None:
         _say(err, f"[yellow]warning: no profile matches {device.name!r}[/]: SOL will be left blank (never guessed). "
                   "Run `tileops calibrate` on this device, or pass --profile.")
+    prep.kind_of = row_kind(profile)
+    prior_warning = prep.load_noise_prior(noise_prior_path(device))
+    if prior_warning:
+        _say(err, f"[yellow]warning[/]: {prior_warning}")
     facts = check_device(device, profile)  # the GPU's own facts against its profile (a CPU: not checked)
     for warning in facts.warnings():
         _say(err, f"[yellow]warning[/]: {warning}")
@@ -328,9 +333,8 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, 
     with RowProgress(err, len(prep.todo)) as rows:
         swept = bench.run(prep, rows)
     info = swept.info
-    drift = _drift_line(info.host_drift)
-    if drift:
-        _say(err, drift)
+    for line in noise_lines(info.host_noise):
+        _say(err, line)
     if swept.failure:
         return _failed(prep, err)
     if swept.interrupted is not None:
@@ -361,21 +365,59 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, 
     return result
 
 
-def _drift_line(drift: dict[str, Any]) -> str | None:
-    """What the second pass found (run.json's ``host_drift``), in a line; None without a second pass."""
-    from tileops.bench.interval import drift_half_width
+def row_kind(profile: Profile | None) -> Callable[[Record], str]:
+    """Which rows are pooled together for their between-visit noise: the ceiling ``profile`` prices each row's
+    bound on (``memory`` or ``compute``), or without a profile or a price, its arithmetic intensity
+    (``revisit.kind_by_intensity``)."""
+    from tileops.bench.revisit import kind_by_intensity
+    from tileops.roofline import price
 
-    if not drift:
-        return None
-    kept = drift.get("kept_first") or []
-    tail = (f". [yellow]note[/]: {len(kept)} row(s) keep their first visit's record, their second visit having "
-            "failed or been timed otherwise (run.json: host_drift.kept_first)" if kept else "")
-    if drift.get("sigma") is None:
-        return f"[yellow]note[/]: host drift not measured: {drift.get('why')}" + tail
-    width = drift_half_width(drift["sigma"])
-    line = (f"host drift between the two passes: ±{width * 100:.1f} % at 95 % (pooled over {drift['rows']} "
-            f"revisited rows); {drift['widened']} row interval(s) include it (run.json: host_drift)")
-    return line + (f". [yellow]note[/]: {drift['why']}" if drift.get("why") else "") + tail
+    def kind(rec: Record) -> str:
+        bound = price(rec, profile).bound if profile is not None else None
+        return bound or kind_by_intensity(rec)
+
+    return kind
+
+
+def noise_prior_path(device: DeviceInfo) -> Path:
+    """Where this device's stored noise prior lives: beside its calibration, in the profile store."""
+    from tileops.profiles.store import store_dir
+
+    return store_dir() / "noise" / f"{device.key}.json"
+
+
+def noise_lines(noise: dict[str, Any]) -> list[str]:
+    """What the second pass measured (run.json's ``host_noise``), a few lines; none without a second pass."""
+    if not noise:
+        return []
+    lines = []
+    between = noise.get("between_visits") or {}
+    parts = [f"{kind}-bound rows ±{e['sigma'] * 100:.1f} % ({e['source']})" for kind, e in between.items()
+             if kind in noise.get("rows_by_kind", between)]
+    shifts = {k: v for k, v in (noise.get("second_pass_shift") or {}).items() if k in noise.get("rows_by_kind", {})}
+    shift_text = ("; the second pass ran " + ", ".join(f"{math.expm1(v) * 100:+.1f} % on {k}-bound rows"
+                                                      for k, v in shifts.items())
+                  + " overall (taken out of each row's difference: the host's shift, kept apart)" if shifts
+                  else "; the second pass's shift: not measured (too few rows)")
+    lines.append(f"between visits (one sd of a visit, each in its own process): {'; '.join(parts)}{shift_text} "
+                 f"(run.json: host_noise)")
+    reruns = {k: v for k, v in (noise.get("reruns") or {}).items() if k in noise.get("rows_by_kind", {})}
+    if reruns:
+        said = []
+        for k, v in reruns.items():
+            read = f"x{v['factor']:.2f} over {v['runs']} rerun(s)" if "factor" in v else "none yet"
+            said.append(f"{k}-bound rows {read}" + ("" if v.get("used") else
+                        f" (too few to calibrate: a run-level ±{v['default']['sigma'] * 100:.0f} % stands in)"))
+        lines.append("this host's reruns of the same code against what the visits say: " + "; ".join(said))
+    for note in noise.get("notes") or []:
+        lines.append(f"[yellow]note[/]: {note}")
+    kept = noise.get("kept_first") or []
+    if kept:
+        lines.append(f"[yellow]note[/]: {len(kept)} row(s) keep their first visit alone, their second visit having "
+                     "failed or been timed otherwise (run.json: host_noise.kept_first)")
+    if noise.get("why"):
+        lines.append(f"[yellow]note[/]: {noise['why']}")
+    return lines
 
 
 def _backends_line(prep: bench.PreparedSweep) -> str:

@@ -92,14 +92,14 @@ def list_plan(req: BenchRequest, console: Console) -> Listed:
              + (f", {done_n} already done" if done_n else "") + f" ({per_backend})"]
     compiled = sum(n for b, n in runs.items() if b != "torch")
     typical = n_run * (rule.warmup_s + rule.max_time_s)
-    lines.append(f"timing: each row stops once a rerun's median is known to ±{rule.target_precision:.1%} (from "
+    lines.append(f"timing: each visit stops once its level is known to ±{rule.target_precision:.1%} (from "
                  f"at least {rule.min_blocks} blocks of samples and {rule.min_time_s:g} s) or at "
                  f"{rule.max_time_s:g} s, after {rule.warmup_s:g} s of warm-up"
                  + (" (--quick)" if opts.quick else "") + f": at most about {_duration(typical)} of timing, "
                  "plus each row's set-up (its inputs, its first call)"
-                 + (f"; the {runs['torch']} eager row(s) are visited twice, half of that in each visit, so each "
-                    "interval covers the host's drift (--passes 1: once)" if opts.passes == 2 and runs["torch"]
-                    else ""))
+                 + (f"; the {runs['torch']} eager row(s) are visited twice, half of that in each visit and the "
+                    "second in a fresh worker process, so each interval covers what moves between processes and "
+                    "over the sweep (--passes 1: once)" if opts.passes == 2 and runs["torch"] else ""))
     visits = n_run + (runs["torch"] if opts.passes == 2 else 0)  # each visit has the row timeout
     worst = visits * row_timeout + compiled * compile_timeout
     lines.append(f"limit: a row is stopped after --row-timeout {row_timeout:g} s"

@@ -12,6 +12,7 @@ from tileops.bench.select import Planned
 from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP
 from tileops.records import Record
 from tileops.report.columns import seconds
+from tileops.roofline import interval_words, rerun_interval, time_interval
 
 
 #: How a progress line words a row's stop reason (``tileops.bench.stopping``'s reasons).
@@ -19,17 +20,17 @@ STOP_WORDS = {NOISE_REACHED: "precision reached", TIME_CAP: "time cap", SAMPLE_C
 
 
 def row_line(rec: Record) -> str:
-    """One row's outcome in a line: its median ± the interval a rerun falls in, the samples and why it stopped,
-    the contention it met; why it was skipped; or its error."""
+    """One row's outcome in a line: its level, how well this run knows it and where a rerun may read, the
+    samples and why it stopped, the contention it met; why it was skipped; or its error."""
     if rec.status == "ok" and rec.timing:
         t = rec.timing
-        width = t.ci_precision
-        if width is None:
+        level, rerun = time_interval(t), rerun_interval(t)
+        if level is None:
             spread = " (no interval: too few blocks)"
-        elif width < 1:
-            spread = f" ± {width * 100:.1f} %"
-        else:  # a rerun may land several times off: the bounds say it better than a percentage
-            spread = f" (a rerun within {seconds(t.median_ci_s[0])}–{seconds(t.median_ci_s[1])})"  # type: ignore[index]
+        else:
+            spread = " " + interval_words(t.actual_time_s, *level, t.ci_df).removeprefix("known to ")
+            if rerun is not None and t.level_ci_s is not None and rerun != level:
+                spread += f" (a rerun: {interval_words(t.actual_time_s, *rerun, t.ci_df).removeprefix('known to ')})"
         line = f"{seconds(t.median_s)}{spread} (n={t.n}, {STOP_WORDS.get(t.stop_reason, t.stop_reason)})"
         c = rec.conditions
         if c is not None and (c.contended or c.throttled):
@@ -72,9 +73,10 @@ class RowProgress:
     def pass_started(self, number: int, total: int) -> None:
         """The sweep's second pass: the bar starts again over the rows it revisits, and a line says why."""
         self.progress.reset(self.bar, total=total, description="second pass")
-        self.console.print(f"second pass: {total} row(s) visited again, so each interval also covers the host's "
-                           "drift over the sweep; each line shows the row's own interval, the drift is added to "
-                           "all of them at the end (--passes 1 skips the pass)", highlight=False, markup=False)
+        self.console.print(f"second pass: {total} row(s) visited again in a fresh worker process, so each row's "
+                           "interval also covers what moves between processes and over the sweep; each line shows "
+                           "this visit alone, every row's interval is set from both visits at the end (--passes 1 "
+                           "skips the pass)", highlight=False, markup=False)
 
     def row_finished(self, index: int, total: int, planned: Planned, record: Record) -> None:
         self.progress.advance(self.bar)

@@ -190,6 +190,8 @@ class Timing:
     """Device-busy time statistics over the timed repetitions, in seconds."""
 
     timer: TimerKind
+    #: the row's level: for a record written since issue 34, the geometric mean of its visits' centres (each the
+    #: median of its blocks' medians, ``visits_s``); before, the median of every sample
     median_s: float = field(metadata=_duration())
     min_s: float = field(metadata=_duration())
     mean_s: float = field(metadata=_duration())
@@ -208,22 +210,46 @@ class Timing:
     #: device activity's end. Well above ``median_s`` (busy time), the device waited on the host between
     #: kernels: the row is host-bound (``tileops.roofline.HOST_BOUND_RATIO``). None where no timer saw it.
     span_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
-    #: [lo, hi]: where a rerun's median is expected to fall (95 %), from independent blocks of samples spread
-    #: over the row (``tileops.bench.interval``), not from back-to-back samples. None: not known (a record
-    #: written before intervals, or too few blocks).
+    #: [lo, hi]: where a rerun's level (``median_s``) is expected to fall (95 %), under the same plan: the row's
+    #: own variation within and between visits and the host's (``tileops.bench.hostnoise``), not back-to-back
+    #: samples. None: not known (a record written before intervals, or too few blocks).
     median_ci_s: list[float] | None = None
+    #: [lo, hi]: the 95 % interval of this run's level, what the roofline's judgments and a comparison of two runs
+    #: use (narrower than ``median_ci_s`` by about sqrt(2)). None in records written before issue 34.
+    level_ci_s: list[float] | None = None
+    #: the degrees of freedom of both intervals' t quantile (a comparison needs it); None: not known
+    ci_df: float | None = field(default=None, metadata={"ge": 1, "le": 1000})
+    #: each visit's centre (the median of its blocks' medians), in visit order; ``median_s`` is their geometric
+    #: mean. None in records written before issue 34.
+    visits_s: list[float] | None = None
+    #: [lo, hi] around the fastest block's median: the call's noise-free time is at most ``hi`` (99 %), whatever
+    #: slowed the other blocks, and ``lo`` is the fastest its readings allow (``interval.fast_interval``). What
+    #: the physics check judges on. None: not known (older records, one block of one sample).
+    fast_ci_s: list[float] | None = None
 
     def contract_check(self) -> tuple[str, str] | None:
         """A check across fields the per-field bounds cannot make: (field, what is wrong), or None."""
-        ci = self.median_ci_s
-        if ci is None:
-            return None
-        if len(ci) != 2 or not all(type(v) in (int, float) and math.isfinite(v) for v in ci):
-            return "median_ci_s", "expected [lo, hi], two finite numbers of seconds"
-        lo, hi = ci
-        if not MIN_TIME_S <= lo <= self.median_s <= hi <= MAX_TIME_S:
-            return "median_ci_s", (f"expected lo <= median_s <= hi within [{MIN_TIME_S:g}, {MAX_TIME_S:g}] s, "
-                                   f"got [{lo!r}, {hi!r}] around {self.median_s!r}")
+        for name in ("median_ci_s", "level_ci_s"):
+            ci = getattr(self, name)
+            if ci is None:
+                continue
+            if len(ci) != 2 or not all(type(v) in (int, float) and math.isfinite(v) for v in ci):
+                return name, "expected [lo, hi], two finite numbers of seconds"
+            lo, hi = ci
+            if not MIN_TIME_S <= lo <= self.median_s <= hi <= MAX_TIME_S:
+                return name, (f"expected lo <= median_s <= hi within [{MIN_TIME_S:g}, {MAX_TIME_S:g}] s, "
+                              f"got [{lo!r}, {hi!r}] around {self.median_s!r}")
+        fast = self.fast_ci_s
+        if fast is not None:
+            if len(fast) != 2 or not all(type(v) in (int, float) and math.isfinite(v) for v in fast):
+                return "fast_ci_s", "expected [lo, hi], two finite numbers of seconds"
+            if not MIN_TIME_S <= fast[0] <= fast[1] <= MAX_TIME_S:
+                return "fast_ci_s", (f"expected lo <= hi within [{MIN_TIME_S:g}, {MAX_TIME_S:g}] s, "
+                                     f"got [{fast[0]!r}, {fast[1]!r}]")
+        visits = self.visits_s
+        if visits is not None and not (1 <= len(visits) <= 2 and all(
+                type(v) in (int, float) and math.isfinite(v) and MIN_TIME_S <= v <= MAX_TIME_S for v in visits)):
+            return "visits_s", f"expected one or two visit times in [{MIN_TIME_S:g}, {MAX_TIME_S:g}] s, got {visits!r}"
         return None
 
     @property
@@ -323,8 +349,8 @@ class RunOptions:
     max_time_s: float | None = field(default=None, metadata=_positive(le=MAX_TIME_S))
     min_samples: int | None = field(default=None, metadata={"ge": 1, "le": 10**9})
     require_quiet: bool = False  # refuse to measure on a busy host (exit 5) instead of warning
-    #: 2: every eager row is visited again after the first pass, its interval pooled from both visits and widened
-    #: by the host's drift the two passes show (``tileops.bench.revisit``); 1: one visit, as the bench was before
+    #: 2: every eager row is visited again after the first pass, in a worker process of its own, and its interval
+    #: set from both visits (``tileops.bench.revisit``, ``hostnoise``); 1: one visit, its interval the host's prior
     passes: int = field(default=2, metadata={"ge": 1, "le": 2})
     # how to price it and what to write
     profile: str | None = None  # a profile name, or a profile file's absolute path
@@ -368,9 +394,12 @@ class RunInfo:
     stopping_rule: dict[str, Any] = field(default_factory=dict)
     #: the workers' host allocator policy (``tileops.bench.allocator.describe``): why a CPU row's time is its kernel's
     host_allocator: dict[str, Any] = field(default_factory=dict)
-    #: the host's drift between the sweep's two passes (``tileops.bench.revisit.HostDrift.as_dict``): sigma of
-    #: ln(speed), the rows it is pooled over, the rows whose interval it widened, or why none was; and
-    #: ``kept_first``, the rows whose second visit failed or was timed otherwise (their first record stands)
+    #: the host's noise components as this run measured them, once per run (``tileops.bench.hostnoise.HostModel``:
+    #: within a visit, between visits (= between processes), the host's shift of a pass, the second pass's common
+    #: shift, each with where it came from); ``kept_first``, the rows whose second visit failed or was timed
+    #: otherwise (their first record stands); ``prior``, what happened to this host's stored prior
+    host_noise: dict[str, Any] = field(default_factory=dict)
+    #: written by runs before issue 34 (a single drift sigma for every row); read, never written
     host_drift: dict[str, Any] = field(default_factory=dict)
 
 

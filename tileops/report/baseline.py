@@ -3,16 +3,19 @@
 Rows join on ``Record.key`` (op, label, dtype, backend). The comparison is on
 measured time (``actual_time_s``), which needs no profile, so it still works
 for rows whose SOL is blank; efficiencies are shown beside it when both sides
-are priced. Each shared row is decided from both runs' intervals by
-``tileops.report.compare_robust`` (after nvbench's compare-robust): ``slower``
-or ``faster`` only on a clear gap of at least the threshold, ``same`` when the
-intervals rule out a change of the threshold, ``ambiguous`` otherwise (wide
-intervals, a disturbed side, a gap the SM clocks explain). A row without an
-interval on either side (records from before intervals) is decided on its
-medians at the threshold, and says so. Only ``slower`` fails the command
-(exit 1); ``ambiguous`` is counted and never fails it. When a key appears more
-than once on one side (several runs given together) the last record wins:
-files are read in the order given, and a run appends in time order.
+are priced. Each shared row is decided from both runs' levels and their
+intervals by ``tileops.report.compare_robust``: ``slower`` or ``faster`` only on
+a change both significant (Benjamini–Hochberg over the comparison's rows) and
+material (beyond the threshold), ``same`` when the ratio's interval rules out a
+change of the threshold, ``ambiguous`` otherwise (wide intervals, a disturbed
+side, a change the SM clocks explain), ``unjudged`` where a side has no interval
+(records from before intervals): never slower on its medians alone. A record
+from before issue 34 carries only the prediction of a rerun: its level's
+interval is that, narrowed by sqrt(2) in log (a prediction adds two levels'
+uncertainties). Only ``slower`` fails the command (exit 1); ``ambiguous`` and
+``unjudged`` are counted and never fail it. When a key appears more than once on
+one side (several runs given together) the last record wins: files are read in
+the order given, and a run appends in time order.
 """
 
 from __future__ import annotations
@@ -21,10 +24,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 from collections.abc import Iterable
 
-from tileops.report.compare_robust import Side, Thresholds, classify
+import math
+
+from tileops.records import Timing
+from tileops.report.compare_robust import Side, Thresholds, classify_all
 from tileops.roofline import Priced, disturbances, sm_clock_mhz, time_interval
 
-Change = Literal["slower", "faster", "same", "ambiguous", "new", "gone", "untimed"]
+Change = Literal["slower", "faster", "same", "ambiguous", "unjudged", "new", "gone", "untimed"]
 DEFAULT_THRESHOLD = 0.10
 
 
@@ -38,8 +44,9 @@ class RowChange:
     new_efficiency: float | None
     reason: str | None = None  # the decision's short code (compare_robust.REASONS) on a shared timed row
     message: str | None = None  # the same for a person, with the numbers
-    ratio_interval: tuple[float, float] | None = None  # what the intervals allow new / old to be
-    basis: str | None = None  # "interval", or "point" where a side has no interval
+    ratio_interval: tuple[float, float] | None = None  # the 95 % interval of new / old
+    basis: str | None = None  # "interval", or "none" where a side has no interval (unjudged)
+    p_value: float | None = None  # the change's two-sided p-value, before the correction over rows
 
     @property
     def ratio(self) -> float | None:
@@ -72,23 +79,38 @@ def _time(p: Priced) -> float | None:
 
 
 Key = tuple[str, str, str, str]
-#: What a side keeps of a row: (time, efficiency, device, the time's interval, SM clock, what disturbed it).
-Kept = tuple[float | None, float | None, str, tuple[float, float] | None, float | None, str | None]
+#: What a side keeps of a row: (time, efficiency, device, the level's interval, its df, SM clock, what disturbed
+#: it).
+Kept = tuple[float | None, float | None, str, tuple[float, float] | None, float, float | None, str | None]
+
+
+def level_interval(t: Timing) -> tuple[tuple[float, float] | None, float]:
+    """The interval of a record's level (its actual time) and that interval's degrees of freedom. A record from
+    before issue 34 holds only a rerun's prediction (``median_ci_s``, two levels' uncertainty): narrowed by
+    sqrt(2) in log, with a normal quantile."""
+    ci = time_interval(t)
+    if ci is None:
+        return None, math.inf
+    if t.level_ci_s is not None:
+        return ci, float(t.ci_df) if t.ci_df else math.inf
+    m = t.actual_time_s
+    lo, hi = (m * (ci[0] / m) ** (1 / math.sqrt(2)), m * (ci[1] / m) ** (1 / math.sqrt(2)))
+    return (min(lo, m), max(hi, m)), math.inf
 
 
 def _kept(p: Priced) -> Kept:
     r = p.record
     t = _time(p)
     if t is None or r.timing is None:
-        return (None, p.efficiency, r.env.device_name, None, None, None)
-    return (t, p.efficiency, r.env.device_name, time_interval(r.timing), sm_clock_mhz(r),
-            "; ".join(disturbances(r)) or None)
+        return (None, p.efficiency, r.env.device_name, None, math.inf, None, None)
+    ci, df = level_interval(r.timing)
+    return (t, p.efficiency, r.env.device_name, ci, df, sm_clock_mhz(r), "; ".join(disturbances(r)) or None)
 
 
 def _side(k: Kept) -> Side:
     t = k[0]
     assert t is not None
-    return Side(t, k[3], k[4], k[5])
+    return Side(t, k[3], k[4], k[5], k[6])
 
 
 class TimeIndex:
@@ -121,8 +143,8 @@ class TimeIndex:
 
 def compare(current: Iterable[Priced], baseline: Iterable[Priced],
             threshold: float = DEFAULT_THRESHOLD) -> Comparison:
-    """Decide each shared row: slower or faster by more than ``threshold`` (0.10 = 10 %) on a clear gap
-    between the intervals, the same within it, or ambiguous (:mod:`tileops.report.compare_robust`)."""
+    """Decide each shared row: slower or faster by more than ``threshold`` (0.10 = 10 %), significantly over
+    the comparison's rows, the same within it, ambiguous, or unjudged (:mod:`tileops.report.compare_robust`)."""
     return compare_indexes(TimeIndex.of(current), TimeIndex.of(baseline), threshold)
 
 
@@ -130,24 +152,22 @@ def compare_indexes(new: TimeIndex, old: TimeIndex, threshold: float = DEFAULT_T
     """:func:`compare` over the two sides' indexes (what a stream of records leaves)."""
     if threshold < 0:
         raise ValueError(f"threshold must be >= 0 (a fraction: 0.10 = 10 %), got {threshold}")
-    rows: list[RowChange] = []
     nrows, orows = new.rows, old.rows
     limits = Thresholds(threshold=threshold)
-    for key in [*nrows, *(k for k in orows if k not in nrows)]:
+    keys = [*nrows, *(k for k in orows if k not in nrows)]
+    timed = [k for k in keys if k in nrows and k in orows and nrows[k][0] is not None and orows[k][0] is not None]
+    decisions = dict(zip(timed, classify_all([(_side(orows[k]), _side(nrows[k])) for k in timed], limits)))
+    rows: list[RowChange] = []
+    for key in keys:
         n, o = nrows.get(key), orows.get(key)
         nt, ne = (n[0], n[1]) if n else (None, None)
         ot, oe = (o[0], o[1]) if o else (None, None)
-        change: Change
-        if o is None:
-            change = "new"
-        elif n is None:
-            change = "gone"
-        elif nt is None or ot is None:
-            change = "untimed"
-        else:
-            d = classify(_side(o), _side(n), limits)
-            rows.append(RowChange(key, d.status, ot, nt, oe, ne, d.reason, d.message, d.ratio_interval, d.basis))
+        d = decisions.get(key)
+        if d is not None:
+            rows.append(RowChange(key, d.status, ot, nt, oe, ne, d.reason, d.message, d.ratio_interval, d.basis,
+                                  d.p_value))
             continue
+        change: Change = "new" if o is None else "gone" if n is None else "untimed"
         rows.append(RowChange(key, change, ot, nt, oe, ne))
     notes: list[str] = []
     new_devices = {v[2] for v in nrows.values()}

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 from tileops.roofline import BackendRace, GapSplit, Priced, power_blank, power_state, row_energy, si
 from tileops.roofline.energy import NO_CONDITIONS, NO_TIMING
-from tileops.roofline.noise import precision, time_interval
+from tileops.roofline.noise import SPAN_SHOWN, fast_times, precision, rerun_interval, time_interval
 
 #: The human table's columns, in order (``op`` is the group heading). ``FLOP/s`` and ``B/s`` are both achieved
 #: rates, side by side whichever bounds the row (``roof`` names the bounding ceiling).
@@ -36,7 +36,7 @@ RAW_COLUMNS = (
     "achieved_bytes_per_s", "achieved_flops_per_s", "effective_bandwidth", "effective_peak",
     "verdict", "blank_reason", "blank_detail", "formula_error", "breaches", "notes", "data_terms",
     "compile_s", "span_s", "host_bound",
-    "sol_ci", "sol_ci_blank", "time_ci_s", "time_precision", "unstable",
+    "sol_ci", "sol_ci_blank", "time_ci_s", "time_precision", "unstable", "time_rerun_s", "time_fast_s",
     # issue 28 (:func:`conditions_values`): the power state, energy per call, the SOL gap split
     "power_state", "power_blank", "ceiling_basis", "sm_mhz_min", "sm_mhz_max", "power_w", "power_limit_w",
     "temperature_c_max", "clock_events",
@@ -109,21 +109,16 @@ def efficiency_text(p: Priced) -> str:
 
 def sol_ci_text(p: Priced) -> str:
     """The ``SOL (95 % CI)`` cell: ``76.1–81.6 %``; a dash where the row has no interval (its JSON row says why,
-    ``sol_ci_blank``) or no SOL."""
+    ``sol_ci_blank``) or no SOL; ``not known`` where an end lies more than ten times from the SOL (JSON keeps
+    the values; the unstable line says why)."""
     ci = p.sol_ci
     if ci is None:
         return DASH
     lo, hi = ci
-    unknown_top = hi > CI_SHOWN_UP_TO and hi > CI_SPAN_SHOWN * lo
-    return f"{lo * 100:.1f}–{'>1000' if unknown_top else f'{hi * 100:.1f}'} %"
-
-
-#: A SOL interval's top is shown as ``>1000`` when it is above this ratio (1000 %) and more than
-#: :data:`CI_SPAN_SHOWN` times its low end: a row whose rerun could read a hundred times faster is simply not known,
-#: and twelve digits would say no more (JSON keeps the value). A narrow interval far above 100 % (a formula error)
-#: keeps its numbers.
-CI_SHOWN_UP_TO = 10.0
-CI_SPAN_SHOWN = 100.0
+    eff = p.efficiency
+    if eff is not None and (hi > SPAN_SHOWN * eff or lo * SPAN_SHOWN < eff):
+        return "not known"
+    return f"{lo * 100:.1f}–{hi * 100:.1f} %"
 
 
 def ratio_interval_text(lo: float, hi: float) -> str:
@@ -309,13 +304,17 @@ def raw_values(p: Priced) -> list[Any]:
 
 
 def interval_values(p: Priced) -> list[Any]:
-    """The interval columns of a row (``sol_ci`` .. ``unstable``): the SOL's interval or why a priced row has
-    none, the time's interval and its relative half-width, and why the verdict is ``unstable``."""
+    """The interval columns of a row (``sol_ci`` .. ``time_fast_s``): the SOL's interval or why a priced row has
+    none, the time's interval (this run's level) and its relative half-width, why the verdict is ``unstable``,
+    where a rerun's time is expected, and the fast end the physics check judges."""
     timing = p.record.timing
     ci = p.sol_ci
     tci = time_interval(timing) if timing is not None else None
+    rci = rerun_interval(timing) if timing is not None else None
+    fci = fast_times(timing) if timing is not None else None
     return [list(ci) if ci is not None else None, p.sol_ci_blank, list(tci) if tci is not None else None,
-            precision(timing) if timing is not None else None, list(p.unstable)]
+            precision(timing) if timing is not None else None, list(p.unstable),
+            list(rci) if rci is not None else None, list(fci) if fci is not None else None]
 
 
 #: Why a row of a run without audit entries has no gap split.
@@ -358,8 +357,9 @@ def conditions_values(p: Priced) -> list[Any]:
 
 #: Where the list-valued columns sit in a row's values (CSV flattens them to text).
 BREACHES_AT, NOTES_AT, DATA_TERMS_AT = (RAW_COLUMNS.index(c) for c in ("breaches", "notes", "data_terms"))
-#: The interval columns CSV writes as text: the two intervals as JSON ``[lo, hi]``, the reasons joined by "; ".
-SOL_CI_COLUMN_AT, TIME_CI_COLUMN_AT, UNSTABLE_AT = (RAW_COLUMNS.index(c) for c in ("sol_ci", "time_ci_s", "unstable"))
+#: The interval columns CSV writes as text: the intervals as JSON ``[lo, hi]``, the reasons joined by "; ".
+INTERVALS_AT = tuple(RAW_COLUMNS.index(c) for c in ("sol_ci", "time_ci_s", "time_rerun_s", "time_fast_s"))
+UNSTABLE_AT = RAW_COLUMNS.index("unstable")
 CLOCK_EVENTS_AT = RAW_COLUMNS.index("clock_events")
 #: The columns that depend on the run's other backends of the row (last, so a streamed report adds them
 #: when the whole run has been read).

@@ -1,60 +1,43 @@
-"""Did a row get slower? Decide from both runs' median intervals: ``same``, ``faster``, ``slower`` or ``ambiguous``.
+"""Did a row get slower? Decide from both runs' levels and their intervals: ``same``, ``faster``, ``slower``,
+``ambiguous`` or ``unjudged``.
 
-Why intervals. A comparison of two medians at a fixed 10 % calls every row of a
-busy host "slower" (issue 26 saw 1.26–2.87x on rows whose code had not
-changed), and a fleet that pages on it learns to ignore it. Each side now
-carries the interval a rerun of it falls in (``tileops.bench.interval``): two
-runs of the same code overlap, so a change must show as a gap between them.
+The test. Each side is a run's *level* of the row (the mean of its visits' log
+centres, ``tileops.bench.hostnoise``) with the interval of that level, not the
+wider prediction of a rerun: the question is whether the two levels differ, and
+each level's own uncertainty is what that question is made of. In log space the
+difference D = ln(new / old) has the standard error sqrt(se_new^2 + se_old^2)
+with Welch–Satterthwaite's degrees of freedom, which gives the ratio's 95 %
+interval and a two-sided p-value. (Issue 34 measured the earlier rule, which
+read the ratio's interval from two prediction intervals added end to end, twice
+too wide: 4 % power to call a 20 % CPU regression slower.)
 
-The anchor is nvbench's ``nvbench-compare-robust`` (github.com/NVIDIA/nvbench at
-66212f1: ``python/scripts/nvbench_compare_robust.py``, ``docs/nvbench_compare_robust.md``),
-whose logic this follows:
+The decision, per row:
 
-* start from *ambiguous* and upgrade only on evidence;
-* *faster*/*slower* only on a **clear gap**: the intervals do not overlap and the
-  gap is at least ``clear_gap`` of the nearer end (its
-  ``compare_intervals_for_clear_gap``: ``(cmp.lower - ref.upper) / ref.upper >=
-  clear_gap.relative``, default 0.005);
-* a gap is **confirmed in cycle space** where both sides know their SM clock (its
-  ``confirm_clear_gap_with_clock_rate``: each interval scaled by its clock; the
-  same decision must come out, or the clocks explain the gap and it is
-  ambiguous);
-* an interval that is missing makes the row ambiguous (its ``missing_interval``).
+* **slower / faster** when the change is both *significant* (its p-value passes
+  the Benjamini–Hochberg step-up rule over every row of the comparison at a
+  false discovery rate of ``fdr``, 5 %: same code on a hundred rows is called
+  changed on any of them at most 5 % of the time, where a per-row 5 % test would
+  call five) and *material* (the ratio beyond ``1 + threshold``, or under its
+  reciprocal: a fleet does not page on a real 2 % change);
+* **same** when the ratio's whole 95 % interval lies within
+  ``[1 / (1 + threshold), 1 + threshold]``: whatever changed, it changed by less
+  than the threshold (an equivalence, not an overlap);
+* **ambiguous** otherwise: a significant change under the threshold, no
+  significant change but intervals too wide to rule one out, a slower side that
+  was disturbed (contended, throttled: the neighbour may be the cause, not the
+  code), or on a GPU a change the SM clocks explain;
+* **unjudged** when either side has no interval (a record from before
+  intervals, a row of too few blocks): never slower, whatever its medians say;
+  the reason says which side and what to do.
 
-Where this differs, and why:
-
-* **The threshold is materiality.** ``threshold`` (the ``--threshold`` of
-  ``tileops roofline --baseline``, default 10 %) is the smallest change that
-  matters. *slower* needs a clear gap **and** even the least ratio the intervals
-  allow (``new.lo / old.hi``) at least ``1 + threshold``; *faster* the same the
-  other way (symmetric in ratio): the dual of *same* below. A gap whose near
-  ends allow a change under the threshold is ambiguous (a same-code rerun on a
-  shared VM showed 1.21x at the medians and 1.06x at the near ends). nvbench has no such knob (its
-  ``--threshold-diff`` filters the display only): a fleet does not page on a
-  real 2 % change.
-* **same is an equivalence, not an overlap.** nvbench's summary *SAME* needs
-  centres within 0.5 %, intervals overlapping by half the narrower, and noise
-  under 2 %; its intervals are the observed range ``[min, q3]``. Ours cover a
-  rerun, so the question is what change they still allow: the ratio
-  new / old lies in ``[new.lo / old.hi, new.hi / old.lo]``, and the row is *same*
-  when that whole range lies within ``[1 / (1 + threshold), 1 + threshold]``:
-  whatever changed, it changed by less than the threshold. Intervals too wide to
-  rule that out leave the row *ambiguous*, never *same*.
-* **A disturbed side cannot be blamed on the code.** Where the slower side's
-  row was contended or throttled (``tileops.bench.sensors``), a clear gap is
-  *ambiguous*: the neighbour or the power cap may be the cause (the same reason
-  nvbench confirms gaps in cycles).
-* **Clocks where both sides have them.** CPU rows and older records have none;
-  nvbench calls such a gap ambiguous, which would make every CPU comparison
-  ambiguous, so without clocks on both sides the timing decides.
-* **Records without intervals** (written before intervals existed):
-  ``missing="point"`` (the default) applies the old point rule on the medians
-  (slower above ``1 + threshold``, faster below ``1 - threshold``) and says so
-  (``basis="point"``), so an old baseline still compares; ``missing="ambiguous"``
-  is nvbench's choice.
+**Cycles on a GPU**, as nvbench's ``nvbench-compare-robust`` confirms a gap
+(github.com/NVIDIA/nvbench at 66212f1, ``python/scripts/nvbench_compare_robust.py``):
+where both sides know their SM clock, the ratio in cycles (time x clock) must
+be significant and material too, or the clocks explain the change and the row is
+ambiguous. CPU rows carry no clock; the timing decides.
 
 Pure functions over numbers, standard library only: the baseline comparison and
-the alert rules' documentation read the same decision.
+``benchmarks/interval_sim.py`` read the same decision.
 """
 
 from __future__ import annotations
@@ -62,53 +45,68 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Literal
+from collections.abc import Sequence
 
-Status = Literal["same", "faster", "slower", "ambiguous"]
-STATUSES: tuple[Status, ...] = ("same", "faster", "slower", "ambiguous")
+from tileops.stats import benjamini_hochberg, satterthwaite, t_p_value, two_sided_t
 
-#: Every reason a decision gives: faster/slower on ``clear-gap``(``-in-cycles``); same on ``within-threshold``;
-#: ambiguous on the rest; ``point-rule`` (any of same, faster, slower) where a side has no interval.
-REASONS = ("clear-gap", "clear-gap-in-cycles", "within-threshold", "point-rule", "missing-interval", "disturbed",
-           "clocks-explain-gap", "change-under-threshold", "no-clear-gap")
+Status = Literal["same", "faster", "slower", "ambiguous", "unjudged"]
+STATUSES: tuple[Status, ...] = ("same", "faster", "slower", "ambiguous", "unjudged")
+
+#: Every reason a decision gives: faster/slower on ``significant`` (``-in-cycles``); same on
+#: ``within-threshold``; unjudged on ``missing-interval``; ambiguous on the rest.
+REASONS = ("significant", "significant-in-cycles", "within-threshold", "missing-interval", "disturbed",
+           "clocks-explain-change", "change-under-threshold", "not-shown")
 
 DEFAULT_THRESHOLD = 0.10
-#: nvbench-compare-robust's default ``clear_gap.relative``.
-DEFAULT_CLEAR_GAP = 0.005
+#: The false discovery rate the Benjamini–Hochberg rule holds over a comparison's rows.
+DEFAULT_FDR = 0.05
+CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
 class Side:
-    """One run's row: its median, the interval a rerun's median falls in, its SM clock, what disturbed it."""
+    """One run's row: its level, the level's interval and that interval's degrees of freedom, its SM clock,
+    what disturbed it."""
 
-    median_s: float
-    ci_s: tuple[float, float] | None = None
+    level_s: float
+    ci_s: tuple[float, float] | None = None  # the level's 95 % interval; None: not known
+    df: float = math.inf  # the interval's t quantile's degrees of freedom
     sm_mhz: float | None = None  # the SM clock during the row (GPU rows; None on a CPU or when unknown)
     disturbed: str | None = None  # why the row's time is not the device's own (contended, throttled), or None
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.median_s) and self.median_s > 0):
-            raise ValueError(f"a median must be a positive finite time, got {self.median_s!r}")
+        if not (math.isfinite(self.level_s) and self.level_s > 0):
+            raise ValueError(f"a level must be a positive finite time, got {self.level_s!r}")
         if self.ci_s is not None:
             lo, hi = self.ci_s
-            if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= self.median_s <= hi):
-                raise ValueError(f"an interval must hold its median within positive finite bounds, got {self.ci_s!r} "
-                                 f"around {self.median_s!r}")
+            if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= self.level_s <= hi):
+                raise ValueError(f"an interval must hold its level within positive finite bounds, got {self.ci_s!r} "
+                                 f"around {self.level_s!r}")
+        if not self.df > 0:
+            raise ValueError(f"degrees of freedom must be > 0, got {self.df!r}")
         if self.sm_mhz is not None and not (math.isfinite(self.sm_mhz) and self.sm_mhz > 0):
             raise ValueError(f"an SM clock must be a positive number of MHz, got {self.sm_mhz!r}")
+
+    @property
+    def log_se(self) -> float | None:
+        """The level's standard error in log space, from its interval's wider side; None without one."""
+        if self.ci_s is None:
+            return None
+        lo, hi = self.ci_s
+        half = max(math.log(hi / self.level_s), math.log(self.level_s / lo))
+        return half / two_sided_t(CONFIDENCE, self.df)
 
 
 @dataclass(frozen=True)
 class Thresholds:
     threshold: float = DEFAULT_THRESHOLD  # the smallest change that matters (0.10 = 10 %)
-    clear_gap: float = DEFAULT_CLEAR_GAP  # the least gap between non-overlapping intervals that counts
-    missing: Literal["point", "ambiguous"] = "point"  # a side without an interval: the old point rule, or ambiguous
+    fdr: float = DEFAULT_FDR  # the false discovery rate over a comparison's rows
 
     def __post_init__(self) -> None:
-        if not (self.threshold >= 0 and self.clear_gap >= 0):
-            raise ValueError(f"threshold and clear_gap must be >= 0 (fractions: 0.10 = 10 %), got "
-                             f"{self.threshold} and {self.clear_gap}")
-        if self.missing not in ("point", "ambiguous"):
-            raise ValueError(f"missing must be 'point' or 'ambiguous', got {self.missing!r}")
+        if not self.threshold >= 0:
+            raise ValueError(f"threshold must be >= 0 (a fraction: 0.10 = 10 %), got {self.threshold}")
+        if not 0 < self.fdr < 1:
+            raise ValueError(f"fdr must be between 0 and 1 (a fraction: 0.05 = 5 %), got {self.fdr}")
 
 
 @dataclass(frozen=True)
@@ -116,69 +114,102 @@ class Decision:
     status: Status
     reason: str  # a short code (REASONS)
     message: str  # the same for a person, with the numbers
-    ratio: float  # new median / old median (> 1: slower)
-    ratio_interval: tuple[float, float] | None  # what the intervals allow the ratio to be; None on the point rule
-    basis: Literal["interval", "point"] = "interval"
+    ratio: float  # new level / old level (> 1: slower)
+    ratio_interval: tuple[float, float] | None  # the ratio's 95 % interval; None when unjudged
+    p_value: float | None = None  # the change's two-sided p-value, before the run-wide correction
+    basis: Literal["interval", "none"] = "interval"
 
 
-def _gap(lower_side_hi: float, upper_side_lo: float, clear_gap: float) -> bool:
-    """The upper interval starts at least ``clear_gap`` above the lower one's end (nvbench's symmetric ratio)."""
-    return upper_side_lo > lower_side_hi and (upper_side_lo - lower_side_hi) / lower_side_hi >= clear_gap
+@dataclass(frozen=True)
+class _Test:
+    ratio: float
+    log_ratio: float
+    se: float
+    df: float
+    p: float
+    ratio_interval: tuple[float, float]
 
 
 def _pct(x: float) -> str:
     return f"{x * 100:+.1f} %"
 
 
-def classify(old: Side, new: Side, thresholds: Thresholds = Thresholds()) -> Decision:
-    """``new`` against ``old`` (the baseline)."""
-    t = thresholds
-    ratio = new.median_s / old.median_s
-    if old.ci_s is None or new.ci_s is None:
-        which = "baseline" if old.ci_s is None else "new run"
-        if t.missing == "ambiguous":
-            return Decision("ambiguous", "missing-interval", f"the {which} has no interval (recorded before "
-                            "intervals existed): re-run it", ratio, None)
-        status: Status = "slower" if ratio > 1 + t.threshold else "faster" if ratio < 1 - t.threshold else "same"
-        return Decision(status, "point-rule", f"{_pct(ratio - 1)} on the medians alone: the {which} has no interval "
-                        f"(the point rule at {t.threshold:.0%})", ratio, None, basis="point")
-    (olo, ohi), (nlo, nhi) = old.ci_s, new.ci_s
-    allowed = (nlo / ohi, nhi / olo)
-    material = 1 + t.threshold
+def _test(old: Side, new: Side) -> _Test | Decision:
+    """The ratio's test, or the unjudged decision when a side has no interval."""
+    ratio = new.level_s / old.level_s
+    so, sn = old.log_se, new.log_se
+    if so is None or sn is None:
+        which = "baseline" if so is None else "new run"
+        return Decision("unjudged", "missing-interval", f"{_pct(ratio - 1)} on the levels, unjudged: the {which} "
+                        "has no interval (a record from before intervals, or a row of too few blocks); re-run it "
+                        "with the bench for an interval", ratio, None, basis="none")
+    d = math.log(ratio)
+    se = math.hypot(so, sn)
+    df = satterthwaite([(so * so, old.df), (sn * sn, new.df)])
+    if se <= 0:
+        p = 0.0 if d != 0 else 1.0
+        ci = (ratio, ratio)
+    else:
+        p = t_p_value(d / se, df)
+        h = two_sided_t(CONFIDENCE, df) * se
+        ci = (math.exp(d - h), math.exp(d + h))
+    return _Test(ratio, d, se, df, p, ci)
+
+
+def _decide(old: Side, new: Side, t: _Test, cutoff: float | None, th: Thresholds) -> Decision:
+    """One row's decision given the run-wide significance ``cutoff`` (the largest p-value Benjamini–Hochberg
+    rejects; None: none)."""
+    material = 1 + th.threshold
+    ratio, (lo, hi) = t.ratio, t.ratio_interval
+    significant = cutoff is not None and t.p <= cutoff
     direction: Status | None = None
-    # A change is shown when the intervals are apart and even the least change they allow is material: a gap
-    # whose ratio could still be under the threshold (1.21x at the medians, 1.06x at the near ends) is not.
-    if _gap(ohi, nlo, t.clear_gap) and allowed[0] >= material:
+    if significant and ratio >= material:
         direction = "slower"
-    elif _gap(nhi, olo, t.clear_gap) and 1 / allowed[1] >= material:
+    elif significant and ratio <= 1 / material:
         direction = "faster"
+    allows = f"the ratio's 95 % interval is {lo:.3f}–{hi:.3f}x (p = {t.p:.2g})"
     if direction is not None:
         worse = new if direction == "slower" else old
         if worse.disturbed:
             which = "new run" if direction == "slower" else "baseline"
             return Decision("ambiguous", "disturbed", f"{_pct(ratio - 1)}, but the slower side (the {which}) was "
-                            f"disturbed ({worse.disturbed}): the cause may be that, not the code", ratio, allowed)
+                            f"disturbed ({worse.disturbed}): the cause may be that, not the code", ratio,
+                            t.ratio_interval, t.p)
         if old.sm_mhz is not None and new.sm_mhz is not None:
             so, sn = old.sm_mhz, new.sm_mhz
-            in_cycles = (_gap(ohi * so, nlo * sn, t.clear_gap) if direction == "slower"
-                         else _gap(nhi * sn, olo * so, t.clear_gap))
-            if not in_cycles or (ratio * sn / so if direction == "slower" else so / (ratio * sn)) < material:
-                return Decision("ambiguous", "clocks-explain-gap", f"{_pct(ratio - 1)} in time, but the SM clock went "
-                                f"from {so:.0f} to {sn:.0f} MHz: in cycles the change is "
-                                f"{_pct(ratio * sn / so - 1)}, not a clear {t.threshold:.0%}", ratio, allowed)
-            return Decision(direction, "clear-gap-in-cycles", f"{_pct(ratio - 1)}: the intervals are apart, in time "
-                            f"and in cycles ({so:.0f} and {sn:.0f} MHz)", ratio, allowed)
-        return Decision(direction, "clear-gap", f"{_pct(ratio - 1)}: the intervals are apart (the ratio lies in "
-                        f"{allowed[0]:.3f}–{allowed[1]:.3f})", ratio, allowed)
-    if allowed[0] >= 1 / material and allowed[1] <= material:
-        return Decision("same", "within-threshold", f"{_pct(ratio - 1)}; the intervals allow "
-                        f"{_pct(allowed[0] - 1)} to {_pct(allowed[1] - 1)}, inside ±{t.threshold:.0%}", ratio, allowed)
-    apart = _gap(ohi, nlo, t.clear_gap) or _gap(nhi, olo, t.clear_gap)
-    if apart:
-        return Decision("ambiguous", "change-under-threshold", f"{_pct(ratio - 1)}: the intervals are apart, but "
-                        f"they allow {_pct(allowed[0] - 1)} to {_pct(allowed[1] - 1)}: a change, not shown to reach "
-                        f"{t.threshold:.0%}", ratio, allowed)
-    return Decision("ambiguous", "no-clear-gap", f"{_pct(ratio - 1)}: the intervals are not apart, and allow "
-                    f"{_pct(allowed[0] - 1)} to {_pct(allowed[1] - 1)}: neither a change of {t.threshold:.0%} nor "
-                    "its absence is shown; re-run both with more time (--max-time) or on a quieter host", ratio,
-                    allowed)
+            cycles = ratio * sn / so
+            p_cycles = t_p_value(math.log(cycles) / t.se, t.df) if t.se > 0 else (0.0 if cycles != 1 else 1.0)
+            moved = cycles >= material if direction == "slower" else cycles <= 1 / material
+            if not (moved and cutoff is not None and p_cycles <= cutoff):
+                return Decision("ambiguous", "clocks-explain-change", f"{_pct(ratio - 1)} in time, but the SM clock "
+                                f"went from {so:.0f} to {sn:.0f} MHz: in cycles the change is {_pct(cycles - 1)}, not "
+                                f"a significant {th.threshold:.0%}", ratio, t.ratio_interval, t.p)
+            return Decision(direction, "significant-in-cycles", f"{_pct(ratio - 1)}, in time and in cycles "
+                            f"({so:.0f} and {sn:.0f} MHz); {allows}", ratio, t.ratio_interval, t.p)
+        return Decision(direction, "significant", f"{_pct(ratio - 1)}: {allows}, significant over the "
+                        f"comparison's rows at a {th.fdr:.0%} false discovery rate", ratio, t.ratio_interval, t.p)
+    if lo >= 1 / material and hi <= material:
+        return Decision("same", "within-threshold", f"{_pct(ratio - 1)}; {allows}, inside ±{th.threshold:.0%}",
+                        ratio, t.ratio_interval, t.p)
+    if significant:
+        return Decision("ambiguous", "change-under-threshold", f"{_pct(ratio - 1)}: a significant change, under "
+                        f"the {th.threshold:.0%} that matters; {allows}", ratio, t.ratio_interval, t.p)
+    return Decision("ambiguous", "not-shown", f"{_pct(ratio - 1)}: {allows}: neither a change of "
+                    f"{th.threshold:.0%} nor its absence is shown; re-run both with more time (--max-time) or on a "
+                    "quieter host", ratio, t.ratio_interval, t.p)
+
+
+def classify_all(pairs: Sequence[tuple[Side, Side]], thresholds: Thresholds = Thresholds()) -> list[Decision]:
+    """Each ``(old, new)`` pair decided, with significance corrected over all of them (Benjamini–Hochberg at
+    ``thresholds.fdr``): the rows of one comparison."""
+    tests = [_test(old, new) for old, new in pairs]
+    judged = [t for t in tests if isinstance(t, _Test)]
+    rejected = benjamini_hochberg([t.p for t in judged], thresholds.fdr) if judged else []
+    cutoff = max((t.p for t, r in zip(judged, rejected) if r), default=None)
+    return [t if isinstance(t, Decision) else _decide(old, new, t, cutoff, thresholds)
+            for (old, new), t in zip(pairs, tests)]
+
+
+def classify(old: Side, new: Side, thresholds: Thresholds = Thresholds()) -> Decision:
+    """``new`` against ``old`` (the baseline), one row alone (no correction over other rows)."""
+    return classify_all([(old, new)], thresholds)[0]

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 
 from tileops.report import columns
 from tileops.report.conditions import ConditionFacts
-from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, HOST_BOUND_RATIO, NOT_JUDGED_REASONS, UNSTABLE_CPU,
-                              UNSTABLE_GPU, BackendRace, CeilingHealth, Health, HealthTally, Priced, RaceKey,
-                              RaceTally, race_key, si)
+from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, HOST_BOUND_RATIO, NOT_JUDGED_NOISE, NOT_JUDGED_REASONS,
+                              UNSTABLE_CPU, UNSTABLE_GPU, BackendRace, CeilingHealth, Health, HealthTally, Priced,
+                              RaceKey, RaceTally, race_key, si)
 
 #: Where a person finds every row when a report shows only some.
 EVERYTHING_HINT = "every row: `tileops roofline RESULTS --full-table`, or `--format csv|json|md`"
@@ -312,8 +312,13 @@ def physics_lines(h: Health) -> list[str]:
             top = f"; highest implied rate {_percent(c.max_ratio)} of it" if c.max_ratio is not None else ""
             lines.append(f"physics check passed on {name}: {c.judged} row(s) judged against the {theo}{top}")
         for reason, n in sorted(c.not_judged.items(), key=lambda kv: (-kv[1], kv[0])):
+            decide = ""
+            if reason == NOT_JUDGED_NOISE and c.noise_range is not None:
+                lo, hi = c.noise_range
+                decide = (f"; their fastest blocks imply {_percent(lo)}–{_percent(hi)} of it: a breach needs the "
+                          "slow end above 100 %, a pass the fast end at most 100 %")
             lines.append(f"physics check NOT JUDGED on {name}: {n} row(s), {reason} "
-                         f"({NOT_JUDGED_REASONS.get(reason, reason)})")
+                         f"({NOT_JUDGED_REASONS.get(reason, reason)}){decide}")
         if c.suspect:
             lines.append(f"physics check: ceiling {name} SUSPECT ({theo}): {c.suspect}")
     passed = [_ceiling_name(c, several) for c in h.ceilings if c.state == "held"]

@@ -58,15 +58,16 @@ def _comparison_lines(c: Comparison) -> list[str]:
         lines.append(f"baseline: {ambiguous} row(s) ambiguous: their intervals neither show a change of "
                      f"{c.threshold:.0%} nor rule one out (or a side was disturbed); counted, never a failure; "
                      "re-run both on a quieter host or with more time (--max-time)")
-    point = sum(1 for r in c.rows if r.basis == "point")
-    if point:
-        lines.append(f"baseline: {point} row(s) compared on their medians alone at {c.threshold:.0%}: a side has no "
-                     "interval (recorded before intervals)")
+    unjudged = counts.get("unjudged", 0)
+    if unjudged:
+        lines.append(f"baseline: {unjudged} row(s) unjudged: a side has no interval (recorded before intervals, or "
+                     "too few blocks), so no change is called on its medians alone; counted, never a failure; "
+                     "re-run the bench for intervals")
     lines += [f"note: {n}" for n in c.notes]
     return lines
 
 
-_CHANGE_ORDER = {"slower": 0, "untimed": 1, "ambiguous": 2, "faster": 3, "new": 4, "gone": 5}
+_CHANGE_ORDER = {"slower": 0, "untimed": 1, "ambiguous": 2, "unjudged": 3, "faster": 4, "new": 5, "gone": 6}
 
 
 def _changed(c: Comparison) -> list[RowChange]:
@@ -144,7 +145,7 @@ def _json_race_tail(backend: str, race: BackendRace | None) -> str:
 def _csv_intervals(values: list[Any]) -> None:
     """The interval columns of a CSV line as text: each interval ``[lo, hi]`` (JSON, so it reads back with
     one call), the unstable reasons joined by "; "."""
-    for at in (columns.SOL_CI_COLUMN_AT, columns.TIME_CI_COLUMN_AT):
+    for at in columns.INTERVALS_AT:
         if values[at] is not None:
             values[at] = json.dumps(values[at])
     values[columns.UNSTABLE_AT] = "; ".join(values[columns.UNSTABLE_AT])
@@ -287,7 +288,7 @@ def baseline_doc(comparison: Comparison) -> dict[str, Any]:
                   "time_ratio": r.ratio, "baseline_efficiency": r.old_efficiency,
                   "efficiency": r.new_efficiency, "reason": r.reason, "message": r.message,
                   "ratio_interval": list(r.ratio_interval) if r.ratio_interval is not None else None,
-                  "basis": r.basis} for r in comparison.rows],
+                  "basis": r.basis, "p_value": r.p_value} for r in comparison.rows],
     }
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from collections.abc import Iterable
 
-from tileops.roofline.price import NOT_JUDGED_ESTIMATE, NOT_JUDGED_ROOF_ABSENT, BLANK_ERROR, Priced
+from tileops.roofline.price import NOT_JUDGED_ESTIMATE, NOT_JUDGED_NOISE, NOT_JUDGED_ROOF_ABSENT, BLANK_ERROR, Priced
 
 CeilingState = Literal["held", "breached", "not-judged"]
 HealthState = Literal["held", "partial", "not-judged", "breached"]
@@ -39,6 +39,9 @@ class CeilingHealth:
     above: int = 0
     max_ratio_not_judged: float | None = None  # the highest implied / theoretical among those not judged
     suspect: str | None = None  # why this ceiling is in doubt, naming the likely cause (None: no doubt)
+    #: within-noise rows: the lowest "least" and the highest "most" rate their fast ends imply, over the
+    #: theoretical (what would decide them: a least above 1 is a breach, a most at or under 1 a pass)
+    noise_range: tuple[float, float] | None = None
 
     @property
     def state(self) -> CeilingState:
@@ -65,7 +68,7 @@ class CeilingHealth:
                 "rows_breached": self.breached, "rows_not_judged": sum(self.not_judged.values()),
                 "not_judged": dict(self.not_judged), "max_ratio": self.max_ratio,
                 "rows_above_not_judged": self.above, "max_ratio_not_judged": self.max_ratio_not_judged,
-                "suspect": self.suspect}
+                "suspect": self.suspect, "within_noise_range": list(self.noise_range) if self.noise_range else None}
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,8 @@ class Health:
 #: A compute roof as pricing needs it: (resolved key or None, effective, theoretical, not-judged reason, suspect).
 
 class _CeilingTally:
-    __slots__ = ("theoretical", "judged", "breached", "not_judged", "max_ratio", "above", "max_unjudged", "suspect")
+    __slots__ = ("theoretical", "judged", "breached", "not_judged", "max_ratio", "above", "max_unjudged", "suspect",
+                 "noise_range")
 
     def __init__(self) -> None:
         self.theoretical: float | None = None
@@ -140,6 +144,11 @@ class _CeilingTally:
         self.max_ratio: float | None = None
         self.max_unjudged: float | None = None
         self.suspect: str | None = None
+        self.noise_range: tuple[float, float] | None = None
+
+    def note_noise(self, least: float, most: float) -> None:
+        r = self.noise_range
+        self.noise_range = (least, most) if r is None else (min(r[0], least), max(r[1], most))
 
     def merge(self, later: _CeilingTally) -> None:
         if later.theoretical is not None:
@@ -154,6 +163,8 @@ class _CeilingTally:
         if later.max_unjudged is not None and (self.max_unjudged is None or later.max_unjudged > self.max_unjudged):
             self.max_unjudged = later.max_unjudged
         self.suspect = later.suspect or self.suspect
+        if later.noise_range is not None:
+            self.note_noise(*later.noise_range)
 
     def suspicion(self) -> str | None:
         """The health note of a ceiling in doubt: its profile's own (a calibration too close to it), and rows
@@ -203,6 +214,8 @@ class HealthTally:
             if why is not None:
                 t.not_judged[why] = t.not_judged.get(why, 0) + 1
                 implied = k.implied_per_s
+                if why == NOT_JUDGED_NOISE and implied is not None and k.implied_most_per_s is not None and theo:
+                    t.note_noise(implied / theo, k.implied_most_per_s / theo)
                 if implied is not None and theo:  # an estimate's or a suspect ceiling's row: was it above?
                     ratio = implied / theo
                     if t.max_unjudged is None or ratio > t.max_unjudged:
@@ -237,7 +250,8 @@ class HealthTally:
         for profile, ceiling in sorted(self.ceilings, key=lambda pc: (pc[0], pc[1] != "memory", pc[1])):  # memory first
             t = self.ceilings[(profile, ceiling)]
             ceilings.append(CeilingHealth(profile or None, ceiling, t.theoretical, t.judged, t.breached,
-                                          dict(t.not_judged), t.max_ratio, t.above, t.max_unjudged, t.suspicion()))
+                                          dict(t.not_judged), t.max_ratio, t.above, t.max_unjudged, t.suspicion(),
+                                          t.noise_range))
         return Health(ok=self.breaches == 0, rows=self.rows, by_verdict=dict(self.by_verdict),
                       blanks_by_reason=dict(self.blanks), breaches=self.breaches, errors=self.errors,
                       ceilings=tuple(ceilings))

@@ -1,18 +1,21 @@
 """How well a row's time is known, and what that does to its reading (issue 26).
 
-A record's ``timing.median_ci_s`` is where a rerun's median is expected to fall
-(``tileops.bench.interval``); ``record.conditions`` says what surrounded the row
-(``tileops.bench.sensors``). From them the roofline takes three things:
+A record's ``timing.level_ci_s`` is the interval of this run's level, and
+``timing.median_ci_s`` where a rerun's level is expected to fall
+(``tileops.bench.hostnoise``); ``timing.fast_ci_s`` bounds the fastest the call
+ran, noise aside (``tileops.bench.interval.fast_interval``); ``record.conditions``
+says what surrounded the row (``tileops.bench.sensors``). From them the roofline
+takes three things:
 
 * **the SOL's interval**: SOL is sol_time / actual_time, so the slow end of the
-  time gives the low end of the SOL: ``sol_ci = (sol / hi, sol / lo)`` (device
-  copies excluded from the time are added to both ends, as to the median);
-* **whether a verdict can stand**: a row whose interval is wider than
+  level's interval gives the low end of the SOL: ``sol_ci = (sol / hi, sol / lo)``
+  (device copies excluded from the time are added to both ends, as to the level);
+* **whether a verdict can stand**: a row whose level interval is wider than
   ``UNSTABLE_CPU`` (±5 %) on a CPU or ``UNSTABLE_GPU`` (±2 %) on a GPU, or that
-  ran contended or throttled, is ``unstable``: a rerun could land on the other
+  ran contended or throttled, is ``unstable``: its SOL could lie on the other
   side of the 80 % line, or the time is partly a neighbour's;
-* **the ends the physics check judges**: the implied rate at the slow end (the
-  least a rerun may imply) and at the fast end (the most).
+* **the times the physics check judges**: the fast end (``fast_times``), since
+  noise only ever slows a call (``tileops.roofline.price``).
 
 A record without an interval (written before intervals, or too few blocks) is
 read on its median alone, as before, and its SOL interval is blank with the
@@ -42,8 +45,19 @@ def unstable_limit(device_kind: str) -> float:
 
 
 def time_interval(timing: Timing) -> tuple[float, float] | None:
-    """(lo, hi) of the row's actual time: the median's interval plus the device copies excluded from it;
-    None without an interval."""
+    """(lo, hi) of the row's actual time as this run measured it: its level's interval (``level_ci_s``; a
+    record from before issue 34 has only the rerun prediction, ``median_ci_s``, which stands in, wider) plus the
+    device copies excluded from it; None without an interval."""
+    ci = timing.level_ci_s if timing.level_ci_s is not None else timing.median_ci_s
+    if ci is None:
+        return None
+    copies = timing.excluded_copies_s
+    return ci[0] + copies, ci[1] + copies
+
+
+def rerun_interval(timing: Timing) -> tuple[float, float] | None:
+    """(lo, hi) where a rerun's actual time is expected to fall (``median_ci_s`` plus the excluded copies); None
+    without one."""
     ci = timing.median_ci_s
     if ci is None:
         return None
@@ -51,22 +65,52 @@ def time_interval(timing: Timing) -> tuple[float, float] | None:
     return ci[0] + copies, ci[1] + copies
 
 
-def precision(timing: Timing) -> float | None:
-    """The interval's relative half-width on its wider side (what the stopping rule aims at and the
-    progress line prints as ``± x %``); None without an interval."""
-    ci = timing.median_ci_s
+def fast_times(timing: Timing) -> tuple[float, float] | None:
+    """(lo, hi) of the fastest the call ran, noise aside (``fast_ci_s`` plus the excluded copies): the call's
+    noise-free time is at most ``hi``, and ``lo`` is the fastest its readings allow; None in a record without
+    it (written before issue 34)."""
+    ci = timing.fast_ci_s
     if ci is None:
         return None
-    m = timing.median_s
-    return max(ci[1] / m - 1.0, 1.0 - ci[0] / m)
+    copies = timing.excluded_copies_s
+    return ci[0] + copies, ci[1] + copies
+
+
+def precision(timing: Timing) -> float | None:
+    """The level interval's relative half-width on its wider side (what a verdict's stability is judged by);
+    None without an interval."""
+    iv = time_interval(timing)
+    if iv is None:
+        return None
+    m = timing.actual_time_s
+    return max(iv[1] / m - 1.0, 1.0 - iv[0] / m)
 
 
 def sol_interval(sol_time_s: float, timing: Timing) -> tuple[float, float] | None:
-    """The SOL ratio's interval: (sol / the slow end, sol / the fast end); None without an interval."""
+    """The SOL ratio's interval: (sol / the slow end, sol / the fast end) of the level's; None without one."""
     iv = time_interval(timing)
     if iv is None:
         return None
     return sol_time_s / iv[1], sol_time_s / iv[0]
+
+
+#: An interval whose end lies further than this factor from its level is written in words, not numbers.
+SPAN_SHOWN = 10.0
+
+
+def interval_words(level: float, lo: float, hi: float, df: float | None = None) -> str:
+    """An interval around ``level`` for a person: ``known to ±4.1 %``, ``known to +12.4 %/-8.9 %`` where its
+    sides differ (a log-symmetric interval is wider above), and where an end lies more than :data:`SPAN_SHOWN`
+    times from the level, ``not known to within 10x`` with the reason (``df``: its t quantile's degrees of
+    freedom), never a bound of 0.001 ns or a billion seconds."""
+    if hi > SPAN_SHOWN * level or lo * SPAN_SHOWN < level:
+        why = (f"its interval rests on {df:.0f} degree(s) of freedom: too few blocks, or too few rows of its kind "
+               "to pool" if df is not None and df < 3 else "its blocks or visits disagree by that much: a busy host")
+        return f"not known to within {SPAN_SHOWN:.0f}x ({why})"
+    up, down = hi / level - 1.0, 1.0 - lo / level
+    if abs(up - down) < 0.0005 or max(up, down) < 0.01:
+        return f"known to ±{max(up, down) * 100:.1f} %"
+    return f"known to +{up * 100:.1f} %/-{down * 100:.1f} %"
 
 
 def throttle_unsettles(c: RowConditions, *, sustained: bool = False) -> bool:
@@ -90,11 +134,8 @@ def unstable_reasons(record: Record, *, sustained: bool = False) -> tuple[str, .
         limit = unstable_limit(record.env.device_kind)
         if p is not None and p > limit:
             where = "GPU" if record.env.device_kind == "cuda" else "CPU"
-            ci = t.median_ci_s
-            if p > 1 and ci is not None:  # "±5000 %" says nothing a person can use: the interval itself does
-                known = f"its time is not known even to ±100 % (a rerun may read {_s(ci[0])}–{_s(ci[1])})"
-            else:
-                known = f"its time is known to ±{p * 100:.1f} %"
+            ci = time_interval(t)
+            known = "its time is " + (interval_words(t.actual_time_s, *ci, t.ci_df) if ci is not None else "not known")
             out += (f"{known}, wider than the ±{limit * 100:.0f} % a verdict needs on a {where}",)
     return out + disturbances(record, sustained=sustained)
 

@@ -26,11 +26,19 @@ profile lacks, no profile at all) cannot be judged: each row records that as a
 against only when it is an upper bound (issue 29): an estimate on a clock
 nobody measured (``Roof.not_a_bound``) still prices rows but is
 ``NOT_JUDGED_ESTIMATE``; and a row above a ceiling in doubt (a calibration above
-95 % of it) is ``NOT_JUDGED_SUSPECT``, never a FORMULA ERROR. A row with a
-time interval is judged on its conservative ends: a breach only when even the
-slow end implies a rate above the ceiling (noise cannot invent one), held only
-when even the fast end is under it (noise cannot hide one); an interval that
-straddles the ceiling is ``NOT_JUDGED_NOISE``.
+95 % of it) is ``NOT_JUDGED_SUSPECT``, never a FORMULA ERROR. Noise only ever slows a
+timed call (a neighbour's slice, throttling, a page fault), so a row is judged
+on its *fast end* (``Timing.fast_ci_s``: the fastest block's median with the
+call's own jitter, ``tileops.bench.interval.fast_interval``), which no noise can
+make faster than the call runs: a breach when even the top of the fast end
+(the noise-free call takes at most that long) implies a rate above the ceiling
+plus the ceiling's own uncertainty (``ceiling_tolerance``), so noise cannot
+invent one, however busy the host; held when even the bottom of the fast end
+implies a rate at most the ceiling, so no breach hides within the row's stated
+uncertainty; ``NOT_JUDGED_NOISE`` only between the two, and the check then
+carries both rates (the numbers that would decide it). A record without a fast
+end (written before issue 34) is judged on its time interval's ends the same
+way, and one without any interval on its median.
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ from collections.abc import Iterable, Iterator
 from tileops.profiles import Profile, ProfileChooser
 from tileops.records import AuditEntry, Record
 from tileops.roofline.gap import GapBlank, GapSplit, gap_for
-from tileops.roofline.noise import CI_NO_INTERVAL, sol_interval, time_interval, unstable_reasons
+from tileops.roofline.noise import CI_NO_INTERVAL, fast_times, sol_interval, time_interval, unstable_reasons
 from tileops.roofline.power import BURST, SUSTAINED, Basis, burst_note, wants_sustained
 
 Verdict = Literal[
@@ -106,7 +114,7 @@ NOT_JUDGED_NO_TIMING = "no-timing"  # an ok record without timing: no implied ra
 NOT_JUDGED_NO_ROOFLINE = "no-roofline"  # the record carries no flops (or bytes): no implied rate
 NOT_JUDGED_ESTIMATE = "estimate"  # the compute peak is an estimate on an unmeasured clock: no upper bound
 NOT_JUDGED_SUSPECT = "ceiling-suspect"  # the row is above a ceiling its own calibration puts in doubt
-NOT_JUDGED_NOISE = "within-noise"  # the row's interval straddles the ceiling: a rerun could land either side
+NOT_JUDGED_NOISE = "within-noise"  # the row's fast end straddles the ceiling: neither a breach nor a pass shown
 
 NOT_JUDGED_REASONS: dict[str, str] = {
     NOT_JUDGED_NO_PROFILE: "no profile matches the device, so there is no theoretical ceiling to compare with; "
@@ -126,9 +134,10 @@ NOT_JUDGED_REASONS: dict[str, str] = {
     NOT_JUDGED_SUSPECT: "the row is above a ceiling its own calibration puts in doubt (the calibration reached over "
                         "95% of it): the theoretical is more likely wrong than the formula; see the ceiling's "
                         "SUSPECT line, fix the theoretical (clock, units per core, nominal) and price again",
-    NOT_JUDGED_NOISE: "the row's time interval straddles the ceiling: at its slow end the implied rate is under "
-                      "the theoretical, at its fast end above, so noise could invent a breach or hide one; re-run "
-                      "the row on a quieter host or with more time (--max-time) for a narrower interval",
+    NOT_JUDGED_NOISE: "the row's fastest blocks straddle the ceiling: the slowest the call can be, noise aside, "
+                      "implies a rate under the theoretical (plus its uncertainty), the fastest its readings allow "
+                      "one above, so neither a breach nor a pass is shown; re-run the row with more time "
+                      "(--max-time) for more blocks",
 }
 
 
@@ -181,6 +190,8 @@ class Check(NamedTuple):
     implied_per_s: float | None = None
     not_judged: str | None = None  # a NOT_JUDGED_* name; None when judged
     suspect: str | None = None  # why the profile puts this ceiling in doubt (Roof.suspect), one shared string
+    #: within-noise: the most the row's readings allow it to imply (``implied_per_s`` then holds the least)
+    implied_most_per_s: float | None = None
 
     @property
     def judged(self) -> bool:
@@ -272,8 +283,8 @@ class Priced:
 
 
 
-_RoofView = tuple[str | None, float | None, float | None, str | None, str | None]
-_NO_ROOF: _RoofView = (None, None, None, None, None)
+_RoofView = tuple[str | None, float | None, float | None, str | None, str | None, float]
+_NO_ROOF: _RoofView = (None, None, None, None, None, 0.0)
 
 
 @dataclass
@@ -328,8 +339,8 @@ class _Ceilings:
             if r is not None and self.sustained_view and r.effective_sustained is not None:
                 effective = r.effective_sustained
                 self._roofs_sustained.add(resolved)
-            hit = ((resolved, effective, r.theoretical, NOT_JUDGED_ESTIMATE if r.not_a_bound else None, r.suspect)
-                   if r is not None else _NO_ROOF)
+            hit = ((resolved, effective, r.theoretical, NOT_JUDGED_ESTIMATE if r.not_a_bound else None, r.suspect,
+                    ceiling_tolerance(r)) if r is not None else _NO_ROOF)
             self._roofs[key] = hit
         return hit
 
@@ -364,32 +375,49 @@ def _blank(record: Record, profile: str | None, reason: str, detail: str, *,
                   actual_time_s=actual, breaches=_breaches(checks), notes=notes, checks=checks)
 
 
+#: How far a measured clock may sit under the clock a CPU's cores reach in some moment of a row (a few hundred
+#: MHz of turbo between an all-core FMA load and a row's own): a compute peak on a measured clock is a bound
+#: only to within this, so a breach must clear it. Datasheet, user and nominal figures are exact (0).
+MEASURED_CLOCK_TOLERANCE = 0.02
+
+
+def ceiling_tolerance(roof: object) -> float:
+    """The ceiling's own relative uncertainty: :data:`MEASURED_CLOCK_TOLERANCE` for a compute peak built on a
+    measured clock, else 0 (a stated figure is a bound as stated)."""
+    peak = getattr(roof, "peak", None)
+    return MEASURED_CLOCK_TOLERANCE if peak is not None and peak.ghz_source == "measured" else 0.0
+
+
 def _judge(ceiling: str, theo: float, implied: float, unbound: str | None, suspect: str | None,
-           ends: tuple[float, float] | None = None) -> Check:
+           rates: tuple[float, float] | None = None, tolerance: float = 0.0) -> Check:
     """A ceiling with a theoretical figure and an implied rate: judged, unless the figure is no upper bound
     (``unbound``: an estimate) or the row is above a ceiling in doubt (``suspect``), which is no formula error.
-    ``ends``: the implied rate at the slow and the fast end of the row's time interval. A breach is judged at
-    the slow end (and the check carries that rate); a row whose fast end is above the ceiling and slow end
-    under it is ``NOT_JUDGED_NOISE``."""
+    ``rates``: the least and the most the row's readings imply (its fast end's top and bottom; older records:
+    its interval's slow and fast ends). A breach is judged on the least, above the ceiling plus ``tolerance``
+    (and the check carries that rate); held on the most, at most the ceiling; between the two the row is
+    ``NOT_JUDGED_NOISE``, the check carrying both."""
     if unbound is not None:
         return Check(ceiling, theo, implied, unbound, suspect)
-    if suspect is not None and implied > theo:
-        return Check(ceiling, theo, implied, NOT_JUDGED_SUSPECT, suspect)
-    if ends is not None:
-        slow, fast = ends
-        if slow > theo:
-            return Check(ceiling, theo, slow, None, suspect)
-        if fast > theo:
-            return Check(ceiling, theo, implied, NOT_JUDGED_NOISE, suspect)
+    least, most = rates if rates is not None else (implied, implied)
+    if suspect is not None and least > theo:
+        return Check(ceiling, theo, least, NOT_JUDGED_SUSPECT, suspect)
+    if least > theo * (1.0 + tolerance):
+        return Check(ceiling, theo, least, None, suspect)
+    if most > theo:
+        return Check(ceiling, theo, least, NOT_JUDGED_NOISE, suspect, most)
     return Check(ceiling, theo, implied, None, suspect)
 
 
 def _checks(r: Record, actual: float | None, c: _Ceilings | None, roof: _RoofView) -> tuple[Check, ...]:
     """The physics check of each ceiling the row's work touches: its implied rate against the ceiling's
     theoretical figure where both exist and the figure is a bound, else the reason it could not be judged
-    (never a pass). With a time interval, on its conservative ends (:func:`_judge`)."""
+    (never a pass). On the row's fast end where it has one, else its interval's ends (:func:`_judge`)."""
     flops, nbytes = r.flops, r.bytes
-    ends_s = time_interval(r.timing) if actual and r.timing is not None else None  # (fast, slow) times
+    t = r.timing
+    times = None
+    if actual and t is not None:
+        fast = fast_times(t)
+        times = fast if fast is not None else time_interval(t)  # (fast, slow): the most and least rate
     row_reason = NOT_JUDGED_NO_PROFILE if c is None else NOT_JUDGED_NO_TIMING if not actual else None
     out: list[Check] = []
     if nbytes != 0:  # no traffic: the memory ceiling is not involved
@@ -397,17 +425,17 @@ def _checks(r: Record, actual: float | None, c: _Ceilings | None, roof: _RoofVie
         why = row_reason or (NOT_JUDGED_NO_ROOFLINE if nbytes is None else c.memory_not_judged if c else None)
         if why is None and nbytes and actual and theo is not None:  # memory_not_judged is None: theo is known
             out.append(_judge("memory", theo, nbytes / actual, None, c.memory_suspect if c else None,
-                              (nbytes / ends_s[1], nbytes / ends_s[0]) if ends_s else None))
+                              (nbytes / times[1], nbytes / times[0]) if times else None))
         else:
             out.append(Check("memory", theo, None, why))
     if flops != 0:  # no arithmetic: no compute ceiling is involved
-        resolved, _, theo, unbound, suspect = roof
+        resolved, _, theo, unbound, suspect, tolerance = roof
         why = row_reason or (NOT_JUDGED_NO_ROOFLINE if flops is None
                              else NOT_JUDGED_ROOF_ABSENT if resolved is None or theo is None else None)
         name = resolved or r.roof_key or "compute"
         if why is None and flops and actual and theo is not None:
             out.append(_judge(name, theo, flops / actual, unbound, suspect,
-                              (flops / ends_s[1], flops / ends_s[0]) if ends_s else None))
+                              (flops / times[1], flops / times[0]) if times else None, tolerance))
         else:
             out.append(Check(name, theo, None, why))
     return tuple(out)
@@ -415,7 +443,7 @@ def _checks(r: Record, actual: float | None, c: _Ceilings | None, roof: _RoofVie
 
 def _breaches(checks: tuple[Check, ...]) -> tuple[Breach, ...]:
     out: tuple[Breach, ...] = ()
-    for ceiling, theo, implied, why, _ in checks:
+    for ceiling, theo, implied, why, _, _ in checks:
         if why is None and implied is not None and theo is not None and implied > theo:
             out += (Breach(ceiling, implied, theo),)
     return out

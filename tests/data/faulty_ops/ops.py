@@ -34,17 +34,19 @@ class WideRecordOp(StallOp):
 
 
 class SecondVisitCrashOp(Op):
-    """Runs like any op on its first visit and crashes its worker on the second (the sweep's second pass):
-    the worker makes it again for that visit, so the instances it has made tell the visits apart."""
+    """Runs like any op on its first visit and crashes its worker on the second (the sweep's second pass, in a
+    worker process of its own): the first instance made leaves a mark in the file ``SECOND_VISIT_MARK`` names,
+    so a later one, in whatever process, knows it is the second visit."""
 
     name = "second_visit_crash_op"
-    made = 0
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        SecondVisitCrashOp.made += 1
+        mark = os.environ["SECOND_VISIT_MARK"]
+        self.second = os.path.exists(mark)
+        open(mark, "a").close()
 
     def compute(self, x):
-        if SecondVisitCrashOp.made >= 2:
+        if self.second:
             os.kill(os.getpid(), signal.SIGSEGV)
         return x + 1
