@@ -162,7 +162,7 @@ def intervals(sc: Scenario, pairs: list[tuple[Visit, Visit]], prior: HostPrior, 
     model = pool([Pair(k, a, b) for k, (a, b) in zip(kinds, pairs)], sc.device, prior)
     out, levels = [], {}
     for i, (k, (a, b)) in enumerate(zip(kinds, pairs)):
-        iv = row_interval([a, b], k, model)
+        iv = row_interval([a, b], k, model, row=f"row {i}")
         out.append(Row(iv.level_s, iv.rerun[0], iv.rerun[1], iv.level_ci[0], iv.level_ci[1], iv.df))
         levels[f"row {i}"] = (k, math.log(iv.level_s), iv.model_var, iv.model_df)
     return out, prior.updated(with_reruns(model, prior, levels, code))

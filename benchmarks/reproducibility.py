@@ -16,7 +16,7 @@ and **same code compared**: ``tileops roofline RUN_j --baseline RUN_i`` for cons
 runs), counting rows called ``slower`` or ``faster`` (goal: 0). The load average before and after is printed: on
 a shared host the figures say as much about the neighbours as about the tool.
 
-    python benchmarks/reproducibility.py [--runs 6] [--quick] [--out DIR] [--json OUT]
+    python benchmarks/reproducibility.py [--runs 6] [--warm N] [--quick] [--out DIR] [--json OUT]
     python benchmarks/reproducibility.py --use RUN RUN ...     # runs already on disk
 """
 
@@ -144,6 +144,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=6, help="separate bench runs (default 6, at least 2)")
     ap.add_argument("--use", nargs="+", type=Path, metavar="RUN", help="runs already on disk instead of new ones")
     ap.add_argument("--quick", action="store_true", help="pass --quick to every bench run")
+    ap.add_argument("--warm", type=int, default=0, metavar="N",
+                    help="first N runs into the same profile store, not measured: a host with a history of "
+                         "reruns, as a fleet node that runs nightly has (default 0: a fresh store)")
     ap.add_argument("--out", type=Path, help="keep the runs here (default: a temporary directory)")
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args()
@@ -156,6 +159,9 @@ def main() -> int:
         else:
             runs = [base / f"run-{i}" for i in range(args.runs)]
             env = {} if os.environ.get("TILEOPS_PROFILE_DIR") else {"TILEOPS_PROFILE_DIR": str(base / "store")}
+            for i in range(args.warm):
+                took = bench(base / f"warm-{i}", args.quick, env)
+                print(f"warm-up run {i + 1}/{args.warm}: {took:.0f} s", flush=True)
             for run in runs:
                 walls.append(bench(run, args.quick, env))
                 print(f"run {len(walls)}/{len(runs)}: {walls[-1]:.0f} s", flush=True)
@@ -163,6 +169,7 @@ def main() -> int:
         comparisons = [compared(a, b) for a, b in zip(runs, runs[1:])]
     load1 = os.getloadavg()[0]
     print(f"reproducibility: {len(runs)} separate runs of relu, add, gemm, softmax, rms_norm (float32, CPU rows)"
+          + (f" after {args.warm} warm-up run(s) into the same store" if args.warm else "")
           + (f" ({'--quick, ' if args.quick else ''}{statistics.fmean(walls):.0f} s each)" if walls else "")
           + f"; load average {load0:.2f} before, {load1:.2f} after, {os.cpu_count()} CPUs")
     lines, met = report(rows, comparisons)

@@ -133,3 +133,31 @@ def test_two_runs_of_the_same_code_are_almost_never_slower_or_faster() -> None:
     statuses = [d.status for _ in range(200) for d in classify_all([(run(), run()) for _ in range(20)])]
     assert statuses.count("slower") + statuses.count("faster") <= len(statuses) / 200
     assert statuses.count("same") > 0.7 * len(statuses)
+
+
+def test_a_change_every_row_shares_is_ambiguous_unless_a_row_moved_beyond_it() -> None:
+    """Issue 34 on the development VM: a whole run read 1.36-1.39x the one before it on both gemm rows and its
+    other rows alike, minutes apart, nothing changed. A row that moved with the run is not blamed on the code;
+    one that moved well beyond it is."""
+    h = 1.959964 * 0.03
+    pairs = [(side(1e-3, h), side(1e-3 * r, h)) for r in (1.36, 1.39, 1.30, 1.42, 1.33)]
+    decisions = classify_all(pairs)
+    assert [d.status for d in decisions] == ["ambiguous"] * 5
+    assert {d.reason for d in decisions} == {"moved-with-the-run"} and "moved +36.0 % together" in decisions[0].message
+    pairs.append((side(1e-3, h), side(3e-3, h)))  # one row moved 3x: beyond the run's shift, and called
+    decisions = classify_all(pairs)
+    assert decisions[-1].status == "slower" and decisions[-1].reason == "significant"
+    assert [d.status for d in decisions[:5]] == ["ambiguous"] * 5
+    # a quarter of the rows slower: the median does not move, and each of them is called
+    quarter = [(side(1e-3, h), side(1.3e-3 if i % 4 == 0 else 1e-3, h)) for i in range(12)]
+    assert [d.status for d in classify_all(quarter)].count("slower") == 3
+
+
+def test_a_regression_of_some_rows_is_no_common_shift() -> None:
+    """Two rows of five 30 % slower (a kernel several rows share): the median may move, but the rows did not
+    all move together, so each regression is called on its own."""
+    h = 1.959964 * 0.03
+    pairs = [(side(1e-3, h), side(1e-3 * r, h)) for r in (1.3, 1.3, 1.0, 1.01, 0.99)]
+    assert [d.status for d in classify_all(pairs)][:2] == ["slower", "slower"]
+    few = [(side(1e-3, h), side(1e-3 * r, h)) for r in (1.36, 1.39, 1.30, 1.42)]  # four rows: too few to tell
+    assert [d.status for d in classify_all(few)] == ["slower"] * 4

@@ -316,3 +316,41 @@ def test_a_row_known_to_under_one_degree_of_freedom_is_held_to_one_and_its_recor
     rec = revisit.finish(make_record(median_s=1e-3), [_v(1e-3, spread=0.2, blocks=2)], "memory", model)
     assert rec.timing.ci_df >= 1.0 and Timing.contract_check(rec.timing) is None
     assert parse_record(to_json(rec), "x").timing == rec.timing
+
+
+def test_a_row_that_moves_more_between_runs_than_its_kind_is_wider_and_the_kinds_factor_never_narrows() -> None:
+    """Each row's own reruns (the sum of its z^2) weigh beside its kind's factor (ROW_RERUN_PRIOR_DF reruns'
+    worth): a row that moved 3 sd a rerun is wider, one that barely moved narrower. The kind's factor is held
+    at 1 at least: a calm past is no licence to be narrower than this run's own visits show."""
+    from tileops.bench.hostnoise import ROW_RERUN_PRIOR_DF, Calibration
+
+    base = replace(prior_model("cpu"), calibration={"memory": Calibration(1.0, 50.0, 10)},
+                   row_reruns={"wild": (9.0 * 10, 10.0), "calm": (0.04 * 10, 10.0)})
+    visit = [_v(1e-3, spread=0.01)]
+    plain = row_interval(visit, "memory", base)
+    wild = row_interval(visit, "memory", base, row="wild")
+    calm = row_interval(visit, "memory", base, row="calm")
+    h = lambda iv: math.log(iv.level_ci[1] / iv.level_s) / two_sided_t(0.95, iv.df)
+    assert h(wild) == pytest.approx(math.sqrt((ROW_RERUN_PRIOR_DF + 90) / 20 * plain.model_var))
+    assert h(calm) == pytest.approx(math.sqrt((ROW_RERUN_PRIOR_DF + 0.4) / 20 * plain.model_var))
+    assert h(calm) < h(plain) < h(wild)
+    narrow = replace(base, calibration={"memory": Calibration(0.3, 50.0, 10)})
+    assert h(row_interval(visit, "memory", narrow)) == pytest.approx(h(plain))  # held at 1
+    rows = HostPrior(row_reruns={"r": (2.0, 3.0)})
+    back = HostPrior.from_json(rows.to_json(), "x")
+    assert back.row_reruns == {"r": (2.0, 3.0)}
+
+
+def test_the_prior_keeps_each_rows_reruns_and_forgets_the_oldest() -> None:
+    var = 0.01 ** 2
+    before = {f"r{i}": ("memory", 0.0, var, 1000.0) for i in range(4)}
+    prior = HostPrior(levels=before, code="v1", row_reruns={"r0": (40.0, 20.0)})
+    now = {f"r{i}": ("memory", 0.02, var, 1000.0) for i in range(4)}
+    model = with_reruns(pool(_pairs("memory", [0.0] * 4), "cpu", prior), prior, now, "v1")
+    z2 = (0.02 / math.sqrt(2 * var)) ** 2 * (1998 / 2000)
+    assert model.own_row_z2["r1"] == pytest.approx(z2)
+    after = prior.updated(model)
+    assert after.row_reruns["r1"] == (pytest.approx(z2), 1.0)
+    assert after.row_reruns["r0"] == (pytest.approx(40.0 * 19 / 20 + z2), 20.0)  # the oldest weighed down
+    other = with_reruns(pool(_pairs("memory", [0.0] * 4), "cpu", prior), prior, now, "v2")
+    assert prior.updated(other).row_reruns == {}  # other code: afresh

@@ -52,7 +52,13 @@ degrees of freedom, kappa^2 scales every later run's V; until then the documente
 run-level default stands beside the model (``DEFAULT_RUN``). This run's own
 kappa joins the history for the *next* runs only: a code change that slowed
 every row must show as a change, not widen the intervals that would show it; and
-a run of other code (versions, revision) is no rerun of the stored levels.
+a run of other code (versions, revision) is no rerun of the stored levels. Each
+row's own reruns are kept too (the sum of its z^2), and a row's factor is its
+kind's weighing ``ROW_RERUN_PRIOR_DF`` reruns beside its own: a row that moves
+more between runs than its kind is wider, one that moves less narrower. The
+kind's factor only ever widens (at least 1): a calm past is no licence to be
+narrower than this run's own visits show (on the development VM a host calm for
+ten runs then moved its rows 1.5x).
 
 Two numbers come out:
 
@@ -101,6 +107,9 @@ LEVELS_KEPT = 2000
 #: The degrees of freedom the host's reruns must reach before they calibrate its intervals (the documented
 #: run-level default stands until then): one or two calm (or wild) reruns cannot narrow (or widen) every interval.
 MIN_CALIBRATION_DF = 10.0
+#: How many of a row's own reruns its kind's factor weighs as (a row that moves more between runs than its kind
+#: is wider, one that moves less narrower, as the reruns pile up).
+ROW_RERUN_PRIOR_DF = 10.0
 #: The documented defaults (docs/timing.md, "Each row's own uncertainty"), each weighing ``DEFAULT_DF`` degrees
 #: of freedom (the run-level one ``DEFAULT_RUN_DF``): a visit's between-visit sd by device kind and row kind; a
 #: pass's host-wide sd; a run's, shared by both passes (until the host's own reruns calibrate it). CPU figures
@@ -182,6 +191,8 @@ class HostPrior:
     #: per kind, one :data:`Rerun` per run read against the run before it
     reruns: dict[str, list[Rerun]] = field(default_factory=dict)
     levels: dict[str, Level] = field(default_factory=dict)  # row (its key joined by spaces) -> its newest reading
+    #: row -> (sum of its reruns' z^2, how many; at most HOST_HISTORY, older ones weighed down)
+    row_reruns: dict[str, tuple[float, float]] = field(default_factory=dict)
     runs: int = 0
     code: str = ""  # the code the levels were measured with (versions, revision)
 
@@ -223,19 +234,28 @@ class HostPrior:
         reruns = {k: list(v) for k, v in self.reruns.items()}
         for kind, factor in model.own_rerun.items():
             reruns[kind] = (reruns.get(kind, []) + [factor])[-HOST_HISTORY:]
-        kept = dict(self.levels) if model.code == self.code else {}  # other code: its levels start afresh
+        same = model.code == self.code
+        kept = dict(self.levels) if same else {}  # other code: its levels start afresh
         for row in model.levels:
             kept.pop(row, None)  # re-inserted last: the newest rows are kept
         kept.update(model.levels)
         kept = dict(list(kept.items())[-LEVELS_KEPT:])
-        return HostPrior(between, shifts, reruns, kept, self.runs + 1, model.code)
+        rows = dict(self.row_reruns) if same else {}
+        for row, z2 in model.own_row_z2.items():
+            total, n = rows.pop(row, (0.0, 0.0))
+            if n >= HOST_HISTORY:  # forget the oldest in proportion
+                total, n = total * (HOST_HISTORY - 1) / n, HOST_HISTORY - 1.0
+            rows[row] = (total + z2, n + 1.0)
+        rows = dict(list(rows.items())[-LEVELS_KEPT:])
+        return HostPrior(between, shifts, reruns, kept, rows, self.runs + 1, model.code)
 
     def to_json(self) -> str:
         return json.dumps({"version": 1, "runs": self.runs, "code": self.code,
                            "between": {k: {"sigma": e.sigma, "df": e.df} for k, e in self.between.items()},
                            "shifts": {k: [list(x) for x in v] for k, v in self.shifts.items()},
                            "reruns": {k: [list(x) for x in v] for k, v in self.reruns.items()},
-                           "levels": {k: list(v) for k, v in self.levels.items()}}, indent=1, sort_keys=True)
+                           "levels": {k: list(v) for k, v in self.levels.items()},
+                           "row_reruns": {k: list(v) for k, v in self.row_reruns.items()}}, indent=1, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str, where: str) -> HostPrior:
@@ -282,11 +302,16 @@ class HostPrior:
                 raise ValueError(f"{where}: levels[{row!r}] must be [row kind, ln level, its variance, its df]")
             levels[str(row)] = (str(v[0]), number(v[1], f"levels[{row!r}][1]", -math.inf),
                                 number(v[2], f"levels[{row!r}][2]"), number(v[3], f"levels[{row!r}][3]", 1.0))
+        raw_rows = doc.get("row_reruns", {})
+        if not isinstance(raw_rows, dict) or not all(isinstance(v, list) and len(v) == 2 for v in raw_rows.values()):
+            raise ValueError(f"{where}: row_reruns must map each row to [sum of z^2, count]")
+        row_reruns = {str(r): (number(v[0], f"row_reruns[{r!r}][0]"), number(v[1], f"row_reruns[{r!r}][1]"))
+                      for r, v in raw_rows.items()}
         code = doc.get("code", "")
         if not isinstance(code, str):
             raise ValueError(f"{where}: code must be a string (the versions the levels were measured with)")
         return cls(between, tuples("shifts", "shift, noise variance", 2),
-                   tuples("reruns", "common part, own part, rows", 3), levels,
+                   tuples("reruns", "common part, own part, rows", 3), levels, row_reruns,
                    int(number(doc.get("runs", 0), "runs")), code)
 
 
@@ -352,6 +377,8 @@ class HostModel:
     own_shift: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: this run read against the run before it, per kind (the store's; not this run's intervals')
     own_rerun: dict[str, Rerun] = field(default_factory=dict)
+    own_row_z2: dict[str, float] = field(default_factory=dict)  # ... and per row, its z^2 (the store's)
+    row_reruns: dict[str, tuple[float, float]] = field(default_factory=dict)  # each row's reruns so far (the prior's)
     rows_by_kind: dict[str, int] = field(default_factory=dict)  # this run's rows of each kind (visited once or twice)
     notes: tuple[str, ...] = ()  # what a person should know (too few rows, defaults in use)
     #: row -> (kind, ln level, model variance) of this run, and the code it ran: the store keeps them (not in
@@ -401,7 +428,8 @@ def prior_model(device_kind: str, prior: HostPrior | None = None) -> HostModel:
         c = prior.calibration(k) if prior is not None else None
         if c is not None:
             calibration[k] = c
-    return HostModel(device_kind, between, host, calibration, {k: _run_default(device_kind) for k in ROW_KINDS})
+    return HostModel(device_kind, between, host, calibration, {k: _run_default(device_kind) for k in ROW_KINDS},
+                     row_reruns=dict(prior.row_reruns) if prior is not None else {})
 
 
 @dataclass(frozen=True)
@@ -506,21 +534,27 @@ def pool(pairs: Sequence[Pair], device_kind: str, prior: HostPrior | None = None
                    notes=tuple(notes))
 
 
-def rerun_factor(rows: Mapping[str, Level], before: Mapping[str, Level], kind: str) -> Rerun | None:
-    """One run against the run before it, for one kind (:data:`Rerun`); None without a shared row. Each shared
-    row's difference over the sd the model gave it (sqrt of the two levels' variances) is z; a variance that is
-    itself estimated makes z too large on average by sqrt(df / (df - 2)) (1/V is convex), which each z sheds.
-    The rows of a run share the host's state, so the z's are split into their common part (their median:
-    c^2, one degree of freedom a run) and the rows' own (their robust spread about it, times (n - 1) / n: n - 1
-    degrees of freedom); c^2 + own is kappa^2, unbiased whatever the share."""
-    z = []
+def rerun_z(rows: Mapping[str, Level], before: Mapping[str, Level], kind: str) -> dict[str, float]:
+    """Each row of ``kind`` both runs measured: its difference over the sd the model gave it (sqrt of the two
+    levels' variances). A variance that is itself estimated makes that too large on average by sqrt(df / (df -
+    2)) (1/V is convex), which each z sheds."""
+    out = {}
     for row, (k, lv, v, df) in rows.items():
         if k != kind or row not in before or before[row][0] != kind or v + before[row][2] <= 0:
             continue
         _, lv0, v0, df0 = before[row]
         both = satterthwaite([(v, df), (v0, df0)])
         jensen = math.sqrt((both - 2.0) / both) if both > 4.0 else math.sqrt(0.5)
-        z.append((lv - lv0) / math.sqrt(v + v0) * jensen)
+        out[row] = (lv - lv0) / math.sqrt(v + v0) * jensen
+    return out
+
+
+def rerun_factor(rows: Mapping[str, Level], before: Mapping[str, Level], kind: str) -> Rerun | None:
+    """One run against the run before it, for one kind (:data:`Rerun`, from :func:`rerun_z`); None without a
+    shared row. The rows of a run share the host's state, so the z's are split into their common part (their
+    median: c^2, one degree of freedom a run) and the rows' own (their robust spread about it, times (n - 1) / n:
+    n - 1 degrees of freedom); c^2 + own is kappa^2, unbiased whatever the share."""
+    z = list(rerun_z(rows, before, kind).values())
     if not z:
         return None
     n = len(z)
@@ -530,16 +564,18 @@ def rerun_factor(rows: Mapping[str, Level], before: Mapping[str, Level], kind: s
 
 
 def with_reruns(model: HostModel, prior: HostPrior | None, rows: Mapping[str, Level], code: str) -> HostModel:
-    """The model with this run's rows (``rows``: row -> (kind, ln level, model variance)) and ``code``, and its
-    rerun factor against the prior's newest levels where they are of the same code: what the store keeps for
-    the next runs (this run's intervals were set without it)."""
+    """The model with this run's rows (``rows``: row -> (kind, ln level, model variance, its df)) and ``code``,
+    and this run read against the prior's newest levels where they are of the same code, per kind and per row:
+    what the store keeps for the next runs (this run's intervals were set without it)."""
     own: dict[str, Rerun] = {}
+    own_rows: dict[str, float] = {}
     if prior is not None and prior.code == code:
         for kind in ROW_KINDS:
             got = rerun_factor(rows, prior.levels, kind)
             if got is not None:
                 own[kind] = got
-    return replace(model, own_rerun=own, levels=dict(rows), code=code)
+                own_rows.update({row: z * z for row, z in rerun_z(rows, prior.levels, kind).items()})
+    return replace(model, own_rerun=own, own_row_z2=own_rows, levels=dict(rows), code=code)
 
 
 # -- a row's interval ---------------------------------------------------------------------------------------
@@ -564,9 +600,10 @@ class RowInterval:
         return math.log(self.level_ci[1] / self.level_s) / two_sided_t(CONFIDENCE, self.df)
 
 
-def row_interval(visits: Sequence[Visit], kind: str, model: HostModel,
-                 confidence: float = CONFIDENCE) -> RowInterval:
-    """A row's level and intervals from its one or two visits under ``model`` (ValueError on none or three)."""
+def row_interval(visits: Sequence[Visit], kind: str, model: HostModel, confidence: float = CONFIDENCE,
+                 row: str | None = None) -> RowInterval:
+    """A row's level and intervals from its one or two visits under ``model`` (ValueError on none or three);
+    ``row`` (its key joined by spaces) finds its own reruns of the same code in the host's history."""
     if not 1 <= len(visits) <= 2:
         raise ValueError(f"a row has one or two visits, got {len(visits)}")
     if kind not in model.between:
@@ -594,8 +631,15 @@ def row_interval(visits: Sequence[Visit], kind: str, model: HostModel,
     model_var, df_model = sum(p for p, _ in parts), min(satterthwaite(parts), MAX_DF)
     calibration = model.calibration.get(kind)
     if calibration is not None and calibration.used:  # the host's reruns scale the model
-        var = calibration.factor2 * model_var
-        df = 1.0 / (1.0 / df_model + 1.0 / calibration.df)
+        # the kind's reruns only ever widen: a calm past is no licence to be narrower than this run's own visits
+        # show (on the development VM a host calm for ten runs then moved its rows 1.5x)
+        factor2, factor_df = max(1.0, calibration.factor2), calibration.df
+        total, n = model.row_reruns.get(row, (0.0, 0.0)) if row is not None else (0.0, 0.0)
+        if n > 0:  # the row's own reruns, against its kind's factor weighing ROW_RERUN_PRIOR_DF of them
+            factor2 = (ROW_RERUN_PRIOR_DF * factor2 + total) / (ROW_RERUN_PRIOR_DF + n)
+            factor_df = calibration.df + n
+        var = factor2 * model_var
+        df = 1.0 / (1.0 / df_model + 1.0 / factor_df)
     else:  # too few reruns of this code yet: the documented run-level default beside the model
         default = model.run_default.get(kind) or _run_default(model.device_kind)
         var, df = model_var + default.sigma ** 2, satterthwaite([*parts, (default.sigma ** 2, default.df)])

@@ -110,7 +110,8 @@ def merge_visits(first: Record, second: Record, blocks1: Blocks, blocks2: Blocks
 
 def finish(rec: Record, visits: Sequence[Visit], kind: str, model: HostModel) -> Record:
     """The record with its level and both intervals from its visits under ``model``
-    (``hostnoise.row_interval``); a record that is not ok, or has no timing, is returned as it is."""
+    (``hostnoise.row_interval``, with the row's own reruns); a record that is not ok, or has no timing, is
+    returned as it is."""
     return _finished(rec, visits, kind, model)[0]
 
 
@@ -119,7 +120,7 @@ def _finished(rec: Record, visits: Sequence[Visit], kind: str, model: HostModel
     t = rec.timing
     if rec.status != "ok" or t is None or not visits:
         return rec, None
-    iv = row_interval(visits, kind, model)
+    iv = row_interval(visits, kind, model, row=" ".join(rec.key))
     timing = dataclasses.replace(
         t, median_s=iv.level_s, median_ci_s=_held(iv.rerun, iv.level_s), level_ci_s=_held(iv.level_ci, iv.level_s),
         ci_df=max(1.0, round(iv.df, 2)), visits_s=list(iv.visits))

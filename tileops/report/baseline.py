@@ -27,7 +27,7 @@ from collections.abc import Iterable
 import math
 
 from tileops.records import Timing
-from tileops.report.compare_robust import Side, Thresholds, classify_all
+from tileops.report.compare_robust import Side, Thresholds, classify_all, common_shift
 from tileops.roofline import Priced, disturbances, sm_clock_mhz, time_interval
 
 Change = Literal["slower", "faster", "same", "ambiguous", "unjudged", "new", "gone", "untimed"]
@@ -61,6 +61,8 @@ class Comparison:
     threshold: float
     rows: tuple[RowChange, ...]
     notes: tuple[str, ...] = field(default=())
+    #: the change every row shares: the median of the rows' new / old, where enough rows have intervals
+    common_ratio: float | None = None
 
     @property
     def regressions(self) -> tuple[RowChange, ...]:
@@ -156,7 +158,9 @@ def compare_indexes(new: TimeIndex, old: TimeIndex, threshold: float = DEFAULT_T
     limits = Thresholds(threshold=threshold)
     keys = [*nrows, *(k for k in orows if k not in nrows)]
     timed = [k for k in keys if k in nrows and k in orows and nrows[k][0] is not None and orows[k][0] is not None]
-    decisions = dict(zip(timed, classify_all([(_side(orows[k]), _side(nrows[k])) for k in timed], limits)))
+    sides = [(_side(orows[k]), _side(nrows[k])) for k in timed]
+    decisions = dict(zip(timed, classify_all(sides, limits)))
+    common = common_shift(sides)
     rows: list[RowChange] = []
     for key in keys:
         n, o = nrows.get(key), orows.get(key)
@@ -175,4 +179,4 @@ def compare_indexes(new: TimeIndex, old: TimeIndex, threshold: float = DEFAULT_T
     if new_devices and old_devices and new_devices != old_devices:
         notes.append(f"the runs were measured on different devices (now {sorted(new_devices)}, "
                      f"baseline {sorted(old_devices)}): a time change may be the device, not the code")
-    return Comparison(threshold, tuple(rows), tuple(notes))
+    return Comparison(threshold, tuple(rows), tuple(notes), math.exp(common) if common is not None else None)

@@ -28,7 +28,11 @@ The decision, per row:
   code), or on a GPU a change the SM clocks explain;
 * **unjudged** when either side has no interval (a record from before
   intervals, a row of too few blocks): never slower, whatever its medians say;
-  the reason says which side and what to do.
+  the reason says which side and what to do;
+* **moved with the run**: where (nearly) every row of the comparison moved the
+  same way by the threshold or more (their median change), a row that moved with them is
+  called only when its own change beyond theirs is significant; else it is
+  ambiguous, and the message names the common shift (:func:`classify_all`).
 
 **Cycles on a GPU**, as nvbench's ``nvbench-compare-robust`` confirms a gap
 (github.com/NVIDIA/nvbench at 66212f1, ``python/scripts/nvbench_compare_robust.py``):
@@ -43,6 +47,7 @@ Pure functions over numbers, standard library only: the baseline comparison and
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Literal
 from collections.abc import Sequence
@@ -55,7 +60,7 @@ STATUSES: tuple[Status, ...] = ("same", "faster", "slower", "ambiguous", "unjudg
 #: Every reason a decision gives: faster/slower on ``significant`` (``-in-cycles``); same on
 #: ``within-threshold``; unjudged on ``missing-interval``; ambiguous on the rest.
 REASONS = ("significant", "significant-in-cycles", "within-threshold", "missing-interval", "disturbed",
-           "clocks-explain-change", "change-under-threshold", "not-shown")
+           "clocks-explain-change", "change-under-threshold", "not-shown", "moved-with-the-run")
 
 DEFAULT_THRESHOLD = 0.10
 #: The false discovery rate the Benjamini–Hochberg rule holds over a comparison's rows.
@@ -199,15 +204,60 @@ def _decide(old: Side, new: Side, t: _Test, cutoff: float | None, th: Thresholds
                     "quieter host", ratio, t.ratio_interval, t.p)
 
 
+#: The fewest compared rows whose shared change is read as the run's common shift.
+MIN_COMMON_ROWS = 5
+#: ... and the share of them that must have moved that way, by half that much or more: every row, near enough.
+COMMON_SHARE = 0.8
+
+
+def common_shift(pairs: Sequence[tuple[Side, Side]]) -> float | None:
+    """The change every row of a comparison shares: the median of the rows' ln(new / old), where at least
+    MIN_COMMON_ROWS rows have intervals on both sides and COMMON_SHARE of them moved the same way by half that
+    or more (a regression of some rows is no common shift); else None."""
+    d = [math.log(new.level_s / old.level_s) for old, new in pairs if old.ci_s is not None and new.ci_s is not None]
+    if len(d) < MIN_COMMON_ROWS:
+        return None
+    c = statistics.median(d)
+    alike = sum(1 for x in d if x * c > 0 and abs(x) >= abs(c) / 2)
+    return c if c != 0 and alike >= COMMON_SHARE * len(d) else None
+
+
 def classify_all(pairs: Sequence[tuple[Side, Side]], thresholds: Thresholds = Thresholds()) -> list[Decision]:
     """Each ``(old, new)`` pair decided, with significance corrected over all of them (Benjamini–Hochberg at
-    ``thresholds.fdr``): the rows of one comparison."""
+    ``thresholds.fdr``): the rows of one comparison.
+
+    A change every row shares is the host as much as the code: on the development VM a whole run read 1.4x
+    the one before it, every row alike, minutes apart and with nothing changed. Where a row is slower (or
+    faster) and :func:`common_shift` moved the same way by the threshold or more, the row is called only when
+    its own change beyond the common one is significant too (Benjamini–Hochberg over those); otherwise it is
+    ``ambiguous`` (``moved-with-the-run``), and the message names the shift. A regression of every row alike
+    is then reported, not failed: telling the device from the code is the device's own measurement's work."""
     tests = [_test(old, new) for old, new in pairs]
     judged = [t for t in tests if isinstance(t, _Test)]
     rejected = benjamini_hochberg([t.p for t in judged], thresholds.fdr) if judged else []
     cutoff = max((t.p for t, r in zip(judged, rejected) if r), default=None)
-    return [t if isinstance(t, Decision) else _decide(old, new, t, cutoff, thresholds)
-            for (old, new), t in zip(pairs, tests)]
+    decisions = [t if isinstance(t, Decision) else _decide(old, new, t, cutoff, thresholds)
+                 for (old, new), t in zip(pairs, tests)]
+    common = common_shift(pairs)
+    if common is None or abs(common) < math.log1p(thresholds.threshold):
+        return decisions
+    own_p = [t_p_value((t.log_ratio - common) / t.se, t.df) if t.se > 0 else 1.0 for t in judged]
+    own_rejected = benjamini_hochberg(own_p, thresholds.fdr)
+    own_cut = max((p for p, r in zip(own_p, own_rejected) if r), default=None)
+    out, j = [], 0
+    for t, d in zip(tests, decisions):
+        if isinstance(t, _Test):
+            p_own = own_p[j]
+            j += 1
+            with_run = (d.status == "slower" and common > 0) or (d.status == "faster" and common < 0)
+            if with_run and (own_cut is None or p_own > own_cut):
+                d = Decision("ambiguous", "moved-with-the-run", f"{_pct(d.ratio - 1)}, but every row of the "
+                             f"comparison moved {_pct(math.expm1(common))} together (the median) and this row's "
+                             f"own change beyond that, {_pct(math.exp(t.log_ratio - common) - 1)}, is not "
+                             "significant: the host or a change touching every row, which two runs cannot tell "
+                             "apart", d.ratio, d.ratio_interval, d.p_value)
+        out.append(d)
+    return out
 
 
 def classify(old: Side, new: Side, thresholds: Thresholds = Thresholds()) -> Decision:

@@ -58,6 +58,12 @@ def _comparison_lines(c: Comparison) -> list[str]:
         lines.append(f"baseline: {ambiguous} row(s) ambiguous: their intervals neither show a change of "
                      f"{c.threshold:.0%} nor rule one out (or a side was disturbed); counted, never a failure; "
                      "re-run both on a quieter host or with more time (--max-time)")
+    common = c.common_ratio
+    if common is not None and abs(common - 1) >= 0.005:
+        moved = sum(1 for r in c.rows if r.reason == "moved-with-the-run")
+        lines.append(f"baseline: the rows moved {(common - 1) * 100:+.1f} % together (the median change)"
+                     + (f"; {moved} row(s) that moved with them are ambiguous (moved-with-the-run): the host or a "
+                        "change touching every row, which two runs cannot tell apart" if moved else ""))
     unjudged = counts.get("unjudged", 0)
     if unjudged:
         lines.append(f"baseline: {unjudged} row(s) unjudged: a side has no interval (recorded before intervals, or "
@@ -283,6 +289,7 @@ def baseline_doc(comparison: Comparison) -> dict[str, Any]:
         "regressions": len(comparison.regressions),
         "counts": comparison.counts(),
         "notes": list(comparison.notes),
+        "common_ratio": comparison.common_ratio,
         "rows": [{"op": r.key[0], "label": r.key[1], "dtype": r.key[2], "backend": r.key[3],
                   "change": r.change, "baseline_time_s": r.old_time_s, "time_s": r.new_time_s,
                   "time_ratio": r.ratio, "baseline_efficiency": r.old_efficiency,
