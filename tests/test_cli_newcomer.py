@@ -138,16 +138,24 @@ def test_a_compile_row_is_announced_when_it_starts_in_a_log() -> None:
     from tileops.bench.select import Planned
     from tileops.pipeline.progress import RowProgress
 
+    from roofline_fixtures import make_record
+
     row = load_entries()["relu"].workloads[0]
     buf = io.StringIO()
-    err = Console(file=buf, width=200)
+    err = Console(file=buf, width=60)  # narrower than every line: a log line is never folded at the width
     assert not err.is_terminal
+    compiled = Planned("relu", row, "float32", "compile")
+    noisy = make_record(op="relu", label=row.label, backend="compile", median_s=1e-3, median_ci_s=(5e-5, 3e-2),
+                        level_ci_s=(5e-5, 3e-2), ci_df=20)  # a busy host: its interval in words, a long line
     with RowProgress(err, 2) as progress:
         progress.row_started(1, 2, Planned("relu", row, "float32", "torch"))
-        progress.row_started(2, 2, Planned("relu", row, "float32", "compile"))
+        progress.row_started(2, 2, compiled)
+        progress.row_finished(2, 2, compiled, noisy)
     lines = buf.getvalue().splitlines()
-    assert lines == [f"[2/2] relu {row.label} float32 [compile]: compiling its first call (up to "
-                     "--compile-timeout); its time follows"]
+    assert lines[0] == (f"[2/2] relu {row.label} float32 [compile]: compiling its first call (up to "
+                        "--compile-timeout); its time follows")
+    assert len(lines) == 2 and lines[1].startswith(f"[2/2] relu {row.label} float32 [compile]: 1 ms not known")
+    assert "(n=10, " in lines[1]
 
 
 # --------------------------------------------------------------------------- readable output elsewhere

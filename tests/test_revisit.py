@@ -66,6 +66,27 @@ def test_settle_pools_each_revisited_row_and_finishes_every_row_under_one_model(
     assert h > 1.5 * model.between["memory"].sigma  # at least the kind's between-visit sd
 
 
+def test_a_row_whose_visits_differ_tenfold_keeps_its_level_between_its_p10_and_p90() -> None:
+    """A neighbour's burst in one visit (16 ms against 1.6 ms, as a loaded CI host once gave moe_ffn): the level,
+    the visits' geometric mean, lay above the pooled samples' p90. Each visit's quantiles combined as the level
+    is keep min <= p10 <= level <= p90, however far the visits differ."""
+    from tileops.bench.execute import visit_timing
+
+    def timed(op: str, blocks: list[list[float]]):
+        t = visit_timing(blocks, timer="cpu-wall", warmup=1, total_s=0.1, stop_reason="median precision reached")
+        return dataclasses.replace(_rec(op, t.median_s, None), timing=t)
+
+    slow = [[16e-3 * (1 + 0.02 * i)] * 2 for i in range(3)]  # equal time, so the slow visit has few samples
+    fast = [[1.56e-3 * (1 + 0.02 * i)] * 10 for i in range(8)]
+    rec1, rec2 = timed("a", slow), timed("a", fast)
+    updated, _ = revisit.settle({rec1.key: (rec1, slow)}, {rec2.key: (rec2, fast)}, "cpu")
+    t = updated[rec1.key].timing
+    assert t.median_s == pytest.approx(math.sqrt(t.visits_s[0] * t.visits_s[1]))
+    pooled = sorted(x for b in slow + fast for x in b)
+    assert pooled[int(0.9 * len(pooled))] < t.median_s  # the pooled samples' p90 would sit below the level
+    assert t.min_s <= t.p10_s <= t.median_s <= t.p90_s and t.n == len(pooled) == 86
+
+
 def test_settle_with_few_rows_says_so_and_uses_the_documented_default() -> None:
     first = {r.key: (r, _visit(1e-3, 3)) for r in (_rec("a", 1e-3, None), _rec("b", 1e-3, None))}
     second = {k: (r, _visit(1.2e-3, 3)) for k, (r, _) in first.items()}

@@ -89,14 +89,24 @@ def merge_conditions(a: RowConditions | None, b: RowConditions | None) -> RowCon
 
 
 def pooled_timing(first: Timing, second: Timing, blocks1: Blocks, blocks2: Blocks) -> Timing:
-    """One timing over both visits: the sample statistics over every sample, each visit's centre, the fast end
-    over every block; the intervals are :func:`finish`'s to set."""
+    """One timing over both visits: the count, minimum, mean and spread over every sample, each visit's centre,
+    the fast end over every block; the intervals are :func:`finish`'s to set.
+
+    p10 and p90 are each visit's, combined as the level is (the mean of their logs): the level (the visits'
+    centres' geometric mean) then always lies between them, as it lies inside each visit's. Taken over the
+    pooled samples instead, a row whose visits differ tenfold (a neighbour's burst in one) would read a level
+    above its own p90."""
     spans = [s for s in (first.span_s, second.span_s) if s is not None]
     joint = visit_timing([*blocks1, *blocks2], timer=second.timer, warmup=first.warmup + second.warmup,
                          total_s=first.total_s + second.total_s, stop_reason=second.stop_reason,
                          fallback_reason=second.fallback_reason, excluded_copies_s=second.excluded_copies_s,
                          compile_s=first.compile_s, span_s=statistics.fmean(spans) if spans else None)
-    return dataclasses.replace(joint, visits_s=[visit_of(blocks1).centre_s, visit_of(blocks2).centre_s])
+    return dataclasses.replace(joint, visits_s=[visit_of(blocks1).centre_s, visit_of(blocks2).centre_s],
+                               p10_s=_log_mean(first.p10_s, second.p10_s), p90_s=_log_mean(first.p90_s, second.p90_s))
+
+
+def _log_mean(a: float, b: float) -> float:
+    return math.exp((math.log(a) + math.log(b)) / 2)
 
 
 def merge_visits(first: Record, second: Record, blocks1: Blocks, blocks2: Blocks) -> Record:

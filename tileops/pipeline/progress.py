@@ -68,7 +68,7 @@ class RowProgress:
         if not self.live and planned.backend != "torch" and not planned.skip_reason:
             # a log shows a row when it ends; a first compile can take a minute, which must not read as a hang
             self.console.print(f"[{index}/{total}] {describe(planned)}: compiling its first call (up to "
-                               "--compile-timeout); its time follows", highlight=False, markup=False)
+                               "--compile-timeout); its time follows", highlight=False, markup=False, soft_wrap=True)
 
     def pass_started(self, number: int, total: int) -> None:
         """The sweep's second pass: the bar starts again over the rows it revisits, and a line says why."""
@@ -76,13 +76,13 @@ class RowProgress:
         self.console.print(f"second pass: {total} row(s) visited again in a fresh worker process, so each row's "
                            "interval also covers what moves between processes and over the sweep; each line shows "
                            "this visit alone, every row's interval is set from both visits at the end (--passes 1 "
-                           "skips the pass)", highlight=False, markup=False)
+                           "skips the pass)", highlight=False, markup=False, soft_wrap=True)
 
     def row_finished(self, index: int, total: int, planned: Planned, record: Record) -> None:
         self.progress.advance(self.bar)
         if not self.live:  # logs (docker, CI): one line per row
             self.console.print(f"[{index}/{total}] {describe(planned)}: {row_line(record)}", highlight=False,
-                               markup=False)
+                               markup=False, soft_wrap=True)  # never folded at the console's width
         else:  # a terminal: every finished row's line stays, printed above the live bar
             self.progress.console.print(f"{describe(planned)}: {row_line(record)}", highlight=False, markup=False,
                                         soft_wrap=True)

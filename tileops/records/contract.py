@@ -195,6 +195,8 @@ class Timing:
     median_s: float = field(metadata=_duration())
     min_s: float = field(metadata=_duration())
     mean_s: float = field(metadata=_duration())
+    #: a visit's 10th and 90th percentiles of its samples; a row visited twice: each visit's, combined as the
+    #: level is (the geometric mean), so ``p10_s <= median_s <= p90_s`` holds however far its visits differ
     p10_s: float = field(metadata=_duration())
     p90_s: float = field(metadata=_duration())
     n: int = field(metadata={"ge": 1})
