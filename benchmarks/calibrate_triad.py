@@ -39,7 +39,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tileops.calibrate import measure
-from tileops.calibrate.results import STREAM_WORDS
+from tileops.ledger import STREAM_WORDS
 from tileops.calibrate.streaming import find_compiler, load_kernels
 from tileops.device import describe_device
 

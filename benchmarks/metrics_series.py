@@ -19,8 +19,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from tileops.calibrate.results import (DeviceCalibration, MixMeasurement, RoofMeasurement, build_profile,
-                                       with_previous)
+from tileops.ledger import (DeviceCalibration, MixMeasurement, RoofMeasurement, build_profile,
+                            with_previous)
 from tileops.export.metrics import METRICS, collect_samples
 from tileops.export.snapshot import RunSnapshot, build_snapshots
 from tileops.profiles import ProfileChooser, find_profile

@@ -37,7 +37,7 @@ from pathlib import Path
 import yaml
 
 from tileops import exitcodes
-from tileops.calibrate.results import load_device_results
+from tileops.ledger import load_device_results
 from tileops.ops.catalog import manifest_files, shipped_manifest_dir
 from tileops.profiles import load_profiles
 

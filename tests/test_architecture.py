@@ -44,13 +44,14 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "bench": ("device", "ops"),
     "roofline": ("profiles",),
     "ceilings": ("device", "profiles", "roofline"),  # roofline: its rate formatting (si)
-    "calibrate": ("device", "profiles", "bench", "tf32", "ceilings"),
+    "ledger": ("profiles",),
+    "calibrate": ("device", "profiles", "ledger", "bench", "tf32", "ceilings"),
     "report": ("profiles", "roofline"),
-    "export": ("profiles", "roofline", "report", "calibrate"),  # report: its streaming reader (report.stream)
+    "export": ("profiles", "ledger", "roofline", "report"),  # report: its streaming reader (report.stream)
     "audit": ("device", "ops", "bench", "manifest", "profiles"),
-    "fleet": ("device", "profiles", "calibrate"),
-    "pipeline": ("device", "ops", "bench", "calibrate", "ceilings", "profiles", "roofline", "report", "export",
-                 "audit", "fleet"),
+    "fleet": ("device", "profiles", "ledger"),
+    "pipeline": ("device", "ops", "bench", "ledger", "calibrate", "ceilings", "profiles", "roofline", "report",
+                 "export", "audit", "fleet"),
     "commands": ("ops", "profiles", "pipeline", "manifest", "formula_guard", "cli"),
     "cli": ("commands",),
 }
@@ -59,7 +60,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 #: beyond the project; §4.4.5: no formula tooling at run time).
 FORBIDDEN_AT_RUN_TIME = ("pydantic", "rich", "yaml", "matplotlib", "prometheus_client", "docker", "msgspec",
                          "tileops.roofline", "tileops.report", "tileops.export", "tileops.pipeline",
-                         "tileops.profiles", "tileops.calibrate", "tileops.manifest.analysis",
+                         "tileops.profiles", "tileops.ledger", "tileops.calibrate", "tileops.manifest.analysis",
                          "tileops.manifest.expr", "tileops.manifest.load")
 
 
@@ -70,9 +71,21 @@ def _layer(module: str) -> str | None:
     return parts[1].removeprefix("_") if parts[1] != "__main__" else "cli"
 
 
+def _module_runs(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every ``python -m tileops.X`` a module starts (``[..., "-m", "tileops.X", ...]`` in a list or tuple):
+    a child process re-enters the package at ``tileops.X``, an import by another road."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple)):
+            items = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            out += [(node.lineno, nxt) for flag, nxt in zip(items, items[1:])
+                    if flag == "-m" and isinstance(nxt, str) and nxt.startswith("tileops.")]
+    return out
+
+
 def _imports(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
     tree = ast.parse(source)
-    out = []
+    out = _module_runs(tree)
     package = module if is_package else module.rsplit(".", 1)[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -121,6 +134,25 @@ def violations(sources: list[tuple[str, str, bool]] | None = None) -> list[str]:
 
 def test_every_import_follows_the_allowed_table() -> None:
     assert violations() == []
+
+
+def test_the_scan_catches_a_lower_layer_starting_the_command_line() -> None:
+    """``python -m tileops.cli`` from a lower layer re-enters every layer above it (calibrate -> cli -> pipeline ->
+    calibrate, as ``--all-devices`` once did): the scan reads it as an import of the module started."""
+    planted = ("tileops/calibrate/_planted_reentry.py",
+               "import subprocess, sys\n"
+               "def f():\n    subprocess.run([sys.executable, '-m', 'tileops.cli', 'calibrate'])\n", False)
+    assert any("_planted_reentry.py:3: calibrate imports tileops.cli (layer cli)" in v
+               for v in violations([*_package_sources(), planted]))
+    sibling = ("tileops/calibrate/_planted_child.py",
+               "import sys\nCMD = (sys.executable, '-m', 'tileops.calibrate.child')\n", False)
+    assert not any("_planted_child" in v for v in violations([*_package_sources(), sibling]))
+
+
+def test_no_reader_of_calibrations_imports_the_measuring_package() -> None:
+    """Export and the fleet read each device's calibration through the ledger: no arrow to ``calibrate``
+    (which imports torch to measure) from a layer that only reads results."""
+    assert all("calibrate" not in ALLOWED[layer] for layer in ("export", "fleet", "ledger", "report", "roofline"))
 
 
 def test_the_scan_catches_an_upward_import() -> None:

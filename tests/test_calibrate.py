@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from tileops.calibrate.theoretical import CPU_ROOF_ALIASES, TheoryOptions, cpu_base_profile, gpu_base_profile
-from tileops.calibrate.cpupeak import PeakUnknown, cpu_peak
+from tileops.calibrate.cpupeak import cpu_peak
+from tileops.ledger import PeakUnknown
 from tileops.calibrate.dram import parse_bandwidth, parse_dmidecode, read_bandwidth_file
-from tileops.calibrate.results import (HISTORY_KEEP, STREAM_WORDS, DeviceCalibration, MixMeasurement,
-                                       RoofMeasurement, build_profile, history_dir, load_device_history,
-                                       load_device_results, read_device_result, write_device_result)
+from tileops.ledger import (HISTORY_KEEP, STREAM_WORDS, DeviceCalibration, MixMeasurement,
+                            RoofMeasurement, build_profile, history_dir, load_device_history,
+                            load_device_results, read_device_result, write_device_result)
 from tileops.device import describe_device, parse_cpuinfo
 from tileops.profiles import MIXES, find_profile, load_profile, load_profiles, select_profile, shipped_dir
 from tileops.records import Machine

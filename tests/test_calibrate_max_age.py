@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tileops.calibrate.results import (STREAM_WORDS, DeviceCalibration, MixMeasurement, RoofMeasurement,
-                                       read_device_result, stored_freshness, write_device_result)
+from tileops.ledger import (STREAM_WORDS, DeviceCalibration, MixMeasurement, RoofMeasurement,
+                            read_device_result, stored_freshness, write_device_result)
 from tileops.durations import format_age, parse_duration
 from tileops.device import describe_device
 from tileops.profiles import load_profile
@@ -135,6 +135,32 @@ def test_all_devices_skips_a_fresh_cpu(tmp_path: Path) -> None:
     assert summary["written"] == [] and [s["device"] for s in summary["skipped"]] == [CPU_KEY]
     assert {p: p.read_bytes() for p in store.rglob("*.yaml")} == files
     assert read_device_result(stored).run_id == "cal-stored"
+
+
+def child(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TILEOPS_PROFILE_DIR": str(store)}
+    return subprocess.run([sys.executable, "-m", "tileops.calibrate.child", *args], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def test_the_per_device_child_hands_back_a_fresh_result_and_refuses_what_it_cannot_measure(tmp_path: Path) -> None:
+    """``python -m tileops.calibrate.child``, what --all-devices starts per device (not the command line again):
+    a fresh stored result comes back as it is; a device that is not there and a bad age are errors with an exit
+    code the parent reads, and nothing is written."""
+    store = tmp_path / "store"
+    write_device_result(cpu_result(NOW - dt.timedelta(minutes=5)), store)
+    out = tmp_path / "cpu.yaml"
+    proc = child(store, "--device", "cpu", "--quick", "--max-age", "1d", "--results-out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert f"{CPU_KEY}: calibrated" in proc.stderr and "skipped, nothing measured" in proc.stderr
+    assert read_device_result(out).run_id == "cal-stored"
+
+    gone = tmp_path / "gpu.yaml"
+    proc = child(store, "--device", "cuda:7", "--results-out", str(gone))
+    assert proc.returncode == 1 and "cuda:7 is not visible" in proc.stderr and "Traceback" not in proc.stderr
+    assert not gone.exists()
+    proc = child(store, "--device", "cpu", "--max-age", "soon", "--results-out", str(gone))
+    assert proc.returncode == 2 and "--max-age" in proc.stderr and not gone.exists()
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tileops.calibrate import measure
-from tileops.calibrate.results import STREAM_WORDS
+from tileops.ledger import STREAM_WORDS
 from tileops.calibrate.streaming import StreamingKernels, find_compiler, load_kernels
 from tileops.profiles import MIXES
 

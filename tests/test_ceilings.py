@@ -321,7 +321,7 @@ def test_the_published_figures_are_measurements_with_their_source() -> None:
 
 
 def test_calibrate_warns_of_a_far_calibration_and_keeps_the_warning_in_the_result() -> None:
-    from tileops.calibrate.results import DeviceCalibration, MixMeasurement, RoofMeasurement
+    from tileops.ledger import DeviceCalibration, MixMeasurement, RoofMeasurement
     from tileops.calibrate.run import physics_warnings
     from tileops.records import Machine
 

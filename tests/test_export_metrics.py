@@ -12,7 +12,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
 from export_support import T0, env, profile, record, write_run
-from tileops.calibrate.results import DeviceCalibration, MixMeasurement, RoofMeasurement
+from tileops.ledger import DeviceCalibration, MixMeasurement, RoofMeasurement
 from tileops.profiles import ProfileChooser
 from tileops.records import load_records
 from tileops.export.metrics import DEVICE_LABELS, METRICS, ROW_LABELS, collect_samples, exposition
@@ -261,7 +261,7 @@ def test_profile_ceilings_and_this_devices_calibration(tmp_path: Path):
 def test_the_previous_calibration_is_exported_beside_the_current(tmp_path: Path):
     """The device's own history (<store>/devices/history/<key>/): the previous run's figures sit beside the
     current ones, so a drop against the device's own past shows even when its whole SKU drifts."""
-    from tileops.calibrate.results import write_device_result
+    from tileops.ledger import write_device_result
     from tileops.export.calibration import device_calibrations
 
     def cal(run_id: str, minutes: int, scale: float) -> DeviceCalibration:

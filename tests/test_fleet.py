@@ -178,7 +178,7 @@ def test_install_profiles_one_profile_per_model(tmp_path: Path) -> None:
 
 def _result(uuid: str | None, hostname: str = "node-a", name: str = "NVIDIA H200") -> dict:
     """A per-device calibration result as a container writes it (devices/<key>.yaml)."""
-    from tileops.calibrate.results import DeviceCalibration, MixMeasurement
+    from tileops.ledger import DeviceCalibration, MixMeasurement
 
     now = datetime.now(timezone.utc)
     run = DeviceCalibration(run_id="cal-x", started_at=now, finished_at=now, tool_version="tileops 0.1.0",

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tileops.calibrate.results import (STREAM_WORDS, DeviceCalibration, MixMeasurement, RoofMeasurement,
-                                       device_profile_reader, read_device_result, write_device_result)
+from tileops.ledger import (STREAM_WORDS, DeviceCalibration, MixMeasurement, RoofMeasurement,
+                            device_profile_reader, read_device_result, write_device_result)
 from tileops.profiles import ProfileChooser
 from tileops.records import Machine, iter_records, read_run_info
 
@@ -178,7 +178,7 @@ def test_a_nominal_bandwidth_in_the_environment_reaches_a_bench_with_a_fresh_cal
     profile is rebuilt from the stored result with the nominal (nothing measured), and the row is judged."""
     import datetime as dt
 
-    from tileops.calibrate.results import build_profile, write_device_result
+    from tileops.ledger import build_profile, write_device_result
     from tileops.calibrate.theoretical import base_profile
     from tileops.device import describe_device
     from tileops.pipeline.calibrate import ensure_calibrated

@@ -18,9 +18,10 @@ import pytest
 from roofline_fixtures import make_record
 from tileops import roofline
 from tileops.calibrate import clock
-from tileops.calibrate.cpupeak import FMA_TABLE, cpu_peak, decide_peak, fma_row, simd_isa
-from tileops.calibrate.results import (ClockMeasurement, DeviceCalibration, MixMeasurement, RoofMeasurement,
-                                       build_profile)
+from tileops.calibrate.cpupeak import FMA_TABLE, cpu_peak, fma_row, simd_isa
+from tileops.ledger import decide_peak
+from tileops.ledger import (ClockMeasurement, DeviceCalibration, MixMeasurement, RoofMeasurement,
+                            build_profile)
 from tileops.calibrate.theoretical import cpu_base_profile
 from tileops.device import parse_cpuinfo
 from tileops.profiles import Profile, write_profile

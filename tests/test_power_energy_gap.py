@@ -137,7 +137,7 @@ def test_a_calibration_under_a_power_cap_records_it_and_warns(tmp_path: Path) ->
     device's result (written and read back as the store keeps it), with a warning that its fractions are
     sustained ones."""
     from tileops.bench.sensors import SW_POWER_CAP
-    from tileops.calibrate.results import DeviceCalibration, read_device_result, write_device_result
+    from tileops.ledger import DeviceCalibration, read_device_result, write_device_result
     from tileops.calibrate.run import power_warnings
     from tileops.records import Machine
 
@@ -393,7 +393,7 @@ def test_the_command_line_shows_the_gap_and_a_bad_audit_file_is_a_located_error(
 def test_a_new_calibration_keeps_a_sustained_fraction_below_it_and_drops_one_above(tmp_path: Path) -> None:
     """build_profile over a base that holds sustained fractions: memory's (0.80) is below the new burst envelope
     and stays; bf16's (0.72) is above the new 0.70 and is dropped with a warning, so the profile still loads."""
-    from tileops.calibrate.results import (DeviceCalibration, MixMeasurement, RoofMeasurement, build_profile)
+    from tileops.ledger import (DeviceCalibration, MixMeasurement, RoofMeasurement, build_profile)
     from tileops.profiles.store import write_profile as store_write
     from tileops.records import Machine
 

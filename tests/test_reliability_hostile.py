@@ -258,7 +258,7 @@ def test_6_a_key_given_twice_is_refused_by_every_reader(tmp_path: Path) -> None:
     """YAML and JSON keep the last of a key given twice, silently: a profile, an EXEMPT file, a stored result
     and a record line each say which key, on which line."""
     from tileops.audit.config import ConfigError, load_config
-    from tileops.calibrate.results import read_device_result
+    from tileops.ledger import read_device_result
     from tileops.ops.catalog import load_entries
     from tileops.profiles import ProfileError, load_profile
 

@@ -101,7 +101,7 @@ def test_profile_files_that_are_not_text_or_not_files(tmp_path: Path) -> None:
 
 
 def test_a_calibration_result_with_an_infinite_measurement_is_refused(tmp_path: Path) -> None:
-    from tileops.calibrate.results import read_device_result
+    from tileops.ledger import read_device_result
 
     doc = {"run_id": "c", "started_at": "2026-01-01T00:00:00+00:00", "finished_at": "2026-01-01T00:01:00+00:00",
            "tool_version": "t", "torch_version": "t", "quick": True, "kind": "cpu", "name": "Some CPU",

@@ -294,7 +294,7 @@ def install_profiles(outcomes: Iterable[ContainerOutcome], store: Path, echo: Pr
     measurement, as ``tileops calibrate --all-devices`` does), so a single weak
     GPU neither sets nor drags its model's ceiling.
     """
-    from tileops.calibrate.results import build_profile, write_device_result
+    from tileops.ledger import build_profile, write_device_result
     from tileops.profiles import load_profile, write_profile
 
     written: list[Path] = []
@@ -333,7 +333,7 @@ def _checked_results(outcome: ContainerOutcome, folder: Path) -> list[Any]:
     host's store, so an id such as ``../../x`` is refused, not followed; and a
     GPU's container may only report the GPU it was given.
     """
-    from tileops.calibrate.results import check_device_key, read_device_result
+    from tileops.ledger import check_device_key, read_device_result
 
     runs = []
     for f in sorted(folder.glob("*.yaml")):

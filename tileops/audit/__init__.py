@@ -8,7 +8,7 @@ compared with ``Op.eval_roofline_read_bytes()`` of the same call.
 
 Modules, in the order data flows through them:
 
-* ``rows``      which rows to audit (the bench's selection) and how a row is built
+* ``plan``      which rows to audit (the bench's selection) and how a row is built
 * ``ncu``       finding ncu, the command line, what its output says went wrong
 * ``child``     the audited process: ``python -m tileops.audit.child`` (runs under ncu)
 * ``facts``     the call the child measured, as plain JSON (what ``when`` and the verdict read)

@@ -4,8 +4,8 @@
 calibrated Profile without writing it; ``tileops calibrate`` writes it to the
 profile store. See docs/profiles.md.
 
-The measuring functions import torch, so they load on first use: reading
-results (``tileops.calibrate.results``, used by the exporters) stays light.
+The measuring functions import torch, so they load on first use. Reading
+results is not here: ``tileops.ledger`` keeps each device's calibrations.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from typing import Any
 
 _LAZY = {
     "CPU_ROOF_ALIASES": "tileops.calibrate.theoretical", "TheoryOptions": "tileops.calibrate.theoretical",
-    "DeviceCalibration": "tileops.calibrate.results", "build_profile": "tileops.calibrate.results",
-    "load_device_results": "tileops.calibrate.results",
     "CalibrationOutcome": "tileops.calibrate.run", "calibrate_cpu": "tileops.calibrate.run",
     "calibrate_device": "tileops.calibrate.run",
     "measure_device": "tileops.calibrate.run",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tileops.calibrate.ckernels import KernelsUnavailable, compile_library, find_compiler
-from tileops.calibrate.results import ClockMeasurement
+from tileops.ledger import ClockMeasurement
 
 SOURCE = Path(__file__).with_name("clock.c")
 CHAIN = 64  # adds per block in clock.c

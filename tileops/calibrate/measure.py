@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from tileops.calibrate.results import STREAM_WORDS, MixMeasurement, RoofMeasurement
+from tileops.ledger import STREAM_WORDS, MixMeasurement, RoofMeasurement
 from tileops.calibrate.streaming import StreamingKernels, load_kernels
 from tileops.profiles import MIXES
 from tileops.tf32 import tf32_matmul

@@ -25,7 +25,7 @@ from tileops.calibrate import measure
 from tileops.calibrate.clock import highest, measure_clock
 from tileops.calibrate.theoretical import TheoryOptions, base_profile
 from tileops.bench.sensors import RowSensors
-from tileops.calibrate.results import ClockMeasurement, DeviceCalibration, build_profile, new_run_id
+from tileops.ledger import ClockMeasurement, DeviceCalibration, build_profile, new_run_id
 from tileops.device import DeviceInfo, cpu_busy_fraction, describe_device, other_gpu_processes, read_clocks
 from tileops.profiles import Profile
 from tileops.records import Machine, RowConditions
@@ -222,16 +222,16 @@ class ChildResult:
 
 def run_children(devices: list[str], *, quick: bool, echo: Callable[[str], None] = print,
                  max_age: str | None = None) -> list[ChildResult]:
-    """Calibrate each device in turn, each in its own ``tileops calibrate --results-out`` process.
+    """Calibrate each device in turn, each in its own ``python -m tileops.calibrate.child`` process.
 
     With ``max_age``, a child whose device has a fresh stored result hands that back unmeasured."""
-    from tileops.calibrate.results import read_device_result
+    from tileops.ledger import read_device_result
 
     out: list[ChildResult] = []
     with tempfile.TemporaryDirectory(prefix="tileops-cal-") as tmp:
         for i, dev in enumerate(devices, 1):
             path = Path(tmp) / f"{dev.replace(':', '-')}.yaml"
-            cmd = [sys.executable, "-m", "tileops.cli", "calibrate", "--device", dev, "--results-out", str(path)]
+            cmd = [sys.executable, "-m", "tileops.calibrate.child", "--device", dev, "--results-out", str(path)]
             if quick:
                 cmd.append("--quick")
             if max_age is not None:

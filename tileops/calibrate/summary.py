@@ -12,7 +12,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tileops.calibrate.results import DeviceCalibration
+from tileops.ledger import DeviceCalibration
 from tileops.profiles import MIXES, PeakBasis, Profile, Provenance
 
 

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 
-from tileops.calibrate.cpupeak import cpu_peak, peak_provenance
+from tileops.calibrate.cpupeak import cpu_peak
+from tileops.ledger import peak_provenance
 from tileops.calibrate.dram import DramNominal, bandwidth_from_env, read_dmi
 from tileops.device import CpuInfo, cpu_max_mhz, read_cpuinfo, usable_cpus
 from tileops.profiles import MemoryRoof, Profile, Provenance, Roof, load_profiles, select_profile
@@ -81,7 +82,7 @@ def cpu_base_profile(info: CpuInfo, existing: Profile | None = None, opts: Theor
                      max_mhz: float | None = None, usable: int | None = None,
                      dmi: Callable[[], tuple[DramNominal | None, str]] = read_dmi) -> tuple[Profile, list[str]]:
     """A CPU profile holding theoretical figures only, its peak on the stated clock (a calibration raises it
-    to the clock measured under load: ``tileops.calibrate.results.build_profile``). PeakUnknown when no clock
+    to the clock measured under load: ``tileops.ledger.build_profile``). PeakUnknown when no clock
     is known."""
     notes: list[str] = []
     keep = existing.compute.get("cpu.fp32") if existing else None

@@ -46,7 +46,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cpu-ghz", type=argtypes.positive, metavar="GHZ",
                    help="CPU all-core clock for the peak estimate")
     p.add_argument("--format", choices=("table", "json"), default="table", help="summary format (stdout)")
-    p.add_argument("--results-out", type=Path, help=argparse.SUPPRESS)  # child of --all-devices: raw result only
     p.set_defaults(func=run)
 
 
@@ -56,5 +55,5 @@ def run(args: argparse.Namespace) -> int:
     opts = CalibrateOptions(device=args.device, all_devices=args.all_devices, quick=args.quick, max_age=args.max_age,
                             profile_dir=args.profile_dir, write_shipped=args.write_shipped, write=not args.no_write,
                             dram_bandwidth=args.dram_bandwidth, dram_bandwidth_file=args.dram_bandwidth_file,
-                            cpu_ghz=args.cpu_ghz, format=args.format, results_out=args.results_out)
+                            cpu_ghz=args.cpu_ghz, format=args.format)
     return run_calibrate(opts).exit_code

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from tileops.errors import TileOpsError
 
 if TYPE_CHECKING:
-    from tileops.calibrate.results import DeviceCalibration
+    from tileops.ledger import DeviceCalibration
 
 _MAX_BYTES = 2**20  # a calibration result is a page of YAML
 _cache: dict[Path, tuple[tuple[int, int], DeviceCalibration | None]] = {}
@@ -29,7 +29,7 @@ _lock = threading.Lock()
 
 def _read(path: Path) -> DeviceCalibration | None:
     """One result file, re-read only when its stamp changes; None when unreadable (the caller holds _lock)."""
-    from tileops.calibrate.results import read_device_result
+    from tileops.ledger import read_device_result
 
     try:
         st = path.stat()
@@ -52,7 +52,7 @@ def device_calibrations(store: Path | None = None) -> dict[str, DeviceCalibratio
     """The newest result per device key (uuid, or ``cpu-<hostname>``) in the profile store, each with its
     ``previous`` (the device's previous calibration of the same mode) when the store keeps history."""
     # Imported here: the calibrate package pulls in torch, which an exporter otherwise never needs.
-    from tileops.calibrate.results import devices_dir, history_dir, with_previous
+    from tileops.ledger import devices_dir, history_dir, with_previous
 
     d = devices_dir(store)
     if not d.is_dir():

@@ -34,7 +34,7 @@ from socketserver import ThreadingMixIn
 from collections.abc import Callable, Iterable
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from tileops.calibrate.results import device_profile_reader
+from tileops.ledger import profile_chooser
 from tileops.errors import TileOpsError
 from tileops.fsutil import FileRefused, check_regular
 from tileops.profiles import (Profile, ProfileChooser, ProfileError, load_profile, shipped_dir, store_dir,
@@ -136,8 +136,7 @@ class CachedProfiles:
                 bad_store = store_problem(store_dir())  # a file where the store belongs: the caller's error
                 if bad_store is not None:
                     raise bad_store
-                self._value = ProfileChooser.resolve(self.choice, read=self._read, on_error=self._problem,
-                                                     per_device=device_profile_reader())
+                self._value = profile_chooser(self.choice, read=self._read, on_error=self._problem)
             except ProfileError as exc:
                 if self._stamp is None:  # the first read: a bad --profile is the caller's error (exit 2)
                     raise

@@ -39,7 +39,7 @@ from tileops.roofline import BackendRace, Health, HealthTally, Priced, RaceTally
 from .rowseries import RowSeries, from_plain, row_series, to_plain
 
 if TYPE_CHECKING:  # the calibrate package imports torch; the exporter needs only the type
-    from tileops.calibrate.results import DeviceCalibration
+    from tileops.ledger import DeviceCalibration
 
 
 class ExportInputError(TileOpsError):

@@ -223,13 +223,13 @@ def run_bench(req: BenchRequest, console: Console, err: Console | None = None) -
     ``err`` (default: a console on stderr) gets everything else: per-row progress, notes, warnings, errors,
     so ``tileops bench > table.txt`` keeps the table apart and a log keeps the errors on stderr.
     """
-    from tileops.calibrate.results import device_profile_reader
+    from tileops.ledger import profile_chooser
 
     err = err if err is not None else Console(stderr=True)
     with interrupts.handled():
         o = req.options
         # validated before the first row; each device is priced on its own calibration where the store has one
-        chooser = ProfileChooser.resolve(o.profile, per_device=device_profile_reader())
+        chooser = profile_chooser(o.profile)
         sinks = req.sinks
         sinks.check()
         device = describe(o.device)

@@ -7,7 +7,7 @@ model's profile to the store (spec §5.1: calibration is a per-device input).
 
 Both workflows here make the same decisions in the same functions: whether a
 device's stored result is fresh enough to stand in for a new one
-(``tileops.calibrate.results.stored_freshness``), and whether the model's
+(``tileops.ledger.stored_freshness``), and whether the model's
 profile must be rebuilt from such a result, measuring nothing
 (:func:`stale_profile`): when the store holds no profile of the model, or the
 nominal memory bandwidth the environment states (``$TILEOPS_DRAM_BANDWIDTH``)
@@ -42,7 +42,7 @@ from tileops.pipeline.outcome import exit_code
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tileops.calibrate.results import DeviceCalibration, Freshness
+    from tileops.ledger import DeviceCalibration, Freshness
     from tileops.calibrate.theoretical import TheoryOptions
     from tileops.profiles import Profile, ProfileChooser
 
@@ -73,8 +73,8 @@ def rebuilt_profile(runs: list[DeviceCalibration], options: TheoryOptions,
                     profiles: Iterable[Profile] | None = None) -> tuple[Profile, list[str]]:
     """The model's profile built from stored results of its devices (the median over them), on the
     theoretical ceilings ``options`` and the known ``profiles`` give; and the warnings about it."""
-    from tileops.calibrate.cpupeak import PeakUnknown
-    from tileops.calibrate.results import build_profile
+    from tileops.ledger import PeakUnknown
+    from tileops.ledger import build_profile
     from tileops.calibrate.theoretical import base_profile
 
     first = runs[0]
@@ -144,7 +144,7 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
     """
     if policy == "never" or chooser.fixed is not None:
         return None
-    from tileops.calibrate.results import check_device_key, stored_freshness
+    from tileops.ledger import check_device_key, stored_freshness
     from tileops.profiles import write_profile
 
     key = check_device_key(device.key, f"device {device.torch_device} on host {device.hostname!r}")
@@ -170,7 +170,7 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
     say(f"calibrating {device.torch_device} ({key}) first: {fresh.reason}; a {'quick' if quick else 'full'} "
         f"calibration ({'seconds' if quick else 'tens of seconds'}) so its rows are priced on what it reaches; "
         "--calibrate never skips it")
-    from tileops.calibrate.results import write_device_result
+    from tileops.ledger import write_device_result
     from tileops.calibrate.run import calibrate_device
 
     try:
@@ -209,7 +209,6 @@ class CalibrateOptions:
     dram_bandwidth_file: Path | None = None  # a file stating it (dram_bandwidth: 76.8GB/s)
     cpu_ghz: float | None = None  # the all-core clock of a CPU's peak estimate
     format: str = "table"
-    results_out: Path | None = None  # a child of --all-devices: measure, write the raw result only
 
 
 @dataclass
@@ -248,7 +247,7 @@ class _Calibration:
 
     def write(self, profile: Profile, runs: list[DeviceCalibration]) -> list[str]:
         """The model's profile and the per-device results of ``runs`` (the newly measured ones)."""
-        from tileops.calibrate.results import write_device_result
+        from tileops.ledger import write_device_result
         from tileops.profiles import write_profile
 
         if not self.opts.write:
@@ -265,7 +264,7 @@ class _Calibration:
 
     def fresh(self, info: DeviceInfo, max_age: dt.timedelta) -> Freshness | None:
         """The device's stored result when it is newer than --max-age (said on stderr), else None (said too)."""
-        from tileops.calibrate.results import stored_freshness
+        from tileops.ledger import stored_freshness
 
         f = stored_freshness(info.key, max_age, store=self.store, quick=self.opts.quick)
         if f.fresh:
@@ -288,7 +287,7 @@ class _Calibration:
         return result
 
     def one(self, info: DeviceInfo) -> CalibrateResult:
-        from tileops.calibrate.cpupeak import PeakUnknown
+        from tileops.ledger import PeakUnknown
         from tileops.calibrate.run import calibrate_device
         from tileops.pipeline.progress import StepBar
 
@@ -301,8 +300,8 @@ class _Calibration:
                                self.write(outcome.profile, [outcome.run]))
 
     def every_device(self, max_age: dt.timedelta | None) -> CalibrateResult:
-        from tileops.calibrate.results import stored_freshness
         from tileops.calibrate.run import run_children, visible_devices
+        from tileops.ledger import is_stored, stored_freshness
 
         devices = visible_devices()
         if devices == ["cpu"]:
@@ -310,7 +309,7 @@ class _Calibration:
         children = run_children(devices, quick=self.opts.quick, echo=self.err.print, max_age=self.opts.max_age)
         result = CalibrateResult(runs=[c.run for c in children if c.run is not None],
                                  failed=[f"{c.device} ({c.error})" for c in children if c.run is None])
-        kept = [r for r in result.runs if max_age is not None and self.is_stored(r)]
+        kept = [r for r in result.runs if max_age is not None and is_stored(r, self.store)]
         by_model: dict[tuple[str, str], list[DeviceCalibration]] = defaultdict(list)
         for r in result.runs:
             by_model[(r.kind, r.name)].append(r)
@@ -333,16 +332,6 @@ class _Calibration:
         self.models = [(p, [r for r in result.runs if p.matches(r.name)]) for p in profiles]
         return result
 
-    def is_stored(self, run: DeviceCalibration) -> bool:
-        """``run`` is the device's stored result handed back unmeasured (a --max-age skip), not a new one."""
-        from tileops.calibrate.results import devices_dir, read_device_result
-
-        path = devices_dir(self.store) / f"{run.device_key}.yaml"
-        try:
-            return path.is_file() and read_device_result(path).run_id == run.run_id
-        except TileOpsError:
-            return False
-
 
 def _max_age(opts: CalibrateOptions) -> dt.timedelta | None:
     from tileops.durations import parse_duration
@@ -360,7 +349,7 @@ def _max_age(opts: CalibrateOptions) -> dt.timedelta | None:
 def _check_host_name() -> None:
     """A CPU's results are stored as ``devices/cpu-<host>.yaml``: a host name that cannot be part of a file
     name (``$TILEOPS_HOSTNAME=../../x``) is refused before anything is measured or written."""
-    from tileops.calibrate.results import check_device_key
+    from tileops.ledger import check_device_key
     from tileops.device import HOSTNAME_ENV, host_name
 
     name = host_name()
@@ -399,7 +388,7 @@ def run_calibrate(opts: CalibrateOptions, out: Console | None = None, err: Conso
     out = out if out is not None else make_console()
     err = err if err is not None else make_console(stderr=True)
     cal = _Calibration(opts, theory, out, err)
-    if opts.write and opts.results_out is None:  # before minutes of measuring, not after
+    if opts.write:  # before minutes of measuring, not after
         _check_host_name()
         why = unwritable_dir(cal.target) or unwritable_dir(cal.store)
         if why:
@@ -407,8 +396,6 @@ def run_calibrate(opts: CalibrateOptions, out: Console | None = None, err: Conso
                                "--profile-dir (or TILEOPS_PROFILE_DIR), or pass --no-write")
     info = None if opts.all_devices else _describe(opts.device)  # described once: every step below reads it
     fresh = cal.fresh(info, max_age) if info is not None and max_age is not None else None
-    if opts.results_out is not None:  # a child of --all-devices: measure, write the raw result, nothing else
-        return _child(opts, info, fresh, err)
     if opts.all_devices:
         result = cal.every_device(max_age)
         if opts.format == "json":
@@ -433,22 +420,3 @@ def run_calibrate(opts: CalibrateOptions, out: Console | None = None, err: Conso
                 out.print(f"[yellow]warning:[/] {w}")
     return result
 
-
-def _child(opts: CalibrateOptions, info: DeviceInfo | None, fresh: Freshness | None, err: Console
-           ) -> CalibrateResult:
-    """A child of ``--all-devices``: measure (or hand back the fresh stored result, whose unchanged run id
-    tells the parent it was kept) and write the raw result only."""
-    from tileops.calibrate.results import write_device_result
-    from tileops.calibrate.run import measure_device
-    from tileops.calibrate.summary import run_view
-    from tileops.pipeline.progress import StepBar
-
-    assert info is not None and opts.results_out is not None
-    if fresh is not None and fresh.result is not None:
-        write_device_result(fresh.result, path=opts.results_out)
-        return CalibrateResult(runs=[fresh.result], skipped=[fresh])
-    with StepBar(err, opts.device) as bar:
-        run = measure_device(info, quick=opts.quick, progress=bar)
-    write_device_result(run, path=opts.results_out)
-    err.print(run_view(run))
-    return CalibrateResult(runs=[run])

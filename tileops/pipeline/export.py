@@ -99,11 +99,10 @@ class ExportResult:
 
 def chooser(profile: str | None) -> ProfileChooser:
     """The profile chooser every reader of results uses: ``--profile`` for every device, else each device's
-    own calibration over its model's profile (``tileops.calibrate.results.device_profile_reader``)."""
-    from tileops.calibrate.results import device_profile_reader
-    from tileops.profiles import ProfileChooser
+    own calibration over its model's profile (``tileops.ledger.profile_chooser``)."""
+    from tileops.ledger import profile_chooser
 
-    return ProfileChooser.resolve(profile, per_device=device_profile_reader())
+    return profile_chooser(profile)
 
 
 def load(results: Sequence[Path], chooser_: ProfileChooser, *, jobs: int | None = None) -> list[Snapshot]:

@@ -65,7 +65,7 @@ class ProfileChooser:
     names it (:func:`select_profile`: the store's calibrated profiles before the
     shipped ones; two claimants raise rather than guess), and, where the store
     holds the device's own calibration (``per_device``, given by the calibration
-    store: ``tileops.calibrate.results.device_profile_reader``), the device is
+    store: ``tileops.ledger.device_profile_reader``), the device is
     priced on that calibration over its model's theoretical ceilings, since
     calibration is a per-device input (§5.1). Each is looked up once. None means
     no profile: SOL stays blank (§1.2), never guessed. The bench, ``roofline``,
