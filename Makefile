@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint bench codegen validate clean image base-image
+.PHONY: install test test-fast lint bench codegen validate clean image base-image
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,11 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# For iteration: every test but those marked slow (each about 3 s or more: real runs, docker, Prometheus, the
+# GPU compile check). CI runs `make test`, never this alone.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 # ruff (style, imports, bugs) and mypy (types) over the package, configured in pyproject.toml; CI runs it
 # before the tests. mypy keeps its cache in .mypy_cache: the first run takes about half a minute, later ones

@@ -115,6 +115,7 @@ def test_promtool_checks_the_rules_and_the_config():
     assert "2 rule files found" in res.stdout + res.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("test_file", TESTS, ids=lambda p: p.name)
 def test_promtool_unit_tests_pass(test_file: Path):
     res = _promtool("test", "rules", str(test_file))

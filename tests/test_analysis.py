@@ -87,6 +87,7 @@ MUTATION_POINTS = [
 ]
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entry=yaml_values, name=yaml_values)
 def test_analysis_never_raises_on_any_yaml_value(entry: Any, name: Any) -> None:
@@ -95,6 +96,7 @@ def test_analysis_never_raises_on_any_yaml_value(entry: Any, name: Any) -> None:
     assert "internal" not in {d.code for d in a.defects}, [d.render() for d in a.defects]
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(point=st.sampled_from(MUTATION_POINTS), value=yaml_values)
 def test_analysis_never_raises_on_a_mutated_real_entry(point: list, value: Any) -> None:

@@ -75,6 +75,7 @@ def test_each_replay_mode_states_its_premise_and_the_default_is_the_records() ->
     assert all("read side only" in ncu.premise(m) for m in ncu.REPLAY_MODES)
 
 
+@pytest.mark.slow
 def test_the_flags_reach_ncu_and_the_entries_premise(monkeypatch, tmp_path: Path) -> None:
     """--replay-mode and --clock-control are on ncu's command line (kept in each row's log) and the entries
     state the premise of the replay they were measured under."""

@@ -80,11 +80,12 @@ def test_cpu_set_end_to_end(tmp_path: Path, profile_store: dict[str, str]) -> No
     assert (out / "roofline.png").stat().st_size > 0 and (out / "roofline.json").exists()
 
 
+@pytest.mark.slow
 def test_crash_hang_and_exception_become_error_records(tmp_path: Path, faulty_path: dict[str, str],
                                                        profile_store: dict[str, str]) -> None:
     out = tmp_path / "run"
     r = tileops("bench", "--quick", "--op", "crash_op", "--op", "stall_op", "--op", "raise_op", "--op", "relu",
-                "--row-timeout", "20", "--out", str(out), "--no-plot", env={**faulty_path, **profile_store})
+                "--row-timeout", "8", "--out", str(out), "--no-plot", env={**faulty_path, **profile_store})
     assert r.returncode == 1, r.stdout + r.stderr  # some rows failed, the run finished
     by_op = {}
     for rec in iter_records(out):
@@ -104,6 +105,7 @@ def test_crash_hang_and_exception_become_error_records(tmp_path: Path, faulty_pa
     assert "ERROR (" not in r.stdout and "row(s) failed" not in r.stdout and "deliberate failure" not in r.stdout
 
 
+@pytest.mark.slow
 def test_interrupt_leaves_a_valid_file_and_resume_finishes(tmp_path: Path, faulty_path: dict[str, str],
                                                            profile_store: dict[str, str]) -> None:
     out = tmp_path / "run"
@@ -179,6 +181,7 @@ def test_quantile_interpolates() -> None:
     assert rel_noise([2.0]) == 0.0
 
 
+@pytest.mark.slow
 def test_records_in_a_run_are_json_lines(tmp_path: Path, profile_store: dict[str, str]) -> None:
     out = tmp_path / "run"
     r = tileops("bench", "--quick", "--op", "relu", "--dtype", "float32", "--out", str(out), "--no-plot",

@@ -291,6 +291,7 @@ def test_require_quiet_on_a_busy_host_refuses_before_anything_is_written(
     assert not out.exists()  # nothing measured, nothing written
 
 
+@pytest.mark.slow
 def test_a_busy_host_warns_records_the_look_in_run_json_and_measures(
         host: FakeProc, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     host.load = 5.0
@@ -308,6 +309,7 @@ def test_a_busy_host_warns_records_the_look_in_run_json_and_measures(
     assert len(raw["timing"]["median_ci_s"]) == 2 and "window_s" in raw["conditions"]
 
 
+@pytest.mark.slow
 def test_a_quiet_host_passes_without_a_word(host: FakeProc, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"

@@ -26,6 +26,7 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
     ("whole_run_tools.py", ["--n", "300", "--formats", "table,csv", "--repeat", "1"],
      ["roofline --format table", "roofline --format csv", "export --textfile again", "tileops --help"]),
 ])
+@pytest.mark.slow
 def test_a_scale_benchmark_runs_to_the_end(script: str, args: list[str], expect: list[str]) -> None:
     res = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]

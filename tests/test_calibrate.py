@@ -299,6 +299,7 @@ def _stored_clock(store: Path) -> float | None:
     return dev.clock.ghz if dev.clock else None
 
 
+@pytest.mark.slow
 def test_cpu_calibration_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "store"
     shipped_before = _tree_digest(shipped_dir())

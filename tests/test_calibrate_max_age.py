@@ -95,6 +95,7 @@ def test_freshness(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the command, on this host's CPU
 
 
+@pytest.mark.slow
 def test_fresh_cpu_is_skipped_and_its_profile_rebuilt_when_missing(tmp_path: Path) -> None:
     store = tmp_path / "store"
     stored = write_device_result(cpu_result(NOW - dt.timedelta(hours=3)), store)
@@ -121,6 +122,7 @@ def test_fresh_cpu_is_skipped_and_its_profile_rebuilt_when_missing(tmp_path: Pat
     assert profile_file.stat().st_mtime_ns == mtime and stored.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_all_devices_skips_a_fresh_cpu(tmp_path: Path) -> None:
     """--all-devices hands --max-age to each device's own process; a fresh device comes back unmeasured."""
     store = tmp_path / "store"
@@ -143,6 +145,7 @@ def child(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_the_per_device_child_hands_back_a_fresh_result_and_refuses_what_it_cannot_measure(tmp_path: Path) -> None:
     """``python -m tileops.calibrate.child``, what --all-devices starts per device (not the command line again):
     a fresh stored result comes back as it is; a device that is not there and a bad age are errors with an exit

@@ -43,6 +43,7 @@ def _eval_on_meta(op_name: str, label: str, shapes: dict[str, list[int]], case: 
 # --------------------------------------------------------------------------- --shape
 
 
+@pytest.mark.slow
 def test_a_shape_from_the_command_line_is_timed_priced_by_the_ops_formula_and_resumable(tmp_path: Path) -> None:
     from tileops.bench.sweep import plan_rows
     from tileops.pipeline.bench import resume_request

@@ -58,6 +58,7 @@ def kernel_name(key: str) -> str:
     return json.loads(key)[0]
 
 
+@pytest.mark.slow
 def test_every_gpu_row_compiles_for_sm_90a_and_sm_80_or_is_refused_with_a_reason(sass: dict[str, Any]) -> None:
     rows, configs = sass["rows"], sass["configs"]
     assert len(rows) > 100 and {r["op"] for r in rows} >= {"relu", "where", "softmax", "rms_norm", "embedding"}

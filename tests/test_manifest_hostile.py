@@ -325,6 +325,7 @@ def test_any_expression_gives_defects_or_a_clean_result_in_under_a_second(formul
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=st.dictionaries(st.one_of(st.sampled_from(["op", "relu", "Relu"]), st.text(max_size=8)), trees,
                            max_size=4))
+@pytest.mark.slow
 def test_any_yaml_tree_read_from_a_file_gives_a_report_in_under_a_second(tmp_path_factory: pytest.TempPathFactory,
                                                                           doc: dict) -> None:
     d = tmp_path_factory.mktemp("fuzz")

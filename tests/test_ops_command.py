@@ -77,6 +77,7 @@ def test_an_unknown_op_is_a_usage_error_with_a_suggestion(capsys: pytest.Capture
     assert "no op named 'rmsnorm'" in err and "rms_norm" in err
 
 
+@pytest.mark.slow
 def test_no_price_lists_without_running_any_op(tmp_path: Path) -> None:
     """--no-price executes nothing: an extra manifest whose op kills its process still lists."""
     extra = tmp_path / "faulty_ops"

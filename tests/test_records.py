@@ -240,6 +240,7 @@ _RECORDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("record", _RECORDS)
 def test_msgspec_and_the_standard_reader_read_every_mutation_alike(record: Record, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:

@@ -66,6 +66,7 @@ def test_every_bench_flag_is_a_run_option_and_every_run_option_a_flag(tmp_path: 
     assert {"list_only", "out", "resume"} <= NOT_RESTORED
 
 
+@pytest.mark.slow
 def test_a_resumed_run_restores_every_flag_it_was_started_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     from tileops.pipeline import progress

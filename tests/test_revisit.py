@@ -231,6 +231,7 @@ def _bench(out: Path, *extra: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "TILEOPS_PROFILE_DIR": str(out.parent / "profiles")})
 
 
+@pytest.mark.slow
 def test_a_two_pass_bench_writes_one_record_per_row_with_both_intervals(tmp_path: Path) -> None:
     """... run.json states the host's components, the host's prior is stored, and a fleet sees its noisy hosts:
     one run-level metric series per component and kind."""
@@ -262,6 +263,7 @@ def test_a_two_pass_bench_writes_one_record_per_row_with_both_intervals(tmp_path
         assert rec.conditions is not None and 0 < rec.conditions.calls < t.n + t.warmup  # the second visit's window
 
 
+@pytest.mark.slow
 def test_one_pass_visits_each_row_once_with_the_priors_interval(tmp_path: Path) -> None:
     r = _bench(tmp_path / "one", "--passes", "1", "--textfile", str(tmp_path / "tf"))
     assert r.returncode in (0, 1), r.stderr[-3000:]
@@ -275,6 +277,7 @@ def test_one_pass_visits_each_row_once_with_the_priors_interval(tmp_path: Path) 
     assert "tileops_run_host_noise_sigma{" not in prom.read_text()
 
 
+@pytest.mark.slow
 def test_a_row_whose_second_visit_crashes_keeps_its_first_visit_and_the_sweep_goes_on(tmp_path: Path) -> None:
     """A worker crash in the second pass (the op faults on its second visit only) loses nothing: that row keeps
     its first visit, run.json names it, and the rows after it get their second visit in a new worker."""
@@ -303,6 +306,7 @@ def test_a_row_whose_second_visit_crashes_keeps_its_first_visit_and_the_sweep_go
     assert len(recs[crashed].timing.visits_s) == 1 and recs[crashed].timing.level_ci_s is not None
 
 
+@pytest.mark.slow
 def test_a_sweep_stopped_in_its_second_pass_keeps_the_first_pass_records(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A real Ctrl-C as the second pass begins: every row's first record stays, whole, one per row, with the

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tileops.ops.catalog import shipped_manifest_dir
@@ -24,6 +25,7 @@ def test_shipped_manifest_is_clean() -> None:
     assert "no defects" in r.stdout
 
 
+@pytest.mark.slow
 def test_broken_manifest_copy_yields_every_defect_at_once(tmp_path: Path) -> None:
     mdir = tmp_path / "manifest"
     shutil.copytree(shipped_manifest_dir(), mdir)
@@ -69,6 +71,7 @@ def test_missing_path_exits_2(tmp_path: Path) -> None:
     assert validate(str(tmp_path / "nope.yaml")).returncode == 2
 
 
+@pytest.mark.slow
 def test_implemented_entry_without_class_is_a_defect(tmp_path: Path) -> None:
     """The registry check: an implemented entry no Op class claims."""
     import os
@@ -118,6 +121,7 @@ def test_a_func_that_is_not_a_plain_function_of_the_formulas_module_is_a_located
     assert "defines no 'nope'" in got[f"{f}:via_missing.roofline.func"]
 
 
+@pytest.mark.slow
 def test_a_fifo_is_refused_with_its_name_not_read(tmp_path: Path) -> None:
     """A FIFO given as a manifest (or left in a manifest directory) would block the read forever: it is refused,
     named, with the fix, and the rest is still validated. validate() times out at 120 s, so a hang fails."""
