@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_support import tileops
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "manifest.md"
@@ -29,11 +30,6 @@ def documented_blocks() -> tuple[str, str]:
     kinds = dict((k, textwrap.dedent(b)) for k, b in blocks)
     assert set(kinds) == {"yaml", "python"}, blocks
     return kinds["yaml"], kinds["python"]
-
-
-def tileops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tileops.cli", *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **env})
 
 
 @pytest.mark.slow

@@ -20,7 +20,6 @@ import os
 import queue
 import shutil
 import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -32,6 +31,7 @@ import yaml
 from appliance_support import unavailable
 from export_support import (env, free_port, profile, record, start_pushgateway, stop, wait_http, write_profile_file,
                             write_run)
+from cli_support import tileops
 
 REPO = Path(__file__).resolve().parents[1]
 AM_CONFIG = REPO / "exporters" / "alertmanager" / "alertmanager.yml"
@@ -183,9 +183,8 @@ def test_a_physics_breach_reaches_the_pager_webhook(tmp_path: Path) -> None:
         pgw_proc, pgw = start_pushgateway(tmp_path)
         procs.append(pgw_proc)
         run_dir, prof = inflated_run(tmp_path)
-        export = subprocess.run([sys.executable, "-m", "tileops.cli", "export", str(run_dir), "--profile", str(prof),
-                                 "--push", pgw], capture_output=True, text=True, timeout=120, cwd=REPO,
-                                env={**os.environ, "TILEOPS_PROFILE_DIR": str(tmp_path / "store")})
+        export = tileops("export", str(run_dir), "--profile", str(prof), "--push", pgw, timeout=120, cwd=REPO,
+                         env={"TILEOPS_PROFILE_DIR": str(tmp_path / "store")})
         assert export.returncode == 0, export.stdout + export.stderr
 
         am_port = free_port()

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from tileops.audit.child import parse_args as child_args
 from tileops.audit.entry import AUDIT_FILE, AuditEntry, append_entry, read_entries
 from tileops.audit.verdict import judge
 from tileops.cli import main
+from cli_support import tileops
 
 REPO = Path(__file__).resolve().parents[1]
 STUBS = Path(__file__).parent / "data" / "audit" / "ncu-stubs"
@@ -86,9 +86,8 @@ def test_the_flags_reach_ncu_and_the_entries_premise(monkeypatch, tmp_path: Path
     logs = sorted((out / "ncu").glob("*.log"))
     assert logs and all("--clock-control base --replay-mode kernel" in log.read_text() for log in logs)
     assert {r.premise for r in _rows(out)} == {ncu.premise("kernel")}
-    doc = json.loads(subprocess.run([sys.executable, "-m", "tileops.cli", "audit", *ROW, "--format", "json",
-                                     "--ncu", str(tmp_path / "none"), "--out", str(tmp_path / "o2")],
-                                    capture_output=True, text=True, timeout=120).stdout)
+    doc = json.loads(tileops("audit", *ROW, "--format", "json", "--ncu", str(tmp_path / "none"), "--out",
+                             str(tmp_path / "o2"), timeout=120).stdout)
     assert doc["premise"] == ncu.premise("app-range")
 
 
@@ -253,9 +252,8 @@ def test_an_interrupt_writes_every_row_not_yet_run(tmp_path: Path) -> None:
     (bin_dir / "ncu").write_text("#!/bin/sh\n[ \"$1\" = --version ] && exit 0\nkill -INT $PPID\nsleep 5\n")
     (bin_dir / "ncu").chmod(0o755)
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "tileops.cli", "audit", *ROW, "--out", str(out)],
-                          env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = tileops("audit", *ROW, "--out", str(out), env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+                   timeout=300, cwd=tmp_path)
     assert proc.returncode == 130, proc.stderr
     rows = _rows(out)
     assert len(rows) == 2 and {r.verdict for r in rows} == {"SKIPPED"}

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +28,7 @@ from tileops.profiles import ProfileChooser
 from tileops.records import iter_records
 from tileops.report import render_text
 from tileops.roofline import compare_backends, price_all, race_key
+from cli_support import tileops
 
 CPU = describe_device("cpu")
 GPU = DeviceInfo(kind="cuda", name="(planning only)", index=0)  # no memory figure: nothing is sized
@@ -256,11 +254,6 @@ def test_the_metrics_carry_each_backend_and_the_best_ones_lead(tmp_path: Path) -
 
 
 # --------------------------------------------------------------------------- end to end on this CPU
-
-
-def tileops(*args: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tileops.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout)
 
 
 @pytest.mark.slow

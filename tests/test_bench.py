@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,13 +17,9 @@ from health_support import assert_judged_but_for_noise
 
 from tileops.records import iter_records, parse_record, read_run_info, to_json
 from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP, StoppingRule, quantile, rel_noise
+from cli_support import tileops, tileops_argv
 
 FAULTY = Path(__file__).parent / "data" / "faulty_ops"
-
-
-def tileops(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tileops.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -110,8 +105,8 @@ def test_interrupt_leaves_a_valid_file_and_resume_finishes(tmp_path: Path, fault
                                                            profile_store: dict[str, str]) -> None:
     out = tmp_path / "run"
     env = {**os.environ, **faulty_path, **profile_store}
-    cmd = [sys.executable, "-m", "tileops.cli", "bench", "--quick", "--op", "relu", "--op", "stall_op",
-           "--row-timeout", "120", "--out", str(out), "--no-plot"]
+    cmd = tileops_argv("bench", "--quick", "--op", "relu", "--op", "stall_op", "--row-timeout", "120", "--out",
+                       str(out), "--no-plot")
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 180
     records = out / "records.jsonl"

@@ -6,7 +6,6 @@ import datetime as dt
 import hashlib
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from tileops.ledger import (HISTORY_KEEP, STREAM_WORDS, DeviceCalibration, MixMe
 from tileops.device import describe_device, parse_cpuinfo
 from tileops.profiles import MIXES, find_profile, load_profile, load_profiles, select_profile, shipped_dir
 from tileops.records import Machine
+from cli_support import tileops
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[1]
@@ -290,8 +290,7 @@ GPU_A = "GPU-3f6a9c10-5a1b-4c2d-9e8f-0a1b2c3d4e5f"  # a device id in NVML's real
 
 def _calibrate(store: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TILEOPS_PROFILE_DIR": str(store), "COLUMNS": "160"}
-    return subprocess.run([sys.executable, "-m", "tileops.cli", "calibrate", "--device", "cpu", "--quick", *extra],
-                          capture_output=True, text=True, env=env, timeout=300)
+    return tileops("calibrate", "--device", "cpu", "--quick", *extra, environ=env, timeout=300)
 
 
 def _stored_clock(store: Path) -> float | None:

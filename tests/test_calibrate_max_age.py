@@ -24,6 +24,7 @@ from tileops.ledger import (STREAM_WORDS, DeviceCalibration, MixMeasurement, Roo
 from tileops.durations import format_age, parse_duration
 from tileops.device import describe_device
 from tileops.profiles import load_profile
+from cli_support import tileops
 
 NOW = dt.datetime.now(dt.timezone.utc)
 CPU_KEY = f"cpu-{socket.gethostname()}"
@@ -31,8 +32,7 @@ CPU_KEY = f"cpu-{socket.gethostname()}"
 
 def calibrate(store: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TILEOPS_PROFILE_DIR": str(store), "COLUMNS": "160"}
-    return subprocess.run([sys.executable, "-m", "tileops.cli", "calibrate", *extra], capture_output=True,
-                          text=True, env=env, timeout=300)
+    return tileops("calibrate", *extra, environ=env, timeout=300)
 
 
 def cpu_result(finished: dt.datetime, *, quick: bool = True, run_id: str = "cal-stored") -> DeviceCalibration:

@@ -6,7 +6,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from tileops.calibrate import measure
 from tileops.ledger import STREAM_WORDS
 from tileops.calibrate.streaming import StreamingKernels, find_compiler, load_kernels
 from tileops.profiles import MIXES
+from cli_support import tileops
 
 TINY = measure.Sizes(array_bytes=1 << 20, mix_reps=2, fma_sizes=(64,), fma_target_s=0.01, big_matmul=64,
                      matmul_reps=1, latency_calls=10)
@@ -125,8 +125,8 @@ def test_a_compiler_that_fails_names_its_error(tmp_path: Path, monkeypatch: pyte
 def test_calibrate_without_a_compiler_says_so(tmp_path: Path) -> None:
     """`tileops calibrate` end to end with a compiler that fails: torch mixes, and the warning in its output."""
     env = {**os.environ, "TILEOPS_PROFILE_DIR": str(tmp_path / "store"), "CC": str(_fake_compiler(tmp_path))}
-    proc = subprocess.run([sys.executable, "-m", "tileops.cli", "calibrate", "--device", "cpu", "--quick",
-                           "--no-write", "--format", "json"], capture_output=True, text=True, env=env, timeout=300)
+    proc = tileops("calibrate", "--device", "cpu", "--quick",
+                   "--no-write", "--format", "json", environ=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert any("torch's kernels" in w and "omp.h" in w for w in doc["warnings"]), doc["warnings"]

@@ -23,6 +23,7 @@ import pytest
 from health_support import assert_judged_but_for_noise
 
 from appliance_support import REPO, docker_client, unavailable
+from cli_support import tileops_argv
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -42,7 +43,7 @@ def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[
 
 
 def tileops(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return run([sys.executable, "-m", "tileops.cli", *args], timeout=timeout, cwd=REPO)
+    return run(tileops_argv(*args), timeout=timeout, cwd=REPO)
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ from docs_support import (PAGES, REPO, SHELL, Block, all_blocks, anchors, comman
                           options, parse_invocation, prose, read_page, table_flags, usage_flags)
 from export_support import need_binary
 from tileops.cli import build_parser
+from cli_support import tileops
 
 ROOT = build_parser()
 TIMEOUT_S = 240
@@ -117,8 +118,7 @@ def docs_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     env.update(PATH=f"{shims}{os.pathsep}{env.get('PATH', '')}", COLUMNS="250", CUDA_VISIBLE_DEVICES="",
                TILEOPS_PROFILE_DIR=str(tmp_path_factory.mktemp("profiles")),
                PYTHONPATH=os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH")))))
-    r = subprocess.run([sys.executable, "-m", "tileops.cli", "calibrate", "--device", "cpu", "--quick"],
-                       capture_output=True, text=True, env=env, timeout=600)
+    r = tileops("calibrate", "--device", "cpu", "--quick", environ=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     return env
 

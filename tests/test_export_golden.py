@@ -27,6 +27,7 @@ from tileops.profiles import ProfileChooser
 from tileops.records import load_records, read_audit, read_run_info, to_json
 from tileops.report.stream import read_priced
 from tileops.roofline import price_all
+from cli_support import tileops
 
 GOLDEN = Path(__file__).parent / "data" / "export"
 
@@ -145,7 +146,6 @@ def test_forked_workers_give_the_snapshot_of_one_pass(tmp_path: Path) -> None:
 def test_a_bad_line_in_a_large_run_stops_the_export_naming_its_line_and_writes_nothing(tmp_path: Path) -> None:
     """A file large enough to be read by several processes (over 4 MB): the bad line, in the last part, is
     named by its file and line, exit 2, and the textfile directory stays empty."""
-    import subprocess
 
     run = tmp_path / "run"
     run.mkdir()
@@ -157,8 +157,8 @@ def test_a_bad_line_in_a_large_run_stops_the_export_naming_its_line_and_writes_n
             f.write(line.replace('"median_s":0.001', '"median_s":"x"') if i == bad else line)
     prof = write_profile_file(tmp_path / "p.yaml", profile())
     (tmp_path / "tf").mkdir()
-    res = subprocess.run([sys.executable, "-m", "tileops.cli", "export", str(run), "--profile", str(prof),
-                          "--textfile", str(tmp_path / "tf")], capture_output=True, text=True, timeout=300)
+    res = tileops("export", str(run), "--profile", str(prof),
+                  "--textfile", str(tmp_path / "tf"), timeout=300)
     assert res.returncode == 2, res.stderr
     assert f"records.jsonl:{bad}:" in res.stderr and "median_s" in res.stderr
     assert list((tmp_path / "tf").iterdir()) == []

@@ -4,7 +4,6 @@ Docker engine for starting, failing, seeding and collecting containers."""
 from __future__ import annotations
 
 import io
-import subprocess
 import sys
 import tarfile
 import types
@@ -17,6 +16,7 @@ import yaml
 from appliance_support import docker_client
 from tileops import fleet
 from tileops.cli import main as tileops_main
+from cli_support import tileops
 
 GPUS = [("NVIDIA H200", "GPU-11111111-2222-3333-4444-555555555555"),
         ("NVIDIA H200", "GPU-66666666-7777-8888-9999-000000000000")]
@@ -148,8 +148,8 @@ def test_profiles_go_in_and_results_come_out(client, bare_image: str, tmp_path: 
 def test_install_profiles_one_profile_per_model(tmp_path: Path) -> None:
     """Two devices of one model: both raw results kept, one model profile from their median."""
     cal = tmp_path / "cal"
-    subprocess.run([sys.executable, "-m", "tileops.cli", "calibrate", "--device", "cpu", "--quick",
-                    "--profile-dir", str(cal)], check=True, capture_output=True, timeout=300)
+    tileops("calibrate", "--device", "cpu", "--quick",
+            "--profile-dir", str(cal), check=True, timeout=300)
     [profile_file] = cal.glob("*.yaml")
     [device_file] = (cal / "devices").glob("*.yaml")
     dev = yaml.safe_load(device_file.read_text())

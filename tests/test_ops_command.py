@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tileops.cli import main
 from tileops.ops.catalog import load_entries
+from cli_support import tileops
 
 ENTRIES = load_entries()
 
@@ -83,11 +82,9 @@ def test_no_price_lists_without_running_any_op(tmp_path: Path) -> None:
     extra = tmp_path / "faulty_ops"
     shutil.copytree(Path(__file__).parent / "data" / "faulty_ops", extra)
     env = {**os.environ, "TILEOPS_MANIFEST_PATH": str(extra)}
-    gen = subprocess.run([sys.executable, "-m", "tileops.cli", "codegen", "--manifest", str(extra)],
-                         capture_output=True, text=True, env=env)
+    gen = tileops("codegen", "--manifest", str(extra), environ=env)
     assert gen.returncode == 0, gen.stderr
-    r = subprocess.run([sys.executable, "-m", "tileops.cli", "ops", "--no-price", "--format", "json"],
-                       capture_output=True, text=True, env=env)
+    r = tileops("ops", "--no-price", "--format", "json", environ=env)
     assert r.returncode == 0, r.stderr
     rows = {x["name"]: x for x in json.loads(r.stdout)}
     assert "crash_op" in rows and rows["crash_op"]["roof_keys"] == [] and "relu" in rows

@@ -17,6 +17,7 @@ from tileops.ledger import (STREAM_WORDS, DeviceCalibration, MixMeasurement, Roo
                             device_profile_reader, read_device_result, write_device_result)
 from tileops.profiles import ProfileChooser
 from tileops.records import Machine, iter_records, read_run_info
+from cli_support import tileops
 
 UUID_A = "GPU-11111111-2222-3333-4444-555555555555"
 UUID_B = "GPU-66666666-7777-8888-9999-aaaaaaaaaaaa"
@@ -86,9 +87,8 @@ def test_a_result_written_before_the_shared_machine_description_still_reads(tmp_
 
 def _bench(store: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TILEOPS_PROFILE_DIR": str(store), "TILEOPS_HOSTNAME": "bench-host"}
-    return subprocess.run([sys.executable, "-m", "tileops.cli", "bench", "--op", "relu", "--dtype", "float32",
-                           "--quick", "--no-plot", "--out", str(out), *extra],
-                          capture_output=True, text=True, env=env, timeout=600)
+    return tileops("bench", "--op", "relu", "--dtype", "float32",
+                   "--quick", "--no-plot", "--out", str(out), *extra, environ=env, timeout=600)
 
 
 @pytest.mark.slow

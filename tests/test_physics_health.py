@@ -9,10 +9,8 @@ same run is "not judged": exit 0, but nowhere "passed", no `tileops_run_healthy`
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tileops import exitcodes
 from tileops.records import read_run_info
+from cli_support import tileops as run_tileops
 
 pytestmark = pytest.mark.slow  # two real bench runs (a worker process each)
 
@@ -30,8 +29,7 @@ CAL = {"source": "calibration", "run_id": "cal-test", "tool_version": "test"}
 
 
 def tileops(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tileops.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200", **env}, timeout=timeout)
+    return run_tileops(*args, env={"COLUMNS": "200", **env}, timeout=timeout)
 
 
 def _profile(path: Path, *, nominal: float | None) -> Path:

@@ -22,7 +22,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -35,6 +34,7 @@ import yaml
 
 from export_support import free_port, need_binary, start_pushgateway, stop, wait_http
 from tileops.records import RunInfo, append_record, load_records, read_run_info, write_run_info
+from cli_support import tileops, tileops_argv
 
 pytestmark = pytest.mark.slow
 
@@ -45,8 +45,7 @@ INFLATE = 10**6  # bytes and FLOPs of one row, x1e6: far past any theoretical ce
 
 
 def _tileops(*args: str, env: dict[str, str], timeout: float = 150) -> subprocess.CompletedProcess:
-    res = subprocess.run([sys.executable, "-m", "tileops.cli", *args], env=env, capture_output=True, text=True,
-                         timeout=timeout, cwd=REPO)
+    res = tileops(*args, environ=env, timeout=timeout, cwd=REPO)
     return res
 
 
@@ -142,9 +141,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory):
 
         serve_port = free_port()
         serve_log = open(tmp / "serve.log", "wb")
-        serve = subprocess.Popen([sys.executable, "-m", "tileops.cli", "serve", str(results), "--host",
-                                  "127.0.0.1", "--port", str(serve_port)], env=env, stdout=serve_log,
-                                 stderr=subprocess.STDOUT)
+        serve = subprocess.Popen(tileops_argv("serve", str(results), "--host", "127.0.0.1", "--port", str(serve_port)),
+                                 env=env, stdout=serve_log, stderr=subprocess.STDOUT)
         procs.append(serve)
         wait_http(f"http://127.0.0.1:{serve_port}/healthz", 60, serve)
 

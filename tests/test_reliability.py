@@ -29,6 +29,7 @@ from tileops.records import iter_records, read_run_info
 
 sys.path.insert(0, str(Path(__file__).parent))  # export_support: records and runs built from the contracts
 from reliability_support import fill, tmpfs
+from cli_support import tileops, tileops_argv
 
 FAULTY = Path(__file__).parent / "data" / "faulty_ops"
 STALL = ["--op", "relu", "--dtype", "float32", "--op", "stall_op"]  # one relu row, then a row that never ends
@@ -42,8 +43,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     shutil.copytree(FAULTY, d)
     store = tmp_path_factory.mktemp("store")
     e = {**os.environ, "TILEOPS_PROFILE_DIR": str(store), "COLUMNS": "200"}
-    r = subprocess.run([sys.executable, "-m", "tileops.cli", "codegen", "--manifest", str(d)], env=e,
-                       capture_output=True, text=True, timeout=300)
+    r = tileops("codegen", "--manifest", str(d), environ=e, timeout=300)
     assert r.returncode == 0, r.stderr
     return {**e, "TILEOPS_MANIFEST_PATH": str(d)}
 
@@ -53,12 +53,11 @@ def without_faulty(env: dict[str, str]) -> dict[str, str]:
 
 
 def bench(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tileops.cli", "bench", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return tileops("bench", *args, environ=env, timeout=timeout)
 
 
 def start(*args: str, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tileops.cli", "bench", *args], env=env, stdout=subprocess.PIPE,
+    return subprocess.Popen(tileops_argv("bench", *args), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 

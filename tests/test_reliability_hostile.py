@@ -22,6 +22,7 @@ from export_support import profile, record, start_pushgateway, stop, write_profi
 
 from tileops.cli import main
 from tileops.records import RecordFileError, iter_records, to_json
+from cli_support import tileops_argv
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,7 +40,7 @@ i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
 
 
 def _tileops(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tileops.cli", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen(tileops_argv(*args), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, errors="replace", cwd=REPO,
                             env={**os.environ, **(env or {})})
 

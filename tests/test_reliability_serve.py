@@ -25,6 +25,7 @@ from export_support import profile, record, wait_http, write_profile_file, write
 
 from tileops.export.server import DirectorySource
 from tileops.profiles import ProfileChooser
+from cli_support import tileops_argv
 
 
 def get(url: str, timeout: float = 20) -> tuple[int, str]:
@@ -58,8 +59,8 @@ def test_serve_leaves_out_bad_runs_and_profiles_and_names_them(tmp_path: Path, h
     port_file = tmp_path / "out.txt"
     env = {**os.environ, "TILEOPS_PROFILE_DIR": str(store)}
     with open(port_file, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tileops.cli", "serve", str(root), "--host", "127.0.0.1",
-                                 "--port", "0", "--max-file-mb", "1"], env=env, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(tileops_argv("serve", str(root), "--host", "127.0.0.1", "--port", "0",
+                                             "--max-file-mb", "1"), env=env, stdout=out, stderr=subprocess.STDOUT,
                                 text=True)
     try:
         url = None

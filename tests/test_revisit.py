@@ -25,6 +25,7 @@ from tileops.bench import allocator, revisit
 from tileops.bench.hostnoise import prior_model
 from tileops.bench.interval import QUICK_BLOCKS, visit_of
 from tileops.records import iter_records, read_run_info, replace_records
+from cli_support import tileops
 
 
 def _visit(level: float, n: int, wiggle: float = 0.01) -> list[list[float]]:
@@ -225,10 +226,8 @@ def test_the_workers_allocator_reuses_freed_memory_instead_of_faulting_it_in_aga
 
 def _bench(out: Path, *extra: str) -> subprocess.CompletedProcess:
     """add's 3 CPU rows (the fewest a kind's pool needs), with a profile store of the run's own beside it."""
-    return subprocess.run([sys.executable, "-m", "tileops.cli", "bench", "--device", "cpu", "--quick", "--op", "add",
-                           "--out", str(out), "--no-plot", "--calibrate", "never", *extra],
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "TILEOPS_PROFILE_DIR": str(out.parent / "profiles")})
+    return tileops("bench", "--device", "cpu", "--quick", "--op", "add", "--out", str(out), "--no-plot",
+                   "--calibrate", "never", *extra, env={"TILEOPS_PROFILE_DIR": str(out.parent / "profiles")})
 
 
 @pytest.mark.slow
@@ -287,12 +286,11 @@ def test_a_row_whose_second_visit_crashes_keeps_its_first_visit_and_the_sweep_go
     shutil.copytree(Path(__file__).parent / "data" / "faulty_ops", faulty)
     env = {**os.environ, "TILEOPS_MANIFEST_PATH": str(faulty), "TILEOPS_PROFILE_DIR": str(tmp_path / "profiles"),
            "SECOND_VISIT_MARK": str(tmp_path / "first-visit-done")}
-    subprocess.run([sys.executable, "-m", "tileops.cli", "codegen", "--manifest", str(faulty)], check=True, env=env,
-                   capture_output=True)
+    tileops("codegen", "--manifest", str(faulty), check=True, environ=env)
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "tileops.cli", "bench", "--device", "cpu", "--quick", "--op",
-                        "second_visit_crash_op", "--op", "add", "--out", str(out), "--no-plot", "--calibrate",
-                        "never"], capture_output=True, text=True, timeout=600, env=env)
+    r = tileops("bench", "--device", "cpu", "--quick", "--op",
+                "second_visit_crash_op", "--op", "add", "--out", str(out), "--no-plot", "--calibrate",
+                "never", timeout=600, environ=env)
     assert r.returncode in (0, 1), r.stderr[-3000:]
     assert "ERROR (crash)" in r.stderr  # the second visit's line says what happened
     assert "1 row(s) keep their first visit alone" in " ".join(r.stderr.split())

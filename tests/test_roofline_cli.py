@@ -6,8 +6,6 @@ import dataclasses
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from roofline_fixtures import make_profile, make_record, write_profile, write_re
 
 from tileops import exitcodes
 from tileops.cli import main
+from cli_support import tileops
 
 PROFILE = make_profile(name="cli-test-cpu", match=("CLI Test CPU",), bw_theoretical=40e9, bw_calibration=0.5,
                        roofs={"cpu.fp32": (200e9, 0.5)})
@@ -104,8 +103,8 @@ def test_inflated_bytes_exit_3_in_a_subprocess(tmp_path: Path, profile_file: Pat
                            median_s=1.0)  # 86 GB/s implied > 40 GB/s theoretical
     run = write_records(tmp_path / "run" / "records.jsonl", _honest() + [inflated])
     env = {**os.environ, "COLUMNS": "200"}
-    res = subprocess.run([sys.executable, "-m", "tileops.cli", "roofline", str(run.parent),
-                          "--profile", str(profile_file)], capture_output=True, text=True, timeout=120, env=env)
+    res = tileops("roofline", str(run.parent),
+                  "--profile", str(profile_file), timeout=120, environ=env)
     assert res.returncode == exitcodes.PHYSICS == 3, res.stderr
     assert "FORMULA ERROR" in res.stdout and "health: FAILED" in res.stdout
     assert "physics check FAILED" in res.stderr
@@ -121,8 +120,8 @@ def test_real_cpu_bench_then_roofline_plot(tmp_path: Path, capsys) -> None:
         name="e2e-cpu", match=("any",), bw_theoretical=None, bw_calibration=None, measured={"triad": 5e9},
         roofs={"cpu.fp32": (1.5e11, 0.2), "cpu.fp32_matmul": (1.5e11, 0.2)}))
     run = tmp_path / "run"
-    res = subprocess.run([sys.executable, "-m", "tileops.cli", "bench", "--op", "relu", "--tag", "cpu", "--quick",
-                          "--profile", str(prof), "--out", str(run)], capture_output=True, text=True, timeout=600)
+    res = tileops("bench", "--op", "relu", "--tag", "cpu", "--quick",
+                  "--profile", str(prof), "--out", str(run), timeout=600)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     plots = tmp_path / "plots"
     assert main(["roofline", str(run), "--profile", str(prof), "--format", "json", "--plot", str(plots)]) == 0

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from appliance_support import REPO
+from cli_support import tileops_argv
 
 
 def first_line(tmp_path: Path, *extra: str, env_host: str | None = None) -> str:
@@ -19,8 +19,8 @@ def first_line(tmp_path: Path, *extra: str, env_host: str | None = None) -> str:
         env["TILEOPS_SERVE_HOST"] = env_host
     env["TILEOPS_PROFILE_DIR"] = str(tmp_path / "store")
     (tmp_path / "results").mkdir(exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "tileops.cli", "serve", str(tmp_path / "results"), "--port", "0",
-                             *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+    proc = subprocess.Popen(tileops_argv("serve", str(tmp_path / "results"), "--port", "0", *extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
     try:
         return proc.stdout.readline()
     finally:

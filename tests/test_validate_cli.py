@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tileops.ops.catalog import shipped_manifest_dir
+from cli_support import tileops
 
 
 def validate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tileops.cli", "validate", *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return tileops("validate", *args, environ=env, timeout=120)
 
 
 def test_shipped_manifest_is_clean() -> None:
@@ -91,8 +90,7 @@ def test_implemented_entry_without_class_is_a_defect(tmp_path: Path) -> None:
     assert [d["code"] for d in defects] == ["stale-codegen"], defects
     assert f"run `tileops codegen --manifest {extra}`" in defects[0]["message"]
     # the documented order: codegen, then validate
-    assert subprocess.run([sys.executable, "-m", "tileops.cli", "codegen", "--manifest", str(extra)],
-                          capture_output=True, text=True, timeout=120).returncode == 0
+    assert tileops("codegen", "--manifest", str(extra), timeout=120).returncode == 0
     r = validate("--format", "json", env=env)
     assert r.returncode == 1
     defects = json.loads(r.stdout)["defects"]
