@@ -102,11 +102,8 @@ def pooled_timing(first: Timing, second: Timing, blocks1: Blocks, blocks2: Block
                          fallback_reason=second.fallback_reason, excluded_copies_s=second.excluded_copies_s,
                          compile_s=first.compile_s, span_s=statistics.fmean(spans) if spans else None)
     return dataclasses.replace(joint, visits_s=[visit_of(blocks1).centre_s, visit_of(blocks2).centre_s],
-                               p10_s=_log_mean(first.p10_s, second.p10_s), p90_s=_log_mean(first.p90_s, second.p90_s))
-
-
-def _log_mean(a: float, b: float) -> float:
-    return math.exp((math.log(a) + math.log(b)) / 2)
+                               p10_s=statistics.geometric_mean([first.p10_s, second.p10_s]),
+                               p90_s=statistics.geometric_mean([first.p90_s, second.p90_s]))
 
 
 def merge_visits(first: Record, second: Record, blocks1: Blocks, blocks2: Blocks) -> Record:
