@@ -138,6 +138,7 @@ def test_a_compile_row_is_announced_when_it_starts_in_a_log() -> None:
     it finished left a first compile of 45 s silent. Compiled rows say so when they start."""
     from tileops.bench.select import Planned
     from tileops.pipeline.progress import RowProgress
+    from tileops.report.printer import ConsolePrinter
 
     from roofline_fixtures import make_record
 
@@ -148,7 +149,8 @@ def test_a_compile_row_is_announced_when_it_starts_in_a_log() -> None:
     compiled = Planned("relu", row, "float32", "compile")
     noisy = make_record(op="relu", label=row.label, backend="compile", median_s=1e-3, median_ci_s=(5e-5, 3e-2),
                         level_ci_s=(5e-5, 3e-2), ci_df=20)  # a busy host: its interval in words, a long line
-    with RowProgress(err, 2) as progress:
+    with ConsolePrinter(Console(file=io.StringIO()), err).rows(2) as events:
+        progress = RowProgress(events)
         progress.row_started(1, 2, Planned("relu", row, "float32", "torch"))
         progress.row_started(2, 2, compiled)
         progress.row_finished(2, 2, compiled, noisy)

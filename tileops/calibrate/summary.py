@@ -16,11 +16,17 @@ from tileops.ledger import DeviceCalibration
 from tileops.profiles import MIXES, PeakBasis, Profile, Provenance
 
 
+def piped_width() -> int:
+    """How wide a profile's tables are drawn when output is not a terminal (logs, pipes): $COLUMNS, else 120,
+    so they stay whole."""
+    return int(os.environ.get("COLUMNS", "0") or 0) or 120
+
+
 def make_console(*, stderr: bool = False) -> Console:
-    """A console 120 columns wide when output is not a terminal (logs, pipes), so tables stay whole."""
+    """A console :func:`piped_width` wide when output is not a terminal, so tables stay whole."""
     c = Console(stderr=stderr)
     if not c.is_terminal:
-        c = Console(stderr=stderr, width=int(os.environ.get("COLUMNS", "0") or 0) or 120)
+        c = Console(stderr=stderr, width=piped_width())
     return c
 
 

@@ -24,7 +24,11 @@ the host was busy (nothing measured: retry later); 130 interrupted by Ctrl-C, 14
 #: The flags that say where a run is or what to do with it, not how it runs: every other flag is a field of
 #: the run's options (tileops.records.RunOptions, kept in run.json) and defaults to None here, so that a resumed
 #: run can tell a flag given again from one left out.
-NOT_RESTORED = frozenset({"help", "list_only", "out", "resume"})
+NOT_RESTORED = frozenset({"help", "list_only", "out", "resume", "output_format"})
+
+#: ``--output-format``'s choices, written here so ``--help`` shows them without importing the report; a test
+#: holds them equal to ``tileops.report.printer.OUTPUT_FORMATS``.
+OUTPUT_FORMATS = ("auto", "console", "log", "jsonl")
 
 
 def restored_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
@@ -73,6 +77,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--list", "--dry-run", dest="list_only", action="store_true",
                    help="print the rows the selection picks (per backend, skips with their reason) and the time "
                         "budget, then exit 0: nothing is measured, calibrated or written")
+    p.add_argument("--output-format", choices=OUTPUT_FORMATS, default="auto",
+                   help="how the run is shown: console (rich: colour, a live bar), log (plain lines, never "
+                        "wrapped, one per row), jsonl (one JSON object per event on stdout); auto (the default): "
+                        "console on a terminal, log elsewhere")
     p.add_argument("--device", default=None, help="auto (the default: a GPU when there is one), cpu, cuda or cuda:N")
     p.add_argument("--out", type=Path, default=None, help="run directory (default: results/<run-id>/)")
     p.add_argument("--resume", type=Path, default=None, metavar="DIR",
@@ -135,23 +143,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from tileops.pipeline.bench import new_request, resume_request, run_bench  # torch loads here
+    from tileops.pipeline.bench import make_printer, new_request, resume_request, run_bench  # torch loads here
 
     given = {k: getattr(args, k) for k in args.flags}
     if args.resume is not None:
         req = resume_request(args.resume, given, flags=args.flags, out=args.out, argv=sys.argv[1:])
     else:
         req = new_request(given, out=args.out, argv=sys.argv[1:])
-    console = Console()  # stdout: the run's header, the SOL table and health, the files written
-    if not console.is_terminal:  # logs (docker, CI, files): wide enough for the SOL table
-        console = Console(width=200)
+    printer = make_printer(args.output_format)
     if args.list_only:
         from tileops.pipeline.listing import list_plan
 
-        return list_plan(req, console).exit_code
-    err = Console(stderr=True)  # stderr: progress, notes, warnings and errors
-    if not err.is_terminal:
-        err = Console(stderr=True, width=200)
-    return run_bench(req, console, err).exit_code
+        return list_plan(req, printer).exit_code
+    return run_bench(req, printer).exit_code

@@ -32,8 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Mapping
 
-from rich.console import Console
-
 from tileops import exitcodes, interrupts
 from tileops.bench import sweep as bench
 from tileops.bench.select import Selection
@@ -43,9 +41,10 @@ from tileops.errors import TileOpsError
 from tileops.pipeline.calibrate import DEFAULT_MAX_AGE, ensure_calibrated
 from tileops.pipeline.export import DEFAULT_DETAIL, PUSH_ATTEMPTS, PUSH_BACKOFF_S, PUSH_TIMEOUT_S, Sinks
 from tileops.pipeline.outcome import exit_code
-from tileops.pipeline.progress import CalibrationProgress, RowProgress
+from tileops.pipeline.progress import RowProgress
 from tileops.profiles import Profile, ProfileChooser
 from tileops.records import SELECTION_FIELDS, Record, RunInfo, RunOptions, read_run_info, utcnow
+from tileops.report.printer import Kind, Printer, make_printer
 from tileops.roofline import Health, Priced, health, price_all
 
 if TYPE_CHECKING:  # the export package (prometheus_client) loads only when a run is exported
@@ -136,16 +135,39 @@ def resume_request(run_dir: Path, given: Mapping[str, Any], *, flags: Mapping[st
     info = read_run_info(run_dir) if Path(run_dir).is_dir() else None
     if info is None:
         raise TileOpsError(f"{run_dir}: no run.json, so nothing to resume; start a new run with --out")
+    options = _saved_options(run_dir, info)
+    resolved_device = info.selection.get("device")
+    differ = [f"{(flags or {}).get(key) or '--' + key.replace('_', '-')} (the run: {_show(key, saved)})"
+              for key, saved in _differing(given, options, resolved_device)]
+    if out is not None and Path(out).absolute() != Path(run_dir).absolute():
+        differ.append(f"--out (the run is {run_dir})")
+    if differ:
+        raise TileOpsError(f"--resume {run_dir} finishes the run with the selection and options it was started "
+                           f"with; these flags differ: {'; '.join(differ)}. Drop them, or start a new run with "
+                           "--out NEW_DIR")
+    if resolved_device:  # the device the run measured, not whatever "auto" finds today
+        options.device = resolved_device
+    return BenchRequest(options, resume=Path(run_dir), argv=list(argv or []))
+
+
+def _saved_options(run_dir: Path, info: RunInfo) -> RunOptions:
+    """The options a run was started with; its selection from ``selection`` where run.json is older than the
+    selection's place among the options."""
     saved_sel = {k: v for k, v in info.selection.items() if k != "device"}
     bad = sorted(set(saved_sel) - set(SELECTION_FIELDS))
     if bad:
         raise TileOpsError(f"{run_dir}/run.json: selection holds unknown key(s) {bad}; it was not written by this "
                            "version of tileops: start a new run with --out")
     options = dataclasses.replace(info.options)
-    for key, value in saved_sel.items():  # a run file from before the selection was part of the options
+    for key, value in saved_sel.items():
         if not getattr(options, key):
             setattr(options, key, value)
-    resolved_device = info.selection.get("device")
+    return options
+
+
+def _differing(given: Mapping[str, Any], options: RunOptions, resolved_device: str | None
+               ) -> list[tuple[str, Any]]:
+    """(field, the run's value) of every option given again with another value than the run's."""
     differ = []
     for key, value in given.items():
         if value is None:
@@ -160,17 +182,8 @@ def resume_request(run_dir: Path, given: Mapping[str, Any], *, flags: Mapping[st
         else:
             same = _stored(key, value) == saved
         if not same:
-            flag = (flags or {}).get(key) or "--" + key.replace("_", "-")
-            differ.append(f"{flag} (the run: {_show(key, saved)})")
-    if out is not None and Path(out).absolute() != Path(run_dir).absolute():
-        differ.append(f"--out (the run is {run_dir})")
-    if differ:
-        raise TileOpsError(f"--resume {run_dir} finishes the run with the selection and options it was started "
-                           f"with; these flags differ: {'; '.join(differ)}. Drop them, or start a new run with "
-                           "--out NEW_DIR")
-    if resolved_device:  # the device the run measured, not whatever "auto" finds today
-        options.device = resolved_device
-    return BenchRequest(options, resume=Path(run_dir), argv=list(argv or []))
+            differ.append((key, saved))
+    return differ
 
 
 def _show(key: str, value: Any) -> str:
@@ -216,16 +229,17 @@ def describe(device: str) -> DeviceInfo:
         raise TileOpsError(str(exc)) from None
 
 
-def run_bench(req: BenchRequest, console: Console, err: Console | None = None) -> BenchResult:
+def run_bench(req: BenchRequest, printer: Printer | None = None) -> BenchResult:
     """Run ``tileops bench``; its result says how it ended (``exit_code``: tileops.exitcodes).
 
-    ``console`` (stdout) gets the run's results: its header, the SOL table and health, the files written.
-    ``err`` (default: a console on stderr) gets everything else: per-row progress, notes, warnings, errors,
-    so ``tileops bench > table.txt`` keeps the table apart and a log keeps the errors on stderr.
+    Everything is told to ``printer`` (default: the console on a terminal, a plain log elsewhere): the run's
+    results (its header, the SOL table and health, the files written) apart from the rest (per-row progress,
+    notes, warnings, errors), so ``tileops bench > table.txt`` keeps the table apart and a log keeps the
+    errors on stderr.
     """
     from tileops.ledger import profile_chooser
 
-    err = err if err is not None else Console(stderr=True)
+    printer = printer if printer is not None else make_printer()
     with interrupts.handled():
         o = req.options
         # validated before the first row; each device is priced on its own calibration where the store has one
@@ -235,15 +249,15 @@ def run_bench(req: BenchRequest, console: Console, err: Console | None = None) -
         device = describe(o.device)
         prep = bench.prepare(o, device, out=req.out, resume=req.resume, argv=req.argv)  # locked from here
         try:
-            return _run(prep, chooser, req, console, err)
+            return _run(prep, chooser, req, printer)
         except KeyboardInterrupt as exc:  # outside the sweep: calibrating first, or pricing after
             info = prep.info
             info.status, info.exit_code = "interrupted", interrupts.exit_code(exc)
             info.reason = f"stopped by {interrupts.signal_name(exc)}"
             info.finished_at = info.finished_at or utcnow()
-            return _stopped(prep, err)
+            return _stopped(prep, printer)
         except bench.RunWriteError as exc:
-            _say(err, f"[red]error[/]: {exc}")
+            printer.say(str(exc), kind="error")
             return BenchResult(prep.run_dir, prep.info, unwritable=True)
         except OSError as exc:  # an output after the sweep (roofline.json, the plot, a calibrated profile)
             where = f"{exc.filename}: " if exc.filename else ""
@@ -251,7 +265,7 @@ def run_bench(req: BenchRequest, console: Console, err: Console | None = None) -
             info.status = "failed"
             info.reason = f"cannot write {where}{bench.describe_oserror(exc)}"
             info.finished_at = info.finished_at or utcnow()
-            return _failed(prep, err)
+            return _failed(prep, printer)
         except Exception as exc:  # reported by the CLI (TileOpsError: exit 2); run.json must not say "running"
             _mark_failed(prep, str(exc) if isinstance(exc, TileOpsError) else f"{type(exc).__name__}: {exc}")
             raise
@@ -272,86 +286,110 @@ def _mark_failed(prep: bench.PreparedSweep, reason: str) -> None:
         pass  # the error being raised says what went wrong
 
 
-def _say(console: Console, text: str) -> None:
-    """A message naming paths and commands: never wrapped mid-path, so it can be copied and grepped."""
-    console.print(text, soft_wrap=True, highlight=False)
-
-
-def _stopped(prep: bench.PreparedSweep, err: Console) -> BenchResult:
+def _stopped(prep: bench.PreparedSweep, printer: Printer) -> BenchResult:
     try:
         prep.save(prep.info)
     except bench.RunWriteError as exc:
-        _say(err, f"[red]error[/]: {exc}")
-    _say(err, f"[yellow]interrupted[/] ({prep.info.reason}): the records written are kept in "
-              f"{prep.records_path}; finish with `tileops bench --resume {prep.run_dir}`")
+        printer.say(str(exc), kind="error")
+    printer.say([("interrupted", "yellow"), (f" ({prep.info.reason}): the records written are kept in "
+                 f"{prep.records_path}; finish with `tileops bench --resume {prep.run_dir}`", "")], kind="warning",
+                bare=True)
     return BenchResult(prep.run_dir, prep.info)
 
 
-def _failed(prep: bench.PreparedSweep, err: Console) -> BenchResult:
+def _failed(prep: bench.PreparedSweep, printer: Printer) -> BenchResult:
     result = BenchResult(prep.run_dir, prep.info)
     prep.info.exit_code = result.exit_code
     try:
         prep.save(prep.info)
     except bench.RunWriteError as exc:
-        _say(err, f"[red]error[/]: {exc}")
+        printer.say(str(exc), kind="error")
         return result
-    _say(err, f"[red]error[/]: {prep.info.reason}. The records already written in {prep.records_path} are "
-              f"whole and kept; run.json says failed. Free space (or fix the permissions), then finish the run "
-              f"with `tileops bench --resume {prep.run_dir}`")
+    printer.say(f"{prep.info.reason}. The records already written in {prep.records_path} are whole and kept; "
+                "run.json says failed. Free space (or fix the permissions), then finish the run with "
+                f"`tileops bench --resume {prep.run_dir}`", kind="error")
     return result
 
 
-def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, console: Console,
-         err: Console) -> BenchResult:
-    device, o = prep.device, req.options
-    console.print(f"[bold]tileops bench[/] run {prep.info.run_id} on {device.name} ({device.torch_device}"
-                  + (f", {prep.threads} threads" if prep.threads else "") + f") -> {prep.run_dir}")
+@dataclass(frozen=True)
+class _Priced:
+    """What the run is priced on, settled before its rows: the profile, and the notes its summary owes."""
+
+    profile: Profile | None
+    quick_note: str | None
+    facts: Any  # tileops.ceilings.runtime's DeviceFacts: the GPU's own facts against its profile
+
+
+def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, printer: Printer) -> BenchResult:
+    device = prep.device
+    printer.say([("tileops bench", "bold"), (f" run {prep.info.run_id} on {device.name} ({device.torch_device}"
+                 + (f", {prep.threads} threads" if prep.threads else "") + f") -> {prep.run_dir}", "")],
+                result=True, run_id=prep.info.run_id, run_dir=str(prep.run_dir))
     for notice in prep.notices:
-        _say(err, f"[yellow]note[/]: {notice}")
+        printer.say(notice, kind="note")
     for warning in prep.info.quiet.get("warnings", []):
-        _say(err, f"[yellow]warning[/]: {warning}. Rows measured now record the contention they meet and may "
-                  "read unstable; --require-quiet refuses to run instead (run.json: quiet)")
-    _say(err, _backends_line(prep))
-    with CalibrationProgress(err) as progress:
-        calibrated = ensure_calibrated(device, chooser, o.calibrate, req.calibration_max_age,
-                                       lambda text: _say(err, text), progress)
+        printer.say(f"{warning}. Rows measured now record the contention they meet and may read unstable; "
+                    "--require-quiet refuses to run instead (run.json: quiet)", kind="warning")
+    printer.say(_backends_line(prep))
+    basis = _before_rows(prep, chooser, req, printer)
+    if prep.done:
+        printer.say(f"resuming: {prep.done} row(s) already recorded OK, {len(prep.todo)} to run", result=True)
+
+    with printer.rows(len(prep.todo)) as events:
+        swept = bench.run(prep, RowProgress(events))
+    info = swept.info
+    for kind, line in noise_lines(info.host_noise):
+        printer.say(line, kind=kind)
+    if swept.failure:
+        return _failed(prep, printer)
+    if swept.interrupted is not None:
+        printer.say([("interrupted", "yellow"), (f" ({info.reason}): {len(swept.records)} row(s) recorded in "
+                     f"{swept.records_path}; finish with `tileops bench --resume {swept.run_dir}`", "")],
+                    kind="warning", bare=True)
+        return BenchResult(swept.run_dir, info)
+    return _after_rows(prep, swept, chooser, req, basis, printer)
+
+
+def _before_rows(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest,
+                 printer: Printer) -> _Priced:
+    """Calibrate the device where it must be, then settle the profile the rows are priced on and check the
+    device against it, saying what the run's figures will rest on."""
+    device = prep.device
+    with printer.steps("calibrating", keep=False) as progress:
+        calibrated = ensure_calibrated(device, chooser, req.options.calibrate, req.calibration_max_age,
+                                       printer.say, progress,
+                                       warn=lambda text: printer.say(text, kind="warning", bare=True))
     profile = chooser(device.name, device.key)
     quick_note = calibrated.quick_note() if calibrated is not None and profile is not None else None
     if profile is None:
-        _say(err, f"[yellow]warning: no profile matches {device.name!r}[/]: SOL will be left blank (never guessed). "
-                  "Run `tileops calibrate` on this device, or pass --profile.")
+        printer.say([(f"warning: no profile matches {device.name!r}", "yellow"),
+                     (": SOL will be left blank (never guessed). Run `tileops calibrate` on this device, or pass "
+                      "--profile.", "")], kind="warning", bare=True)
     prep.kind_of = row_kind(profile)
     prior_warning = prep.load_noise_prior(noise_prior_path(device))
     if prior_warning:
-        _say(err, f"[yellow]warning[/]: {prior_warning}")
+        printer.say(prior_warning, kind="warning")
     facts = check_device(device, profile)  # the GPU's own facts against its profile (a CPU: not checked)
     for warning in facts.warnings():
-        _say(err, f"[yellow]warning[/]: {warning}")
-    if prep.done:
-        console.print(f"resuming: {prep.done} row(s) already recorded OK, {len(prep.todo)} to run")
+        printer.say(warning, kind="warning")
+    return _Priced(profile, quick_note, facts)
 
-    with RowProgress(err, len(prep.todo)) as rows:
-        swept = bench.run(prep, rows)
+
+def _after_rows(prep: bench.PreparedSweep, swept: bench.Sweep, chooser: ProfileChooser, req: BenchRequest,
+                basis: _Priced, printer: Printer) -> BenchResult:
+    """Price the records once; from that pricing the table, roofline.json, the plot, the health in run.json
+    and the metrics sinks."""
     info = swept.info
-    for line in noise_lines(info.host_noise):
-        _say(err, line)
-    if swept.failure:
-        return _failed(prep, err)
-    if swept.interrupted is not None:
-        _say(err, f"[yellow]interrupted[/] ({info.reason}): {len(swept.records)} row(s) recorded in "
-                  f"{swept.records_path}; finish with `tileops bench --resume {swept.run_dir}`")
-        return BenchResult(swept.run_dir, info)
-
     priced = price_all(swept.records, chooser)
     h = health(priced)
-    _report(priced, h, device, profile, swept.run_dir, o.plot, console)
-    if quick_note is not None:  # the summary says what the SOL figures rest on: never a rough one unsaid
-        _say(console, f"[yellow]note[/]: {quick_note}")
-    if facts.note is not None:
-        _say(console, f"[yellow]note[/]: {facts.note}")
+    _report(priced, h, prep.device, basis.profile, swept.run_dir, req.options.plot, printer)
+    if basis.quick_note is not None:  # the summary says what the SOL figures rest on: never a rough one unsaid
+        printer.say(basis.quick_note, kind="note", result=True)
+    if basis.facts.note is not None:
+        printer.say(basis.facts.note, kind="note", result=True)
     result = BenchResult(swept.run_dir, info, h)
     info.health = h.as_dict()  # ok, state (held / partial / not-judged / breached) and each ceiling's check
-    info.health["device_facts"] = facts.as_dict()
+    info.health["device_facts"] = basis.facts.as_dict()
     info.exit_code = result.exit_code
     prep.save(info)  # the run's final state, before any network work
 
@@ -361,7 +399,8 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, 
             info.exit_code = result.exit_code
             prep.save(info)
     if info.rows_error:
-        _say(err, f"[red]error: {info.rows_error} row(s) failed[/] (error records in {swept.records_path})")
+        printer.say([(f"error: {info.rows_error} row(s) failed", "red"),
+                     (f" (error records in {swept.records_path})", "")], kind="error", bare=True)
     return result
 
 
@@ -386,11 +425,12 @@ def noise_prior_path(device: DeviceInfo) -> Path:
     return store_dir() / "noise" / f"{device.key}.json"
 
 
-def noise_lines(noise: dict[str, Any]) -> list[str]:
-    """What the second pass measured (run.json's ``host_noise``), a few lines; none without a second pass."""
+def noise_lines(noise: dict[str, Any]) -> list[tuple[Kind, str]]:
+    """What the second pass measured (run.json's ``host_noise``), a few (kind, line); none without a second
+    pass."""
     if not noise:
         return []
-    lines = []
+    lines: list[tuple[Kind, str]] = []
     between = noise.get("between_visits") or {}
     parts = [f"{kind}-bound rows ±{e['sigma'] * 100:.1f} % ({e['source']})" for kind, e in between.items()
              if kind in noise.get("rows_by_kind", between)]
@@ -399,8 +439,8 @@ def noise_lines(noise: dict[str, Any]) -> list[str]:
                                                       for k, v in shifts.items())
                   + " overall (taken out of each row's difference: the host's shift, kept apart)" if shifts
                   else "; the second pass's shift: not measured (too few rows)")
-    lines.append(f"between visits (one sd of a visit, each in its own process): {'; '.join(parts)}{shift_text} "
-                 f"(run.json: host_noise)")
+    lines.append(("message", f"between visits (one sd of a visit, each in its own process): {'; '.join(parts)}"
+                             f"{shift_text} (run.json: host_noise)"))
     reruns = {k: v for k, v in (noise.get("reruns") or {}).items() if k in noise.get("rows_by_kind", {})}
     if reruns:
         said = []
@@ -408,15 +448,16 @@ def noise_lines(noise: dict[str, Any]) -> list[str]:
             read = f"x{v['factor']:.2f} over {v['runs']} rerun(s)" if "factor" in v else "none yet"
             said.append(f"{k}-bound rows {read}" + ("" if v.get("used") else
                         f" (too few to calibrate: a run-level ±{v['default']['sigma'] * 100:.0f} % stands in)"))
-        lines.append("this host's reruns of the same code against what the visits say: " + "; ".join(said))
+        lines.append(("message", "this host's reruns of the same code against what the visits say: "
+                      + "; ".join(said)))
     for note in noise.get("notes") or []:
-        lines.append(f"[yellow]note[/]: {note}")
+        lines.append(("note", note))
     kept = noise.get("kept_first") or []
     if kept:
-        lines.append(f"[yellow]note[/]: {len(kept)} row(s) keep their first visit alone, their second visit having "
-                     "failed or been timed otherwise (run.json: host_noise.kept_first)")
+        lines.append(("note", f"{len(kept)} row(s) keep their first visit alone, their second visit having failed "
+                      "or been timed otherwise (run.json: host_noise.kept_first)"))
     if noise.get("why"):
-        lines.append(f"[yellow]note[/]: {noise['why']}")
+        lines.append(("note", noise["why"]))
     return lines
 
 
@@ -438,19 +479,20 @@ def _backends_line(prep: bench.PreparedSweep) -> str:
 
 
 def _report(priced: list[Priced], h: Health, device: DeviceInfo, profile: Profile | None, run_dir: Path,
-            plot: bool, console: Console) -> None:
+            plot: bool, printer: Printer) -> None:
     """The SOL table, roofline.json and the plot, all from one pricing."""
     from tileops.fsutil import write_atomic
-    from tileops.report import render_summary, render_text
+    from tileops.report.tables import render_text
 
-    render_summary(priced, console, health=h, title=f"SOL efficiency — {device.name}"
-                   + (f" (profile {profile.name})" if profile else ""))
+    printer.results(priced, health=h, title=f"SOL efficiency — {device.name}"
+                    + (f" (profile {profile.name})" if profile else ""))
     write_atomic(run_dir / "roofline.json", render_text(priced, "json", health=h))
     if plot and profile is not None:
         from tileops.report.plot import write_plot  # matplotlib only when a plot is drawn
 
         paths = write_plot(priced, profile, run_dir)
-        console.print("roofline plot: " + ", ".join(str(p) for p in paths))
+        printer.say("roofline plot: " + ", ".join(str(p) for p in paths), result=True,
+                    paths=[str(p) for p in paths])
 
 
 def _export(swept: bench.Sweep, priced: list[Priced], chooser: ProfileChooser, sinks: Sinks) -> Published:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +39,7 @@ from tileops.errors import TileOpsError
 from tileops.pipeline.outcome import exit_code
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from tileops.report.printer import Printer
 
     from tileops.ledger import DeviceCalibration, Freshness
     from tileops.calibrate.theoretical import TheoryOptions
@@ -132,9 +131,11 @@ class Calibrated:
 
 
 def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, max_age: dt.timedelta,
-                      say: Callable[[str], None], progress: Callable[[str, int, int], None] | None = None
-                      ) -> Calibrated | None:
+                      say: Callable[[str], None], progress: Callable[[str, int, int], None] | None = None,
+                      warn: Callable[[str], None] | None = None) -> Calibrated | None:
     """Calibrate ``device`` first unless the store holds a calibration of it newer than ``max_age``.
+
+    ``say`` hears what happens, ``warn`` (default: ``say``) what may leave the run's SOL blank or rough.
 
     ``policy``: ``auto`` (quick on a GPU, full on a CPU), ``quick``, ``full``, or
     ``never``. An explicit ``--profile`` (a fixed chooser) prices every row on
@@ -147,6 +148,7 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
     from tileops.ledger import check_device_key, stored_freshness
     from tileops.profiles import write_profile
 
+    warn = warn or say
     key = check_device_key(device.key, f"device {device.torch_device} on host {device.hostname!r}")
     options = theory_options()
     fresh = stored_freshness(key, max_age, quick=True)  # any calibration of this device will do
@@ -162,9 +164,9 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
             say(f"calibration of {key}: {fresh.reason}")
         return Calibrated(key, device.torch_device, fresh.result)
     if model is None and device.kind == "cuda":
-        say(f"[yellow]no profile names {device.name!r}[/]: a calibration measures fractions of the datasheet "
-            "ceilings, and no profile states them for this GPU, so SOL stays blank; add a profile "
-            "(docs/profiles.md) and run `tileops calibrate`")
+        warn(f"no profile names {device.name!r}: a calibration measures fractions of the datasheet "
+             "ceilings, and no profile states them for this GPU, so SOL stays blank; add a profile "
+             "(docs/profiles.md) and run `tileops calibrate`")
         return Calibrated(key, device.torch_device)
     quick = policy == "quick" or (policy == "auto" and device.kind == "cuda")
     say(f"calibrating {device.torch_device} ({key}) first: {fresh.reason}; a {'quick' if quick else 'full'} "
@@ -185,7 +187,7 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
         chooser.add(outcome.profile)
     chooser.forget()  # the device's own calibration prices it from now on
     for warning in outcome.warnings:
-        say(f"[yellow]calibration warning[/]: {warning}")
+        warn(f"calibration warning: {warning}")
     say("wrote " + ", ".join(str(p) for p in written))
     return Calibrated(key, device.torch_device, outcome.run)
 
@@ -235,12 +237,12 @@ class CalibrateResult:
 
 
 class _Calibration:
-    """One ``tileops calibrate``: its options, the store it reads, the consoles it talks on."""
+    """One ``tileops calibrate``: its options, the store it reads, the printer it talks to."""
 
-    def __init__(self, opts: CalibrateOptions, theory: TheoryOptions, out: Console, err: Console) -> None:
+    def __init__(self, opts: CalibrateOptions, theory: TheoryOptions, printer: Printer) -> None:
         from tileops.profiles import shipped_dir, store_dir
 
-        self.opts, self.theory, self.out, self.err = opts, theory, out, err
+        self.opts, self.theory, self.printer = opts, theory, printer
         self.store = opts.profile_dir or store_dir()
         self.target = shipped_dir() if opts.write_shipped else self.store
         self.models: list[tuple[Profile, list[DeviceCalibration]]] = []  # --all-devices: each model's profile
@@ -259,7 +261,7 @@ class _Calibration:
             raise TileOpsError(f"cannot write the calibration to {self.target}: {exc.strerror or exc}; free "
                                "space or fix the permissions, then calibrate again") from None
         for w in written:
-            self.err.print(f"wrote {w}")
+            self.printer.say(f"wrote {w}")
         return written
 
     def fresh(self, info: DeviceInfo, max_age: dt.timedelta) -> Freshness | None:
@@ -268,9 +270,9 @@ class _Calibration:
 
         f = stored_freshness(info.key, max_age, store=self.store, quick=self.opts.quick)
         if f.fresh:
-            self.err.print(f"{f.key}: {f.reason}: skipped, nothing measured")
+            self.printer.say(f"{f.key}: {f.reason}: skipped, nothing measured")
             return f
-        self.err.print(f"{f.key}: {f.reason}: calibrating")
+        self.printer.say(f"{f.key}: {f.reason}: calibrating")
         return None
 
     def kept(self, fresh: Freshness) -> CalibrateResult:
@@ -282,17 +284,15 @@ class _Calibration:
         why = stale_profile(run.kind, run.name, self.theory, self.store) if self.opts.write else None
         if why is not None:
             result.profile, result.warnings = rebuilt_profile([run], self.theory)
-            self.err.print(f"{run.name}: {why}: rebuilt from the stored result")
+            self.printer.say(f"{run.name}: {why}: rebuilt from the stored result")
             result.written = self.write(result.profile, [])
         return result
 
     def one(self, info: DeviceInfo) -> CalibrateResult:
         from tileops.ledger import PeakUnknown
         from tileops.calibrate.run import calibrate_device
-        from tileops.pipeline.progress import StepBar
-
         try:
-            with StepBar(self.err, self.opts.device) as bar:
+            with self.printer.steps(self.opts.device, keep=True) as bar:
                 outcome = calibrate_device(info, quick=self.opts.quick, progress=bar, options=self.theory)
         except (PeakUnknown, ValueError) as exc:
             raise TileOpsError(str(exc)) from None
@@ -305,8 +305,8 @@ class _Calibration:
 
         devices = visible_devices()
         if devices == ["cpu"]:
-            self.err.print("no CUDA device visible: calibrating the CPU")
-        children = run_children(devices, quick=self.opts.quick, echo=self.err.print, max_age=self.opts.max_age)
+            self.printer.say("no CUDA device visible: calibrating the CPU")
+        children = run_children(devices, quick=self.opts.quick, echo=self.printer.say, max_age=self.opts.max_age)
         result = CalibrateResult(runs=[c.run for c in children if c.run is not None],
                                  failed=[f"{c.device} ({c.error})" for c in children if c.run is None])
         kept = [r for r in result.runs if max_age is not None and is_stored(r, self.store)]
@@ -317,7 +317,7 @@ class _Calibration:
         for (kind, name), group in by_model.items():
             measured = [r for r in group if r not in kept]
             if not measured and stale_profile(kind, name, self.theory, self.store) is None:
-                self.err.print(f"{name}: every device ({len(group)}) is within --max-age {self.opts.max_age}: "
+                self.printer.say(f"{name}: every device ({len(group)}) is within --max-age {self.opts.max_age}: "
                                "profile kept")
                 continue
             # The model's profile: the median over every device of this host, stored (fresh) or new.
@@ -370,53 +370,60 @@ def _describe(device: str) -> DeviceInfo:
         raise TileOpsError(str(exc)) from None
 
 
-def run_calibrate(opts: CalibrateOptions, out: Console | None = None, err: Console | None = None
-                  ) -> CalibrateResult:
+def run_calibrate(opts: CalibrateOptions, printer: Printer | None = None) -> CalibrateResult:
     """``tileops calibrate``: measure the device (or every device, each in its own process) and write its
-    model's profile and its own result to the store, printing the summary on ``out`` (a table, or JSON)
-    and progress on ``err``. With ``max_age``, a device whose stored result is fresh is not measured.
+    model's profile and its own result to the store, showing the summary (a table, or JSON) and the progress
+    through ``printer``. With ``max_age``, a device whose stored result is fresh is not measured.
     TileOpsError, before anything is measured, for a bad duration, an unwritable store or a host name
     that cannot name a file."""
-    from tileops.calibrate.summary import devices_table, make_console, profile_view
+    from tileops.calibrate.summary import piped_width
     from tileops.fsutil import unwritable_dir
     from tileops.profiles import PROFILE_DIR_ENV
+    from tileops.report.printer import make_printer
 
     theory = theory_options(opts)  # bad arguments are refused before anything is measured
     max_age = _max_age(opts)
     if opts.profile_dir is not None:  # one store for every lookup here and in child processes
         os.environ[PROFILE_DIR_ENV] = str(opts.profile_dir)
-    out = out if out is not None else make_console()
-    err = err if err is not None else make_console(stderr=True)
-    cal = _Calibration(opts, theory, out, err)
+    printer = printer if printer is not None else make_printer("console", piped_width=piped_width())
+    cal = _Calibration(opts, theory, printer)
     if opts.write:  # before minutes of measuring, not after
         _check_host_name()
         why = unwritable_dir(cal.target) or unwritable_dir(cal.store)
         if why:
             raise TileOpsError(f"cannot write profiles to {cal.target} ({why}); give a writable "
                                "--profile-dir (or TILEOPS_PROFILE_DIR), or pass --no-write")
-    info = None if opts.all_devices else _describe(opts.device)  # described once: every step below reads it
-    fresh = cal.fresh(info, max_age) if info is not None and max_age is not None else None
     if opts.all_devices:
-        result = cal.every_device(max_age)
-        if opts.format == "json":
-            print(result.as_json())
-        else:
-            for prof, group in cal.models:
-                out.print(profile_view(prof, group[0] if len(group) == 1 else None))
-            out.print(devices_table(result.runs))
-            for w in result.warnings:
-                out.print(f"[yellow]warning:[/] {w}")
-        for f in result.failed:
-            print(f"tileops calibrate: device {f} failed", file=sys.stderr)
-        return result
-    assert info is not None
+        return _every_device(cal, max_age)
+    info = _describe(opts.device)  # described once: every step below reads it
+    fresh = cal.fresh(info, max_age) if max_age is not None else None
     result = cal.kept(fresh) if fresh is not None else cal.one(info)
     if opts.format == "json":
-        print(result.as_json())
+        printer.text(result.as_json())
     elif result.profile is not None:
-        out.print(profile_view(result.profile, result.runs[0]))
+        from tileops.calibrate.summary import profile_view
+
+        printer.show(profile_view(result.profile, result.runs[0]))
         if fresh is None:
             for w in result.warnings:
-                out.print(f"[yellow]warning:[/] {w}")
+                printer.say(w, kind="warning", result=True)
     return result
 
+
+def _every_device(cal: _Calibration, max_age: dt.timedelta | None) -> CalibrateResult:
+    """``--all-devices``: each device in its own process, then each model's profile and the devices' table."""
+    from tileops.calibrate.summary import devices_table, profile_view
+
+    result = cal.every_device(max_age)
+    printer = cal.printer
+    if cal.opts.format == "json":
+        printer.text(result.as_json())
+    else:
+        for prof, group in cal.models:
+            printer.show(profile_view(prof, group[0] if len(group) == 1 else None))
+        printer.show(devices_table(result.runs))
+        for w in result.warnings:
+            printer.say(w, kind="warning", result=True)
+    for f in result.failed:
+        printer.say(f"tileops calibrate: device {f} failed", kind="error", bare=True)
+    return result

@@ -14,12 +14,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
 from tileops.bench import sweep
 from tileops.pipeline.outcome import exit_code
 from tileops.records import RECORDS_FILE, iter_records
-from tileops.report.texttable import TextTable, colour_wanted
+from tileops.report.printer import Listing, Printer
 
 if TYPE_CHECKING:
     from tileops.pipeline.bench import BenchRequest
@@ -46,8 +44,8 @@ class Listed:
         return exit_code()
 
 
-def list_plan(req: BenchRequest, console: Console) -> Listed:
-    """Print the rows ``req`` would run and its time budget on ``console`` (stdout)."""
+def list_plan(req: BenchRequest, printer: Printer) -> Listed:
+    """Show the rows ``req`` would run and its time budget through ``printer``."""
     from tileops.pipeline.bench import describe
 
     opts = req.options
@@ -61,12 +59,11 @@ def list_plan(req: BenchRequest, console: Console) -> Listed:
     row_timeout = opts.row_timeout_s or sweep.DEFAULT_ROW_TIMEOUT_S[device.kind]
     compile_timeout = opts.compile_timeout_s or sweep.DEFAULT_COMPILE_TIMEOUT_S
 
-    t = TextTable(("op", "label", "dtype", "backend", "plan"),
-                  title=f"tileops bench --list: {device.name} ({device.torch_device})")
+    plan = Listing(f"tileops bench --list: {device.name} ({device.torch_device})",
+                   ("op", "label", "dtype", "backend", "plan"), notes=notes)
     runs: Counter[str] = Counter()
     skips: Counter[str] = Counter()
     done_n = 0
-    last = None
     for p in planned:
         if p.key in done:
             what, style = "done (recorded OK; --resume skips it)", "dim"
@@ -77,19 +74,15 @@ def list_plan(req: BenchRequest, console: Console) -> Listed:
         else:
             what, style = "run", ""
             runs[p.backend] += 1
-        t.add(p.op if p.op != last else "", p.row.label, p.case_name, p.backend, what,
-              styles=["bold", "", "", "", style])
-        last = p.op
-    colour = colour_wanted(console.file)
-    console.file.write("\n".join(t.lines(colour)) + "\n")
-    for note in notes:
-        console.file.write(f"note: {note}\n")
+        plan.rows.append(((p.op, p.row.label, p.case_name, p.backend, what),
+                          ("bold", "", "", "", style)))
     n_run = sum(runs.values())
     backends = sorted(set(runs) | set(skips))
     per_backend = "; ".join(f"{b} {runs[b]} to run" + (f", {skips[b]} skipped" if skips[b] else "")
                             for b in backends)
-    lines = [f"{len(planned)} row(s): {n_run} to run, {sum(skips.values())} skipped"
-             + (f", {done_n} already done" if done_n else "") + f" ({per_backend})"]
+    lines = plan.lines
+    lines.append(f"{len(planned)} row(s): {n_run} to run, {sum(skips.values())} skipped"
+                 + (f", {done_n} already done" if done_n else "") + f" ({per_backend})")
     compiled = sum(n for b, n in runs.items() if b != "torch")
     typical = n_run * (rule.warmup_s + rule.max_time_s)
     lines.append(f"timing: each visit stops once its level is known to ±{rule.target_precision:.1%} (from "
@@ -107,6 +100,5 @@ def list_plan(req: BenchRequest, console: Console) -> Listed:
                     f"{compile_timeout:g} s ({compiled} such row(s))" if compiled else "")
                  + f": the run cannot take more than {_duration(worst)}")
     lines.append("nothing was measured or written; run the same command without --list to measure")
-    console.file.write("\n".join(lines) + "\n")
-    console.file.flush()
+    printer.listing(plan)
     return Listed(len(planned))

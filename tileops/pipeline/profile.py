@@ -14,11 +14,19 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tileops.errors import TileOpsError
 from tileops.pipeline.outcome import exit_code
 from tileops.profiles import (PROFILE_DIR_ENV, Profile, ProfileError, find_profile, is_store_profile, load_profiles,
                               select_profile, store_dir)
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from tileops.ceilings.check import CheckReport
+    from tileops.ceilings.facts import FactsReading
+    from tileops.report.printer import Printer
 
 
 @dataclass(frozen=True)
@@ -43,20 +51,24 @@ class ProfileAnswer:
         return exit_code(failed=0 if self.matched and not self.defects else 1)
 
 
-def run_profile(req: ProfileRequest) -> ProfileAnswer:
-    """Answer one ``tileops profile`` verb on stdout. TileOpsError naming the file, the field and the fix
-    for a profile that cannot be read, or a name nothing matches."""
+def run_profile(req: ProfileRequest, printer: Printer | None = None) -> ProfileAnswer:
+    """Answer one ``tileops profile`` verb through ``printer`` (default: a console on stdout). TileOpsError
+    naming the file, the field and the fix for a profile that cannot be read, or a name nothing matches."""
+    from tileops.calibrate.summary import piped_width
+    from tileops.report.printer import make_printer
+
+    printer = printer if printer is not None else make_printer("console", piped_width=piped_width())
     if req.profile_dir is not None:
         os.environ[PROFILE_DIR_ENV] = str(req.profile_dir)  # one store for every lookup in this process
     try:
         profiles = load_profiles()
         if req.verb == "show":
-            return _show(req, profiles)
+            return _show(req, profiles, printer)
         if req.verb == "match":
-            return _match(req, profiles)
+            return _match(req, profiles, printer)
         if req.verb == "check":
-            return _check(req, profiles)
-        return _list(req, profiles)
+            return _check(req, profiles, printer)
+        return _list(req, profiles, printer)
     except ProfileError as exc:
         raise TileOpsError(str(exc) + (f" (fix: {exc.fix})" if exc.fix and "fix:" not in str(exc) else "")) from None
 
@@ -73,13 +85,13 @@ def _dump(data: object, fmt: str) -> str:
     return json.dumps(data, indent=2) if fmt == "json" else yaml.safe_dump(data, sort_keys=False)
 
 
-def _list(req: ProfileRequest, profiles: list[Profile]) -> ProfileAnswer:
+def _list(req: ProfileRequest, profiles: list[Profile], printer: Printer) -> ProfileAnswer:
     from rich.table import Table
 
-    from tileops.calibrate.summary import fmt_rate, fmt_seconds, make_console
+    from tileops.calibrate.summary import fmt_rate, fmt_seconds
 
     if req.format != "table":
-        print(_dump([p.model_dump(mode="json", exclude_none=True) for p in profiles], req.format))
+        printer.text(_dump([p.model_dump(mode="json", exclude_none=True) for p in profiles], req.format))
         return ProfileAnswer()
     t = Table(title=f"device profiles (store: {store_dir()})", title_justify="left")
     for col in ("name", "kind", "matches", "memory nominal", "effective", "roofs calibrated", "floor", "from"):
@@ -91,12 +103,12 @@ def _list(req: ProfileRequest, profiles: list[Profile]) -> ProfileAnswer:
         calibrated = sum(r.calibration is not None for r in p.compute.values())
         t.add_row(p.name, p.kind, "\n".join(p.match), nominal, eff, f"{calibrated}/{len(p.compute)}",
                   fmt_seconds(p.latency_floor_s), "store" if is_store_profile(p) else "shipped")
-    make_console().print(t)
+    printer.show(t)
     return ProfileAnswer()
 
 
-def _show(req: ProfileRequest, profiles: list[Profile]) -> ProfileAnswer:
-    from tileops.calibrate.summary import make_console, profile_view
+def _show(req: ProfileRequest, profiles: list[Profile], printer: Printer) -> ProfileAnswer:
+    from tileops.calibrate.summary import profile_view
 
     if req.name:
         profile = find_profile(req.name, profiles)
@@ -108,31 +120,28 @@ def _show(req: ProfileRequest, profiles: list[Profile]) -> ProfileAnswer:
                                fix="run `tileops calibrate` (CPU) or add a profile whose match lists it")
         profile = hit
     if req.format != "table":
-        print(_dump(profile.model_dump(mode="json", exclude_none=True), req.format))
+        printer.text(_dump(profile.model_dump(mode="json", exclude_none=True), req.format))
         return ProfileAnswer()
-    make_console().print(profile_view(profile))
+    printer.show(profile_view(profile))
     return ProfileAnswer()
 
 
-def _match(req: ProfileRequest, profiles: list[Profile]) -> ProfileAnswer:
+def _match(req: ProfileRequest, profiles: list[Profile], printer: Printer) -> ProfileAnswer:
     name = req.device_name or _this_device_name()
     hit = select_profile(name, profiles)
     if req.format != "table":
-        print(json.dumps({"device_name": name, "profile": hit.name if hit else None,
-                          "file": str(hit.source_path) if hit and hit.source_path else None}))
+        printer.text(json.dumps({"device_name": name, "profile": hit.name if hit else None,
+                                 "file": str(hit.source_path) if hit and hit.source_path else None}))
         return ProfileAnswer(hit is not None)
     if hit is None:
-        print(f"{name!r}: no profile matches; SOL readings on this device are blank (§1.2). "
-              "Calibrate it, or add the name to a profile's match list.")
+        printer.say(f"{name!r}: no profile matches; SOL readings on this device are blank (§1.2). "
+                    "Calibrate it, or add the name to a profile's match list.", result=True)
         return ProfileAnswer(False)
-    print(f"{name!r} -> {hit.name} ({hit.source_path})")
+    printer.say(f"{name!r} -> {hit.name} ({hit.source_path})", result=True)
     return ProfileAnswer()
 
 
-def _check(req: ProfileRequest, profiles: list[Profile]) -> ProfileAnswer:
-    from rich.table import Table
-
-    from tileops.calibrate.summary import fmt_rate, make_console
+def _check(req: ProfileRequest, profiles: list[Profile], printer: Printer) -> ProfileAnswer:
     from tileops.ceilings.check import check_report
     from tileops.ceilings.facts import host_facts
 
@@ -152,9 +161,29 @@ def _check(req: ProfileRequest, profiles: list[Profile]) -> ProfileAnswer:
         chosen = [hit]
     report = check_report(chosen, device)
     if req.format != "table":
-        print(_dump(report.as_dict(), req.format))
+        printer.text(_dump(report.as_dict(), req.format))
         return ProfileAnswer(defects=report.failed)
-    console = make_console()
+    printer.show(_check_table(report, device))
+    for heading, lines in (
+            ("facts", [f"{p.profile}: {p.facts.describe()}" for p in report.profiles if p.facts is not None]),
+            ("defects", [c.describe(p.profile) for p in report.profiles for c in p.defects]),
+            ("not checked", [line for p in report.profiles for line in p.unchecked()]),
+            ("calibration against what others measured on the same SKU",
+             [c.describe(name) for name, cs in report.peers.items() for c in cs])):
+        if lines:
+            printer.say(f"{heading}:", result=True)
+            for line in lines:
+                printer.say(f"  {line}", result=True)
+    printer.say(report.summary(), result=True)
+    return ProfileAnswer(defects=report.failed)
+
+
+def _check_table(report: CheckReport, device: FactsReading) -> Table:
+    """Each profile's ceilings: what it states, what the device's facts give, how far apart."""
+    from rich.table import Table
+
+    from tileops.calibrate.summary import fmt_rate
+
     source = (f"this GPU's own ({device.facts.origin}) for the profile naming it, else those recorded per SKU"
               if device.facts is not None else f"those recorded per SKU ({device.why_not})")
     t = Table(title=f"profile check: theoretical figures against the ceilings the device's facts give; facts: {source}",
@@ -168,16 +197,4 @@ def _check(req: ProfileRequest, profiles: list[Profile]) -> ProfileAnswer:
             off = "-" if c.ratio is None else f"{round((c.ratio - 1) * 100, 1) + 0.0:+.1f} %"
             state = {"defect": "[red]DEFECT[/]", "agrees": "agrees"}.get(c.state, "not checked")
             t.add_row(p.profile, c.ceiling, fmt_rate(c.stated, c.unit), fmt_rate(c.derived.value, c.unit), off, state)
-    console.print(t)
-    for heading, lines in (
-            ("facts", [f"{p.profile}: {p.facts.describe()}" for p in report.profiles if p.facts is not None]),
-            ("defects", [c.describe(p.profile) for p in report.profiles for c in p.defects]),
-            ("not checked", [line for p in report.profiles for line in p.unchecked()]),
-            ("calibration against what others measured on the same SKU",
-             [c.describe(name) for name, cs in report.peers.items() for c in cs])):
-        if lines:
-            console.print(f"{heading}:", highlight=False)
-            for line in lines:
-                console.print(f"  {line}", soft_wrap=True, highlight=False)
-    console.print(report.summary(), soft_wrap=True, highlight=False)
-    return ProfileAnswer(defects=report.failed)
+    return t

@@ -1,17 +1,15 @@
-"""Progress of long work on a terminal or in a log: the sweep's rows (a bar with the current row, or one line
-per row) and a calibration's steps."""
+"""The sweep's progress in words: each row's outcome as a line for a person and fields for a machine, told to
+a printer (``tileops.report.printer``: a bar on a terminal, a line per row in a log, JSON objects)."""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from typing import Any
 
 from tileops.bench.select import Planned
 from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP
 from tileops.records import Record
 from tileops.report.columns import seconds
+from tileops.report.printer import RowEvents
 from tileops.roofline import interval_words, rerun_interval, time_interval
 
 
@@ -45,92 +43,41 @@ def describe(p: Planned) -> str:
     return f"{p.op} {p.row.label} {p.case_name}" + (f" [{p.backend}]" if p.backend != "torch" else "")
 
 
+def row_fields(p: Planned, rec: Record) -> dict[str, Any]:
+    """What a machine reads of a finished row: its key, its status, and its level and interval where it has
+    them (seconds); the reason it was skipped or its error."""
+    fields: dict[str, Any] = {"op": p.op, "label": p.row.label, "dtype": p.case_name, "backend": p.backend,
+                              "status": rec.status}
+    if rec.status == "ok" and rec.timing:
+        t = rec.timing
+        level = time_interval(t)
+        fields.update(median_s=t.median_s, n=t.n, stop_reason=t.stop_reason,
+                      interval_s=list(level) if level is not None else None)
+    elif rec.status == "skipped":
+        fields["skip_reason"] = rec.skip_reason
+    elif rec.error is not None:
+        fields["error"] = {"kind": rec.error.kind, "message": rec.error.message}
+    return fields
+
+
 class RowProgress:
-    """A :class:`tileops.bench.sweep.SweepObserver` that draws on a rich console."""
+    """A :class:`tileops.bench.sweep.SweepObserver` that words each row for a printer's :class:`RowEvents`."""
 
-    def __init__(self, console: Console, total: int) -> None:
-        self.console = console
-        self.live = console.is_terminal
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                                 console=console, transient=False, disable=not self.live)
-        self.bar = self.progress.add_task("benchmarking", total=total)
-
-    def __enter__(self) -> RowProgress:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+    def __init__(self, events: RowEvents) -> None:
+        self.events = events
 
     def row_started(self, index: int, total: int, planned: Planned) -> None:
-        self.progress.update(self.bar, description=escape(describe(planned)))  # "[compile]" is no markup tag
-        if not self.live and planned.backend != "torch" and not planned.skip_reason:
-            # a log shows a row when it ends; a first compile can take a minute, which must not read as a hang
-            self.console.print(f"[{index}/{total}] {describe(planned)}: compiling its first call (up to "
-                               "--compile-timeout); its time follows", highlight=False, markup=False, soft_wrap=True)
+        # a log shows a row when it ends; a first compile can take a minute, which must not read as a hang
+        wait = ("compiling its first call (up to --compile-timeout); its time follows"
+                if planned.backend != "torch" and not planned.skip_reason else None)
+        self.events.started(index, total, describe(planned), wait)
 
     def pass_started(self, number: int, total: int) -> None:
         """The sweep's second pass: the bar starts again over the rows it revisits, and a line says why."""
-        self.progress.reset(self.bar, total=total, description="second pass")
-        self.console.print(f"second pass: {total} row(s) visited again in a fresh worker process, so each row's "
-                           "interval also covers what moves between processes and over the sweep; each line shows "
-                           "this visit alone, every row's interval is set from both visits at the end (--passes 1 "
-                           "skips the pass)", highlight=False, markup=False, soft_wrap=True)
+        self.events.new_pass(total, f"second pass: {total} row(s) visited again in a fresh worker process, so "
+                             "each row's interval also covers what moves between processes and over the sweep; "
+                             "each line shows this visit alone, every row's interval is set from both visits at "
+                             "the end (--passes 1 skips the pass)")
 
     def row_finished(self, index: int, total: int, planned: Planned, record: Record) -> None:
-        self.progress.advance(self.bar)
-        if not self.live:  # logs (docker, CI): one line per row
-            self.console.print(f"[{index}/{total}] {describe(planned)}: {row_line(record)}", highlight=False,
-                               markup=False, soft_wrap=True)  # never folded at the console's width
-        else:  # a terminal: every finished row's line stays, printed above the live bar
-            self.progress.console.print(f"{describe(planned)}: {row_line(record)}", highlight=False, markup=False,
-                                        soft_wrap=True)
-
-
-class CalibrationProgress:
-    """The device's calibration before the rows (``progress(what, step, steps)``): a bar on a terminal,
-    nothing in a log (the calibration's own lines say what happens). Starts only if a step is reported."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.progress = Progress(TextColumn("[bold]calibrating[/] {task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True,
-                                 disable=not console.is_terminal)
-        self.task: TaskID | None = None
-
-    def __enter__(self) -> CalibrationProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.task is not None:
-            self.progress.stop()
-
-    def __call__(self, what: str, step: int, steps: int) -> None:
-        if self.task is None:
-            self.progress.start()
-            self.task = self.progress.add_task(what, total=steps)
-        self.progress.update(self.task, description=what, completed=step)
-
-
-class StepBar:
-    """A calibration's ``progress(what, step, steps)`` as a bar on ``console`` (stderr) that stays when done:
-    ``tileops calibrate`` shows what it measured, step by step."""
-
-    def __init__(self, console: Console, label: str) -> None:
-        self.progress = Progress(TextColumn(f"[bold]{label}[/] {{task.description}}"), BarColumn(),
-                                 TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                                 console=console, transient=False)
-        self.task: TaskID | None = None
-
-    def __call__(self, what: str, step: int, steps: int) -> None:
-        if self.task is None:
-            self.task = self.progress.add_task(what, total=steps)
-        self.progress.update(self.task, description=what, completed=step)
-
-    def __enter__(self) -> StepBar:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        self.events.finished(index, total, describe(planned), row_line(record), row_fields(planned, record))
