@@ -182,6 +182,40 @@ def test_the_command_check_catches_a_command_that_composes() -> None:
     assert any("commands imports tileops.roofline" in v for v in violations([*_package_sources(), planted]))
 
 
+def direct_output(source: str) -> list[str]:
+    """Where ``source`` prints by itself instead of through a printer (``tileops.report.printer``): a call of
+    ``print``, of anything's ``.print`` or of ``sys.stdout``/``sys.stderr``'s ``write``, or an import of rich."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name) and f.id == "print":
+                found.append(f"{node.lineno}: print()")
+            elif isinstance(f, ast.Attribute) and f.attr == "print":
+                found.append(f"{node.lineno}: .print()")
+            elif (isinstance(f, ast.Attribute) and f.attr in ("write", "writelines")
+                  and isinstance(f.value, ast.Attribute) and f.value.attr in ("stdout", "stderr")):
+                found.append(f"{node.lineno}: {f.value.attr}.{f.attr}()")
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found += [f"{node.lineno}: imports {n}" for n in names if n.split(".")[0] == "rich"]
+    return found
+
+
+def test_no_workflow_prints_by_itself() -> None:
+    """pipeline/ composes; what it tells a person or a machine goes through the printer it is handed, so a
+    workflow's output is a console, a plain log or JSON lines by one choice (``--output-format``)."""
+    found = [f"{rel}:{where}" for rel, source, _ in _package_sources() if rel.startswith("tileops/pipeline/")
+             for where in direct_output(source)]
+    assert found == []
+
+
+def test_the_output_check_catches_a_workflow_that_prints() -> None:
+    planted = ("import sys\nfrom rich.console import Console\n\ndef f(console):\n    print('x')\n"
+               "    console.print('y')\n    sys.stderr.write('z')\n")
+    assert direct_output(planted) == ["2: imports rich.console", "5: print()", "6: .print()", "7: stderr.write()"]
+
+
 def test_the_docs_print_the_same_table() -> None:
     text = DOC.read_text(encoding="utf-8")
     rows = dict(re.findall(r"^\| `([a-z_0-9]+)` \|([^|]*)\|", text, re.M))

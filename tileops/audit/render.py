@@ -1,4 +1,5 @@
-"""The audit's entries as text: JSON, CSV and markdown (the rich table lives in the command)."""
+"""The audit's entries as text (JSON, CSV, markdown) and as a rich table for a terminal (rich is imported only
+when the table is drawn)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,17 @@ import csv
 import io
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tileops.audit.entry import PREMISE, AuditEntry, counts, entry_data
 
+if TYPE_CHECKING:
+    from rich.table import Table
+
 FORMATS = ("table", "json", "csv", "md")
+#: How a verdict is coloured on a terminal (rich's style names).
+VERDICT_STYLE = {"PASS": "green", "FAIL": "bold red", "ERROR": "bold red", "WARN": "yellow", "EXEMPT": "cyan",
+                 "SKIPPED": "dim", "NO-VERDICT": "magenta"}
 #: The table's columns, also CSV's and markdown's.
 COLUMNS = ("op", "label", "dtype", "backend", "expected_read_bytes", "measured_read_bytes", "read_ratio",
            "measured_write_bytes", "kernels", "verdict", "reason")
@@ -66,3 +74,33 @@ def audit_text(entries: Sequence[AuditEntry], fmt: str) -> str:
     if fmt == "md":
         return render_markdown(entries)
     raise ValueError(f"unknown format {fmt!r}; formats are {', '.join(FORMATS)}")
+
+
+def _premise_cells() -> dict[str, str]:
+    from tileops.audit.ncu import REPLAY_MODES as MODES
+    from tileops.audit.ncu import premise
+
+    return {premise(m): ("cold call; reads only" if m != "kernel" else "cold replay per kernel; reads only")
+            for m in MODES}
+
+
+def _num(v: int | None) -> str:
+    return "" if v is None else f"{v:,}"
+
+
+def audit_table(entries: Sequence[AuditEntry], premise: str) -> Table:
+    """The audit for a terminal: a row per entry, its verdict coloured, the premises in the caption."""
+    from rich.table import Table
+
+    cells = _premise_cells()
+    t = Table(title="Read-side bytes audit", caption=f"premises: {premise}", caption_justify="left")
+    for col, justify in (("op", "left"), ("row", "left"), ("dtype", "left"), ("declared read B", "right"),
+                         ("measured read B", "right"), ("ratio", "right"), ("measured write B", "right"),
+                         ("kernels", "right"), ("verdict", "left"), ("premise", "left")):
+        t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]  # rich's Literal
+    for e in entries:
+        ratio = e.read_ratio
+        t.add_row(e.op, e.label, e.dtype, _num(e.expected_read_bytes), _num(e.measured_read_bytes),
+                  "" if ratio is None else f"{ratio:.3f}", _num(e.measured_write_bytes), _num(e.kernels),
+                  f"[{VERDICT_STYLE.get(e.verdict, '')}]{e.verdict}[/]", cells.get(e.premise, "see caption"))
+    return t

@@ -7,6 +7,8 @@ adds the run's raw measurements and methods).
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
@@ -14,6 +16,10 @@ from rich.text import Text
 
 from tileops.ledger import DeviceCalibration
 from tileops.profiles import MIXES, PeakBasis, Profile, Provenance
+
+if TYPE_CHECKING:
+    from tileops.ceilings.check import CheckReport
+    from tileops.ceilings.facts import FactsReading
 
 
 def piped_width() -> int:
@@ -247,4 +253,40 @@ def devices_table(runs: list[DeviceCalibration]) -> RenderableType:
         t.add_row(r.device_key, r.name, fmt_rate(best.bytes_per_s if best else None, "B/s"),
                   *[fmt_rate(r.roofs[k].flops_per_s, "FLOP/s") if k in r.roofs else "-" for k in keys],
                   *clock, fmt_seconds(r.latency_floor_s))
+    return t
+
+
+def profiles_table(profiles: list[Profile], store: Path) -> Table:
+    """``tileops profile list``: each profile's match, memory figures, calibrated roofs and where it is from."""
+    from tileops.profiles import is_store_profile
+
+    t = Table(title=f"device profiles (store: {store})", title_justify="left")
+    for col in ("name", "kind", "matches", "memory nominal", "effective", "roofs calibrated", "floor", "from"):
+        t.add_column(col, no_wrap=col == "name")
+    for p in profiles:
+        mem = p.memory
+        nominal = "-" if mem is None else (fmt_rate(mem.theoretical, "B/s") if mem.nominal_known else "unknown")
+        eff = "-" if mem is None or mem.effective is None else fmt_rate(mem.effective, "B/s")
+        calibrated = sum(r.calibration is not None for r in p.compute.values())
+        t.add_row(p.name, p.kind, "\n".join(p.match), nominal, eff, f"{calibrated}/{len(p.compute)}",
+                  fmt_seconds(p.latency_floor_s), "store" if is_store_profile(p) else "shipped")
+    return t
+
+
+def check_table(report: CheckReport, device: FactsReading) -> Table:
+    """``tileops profile check``: each profile's ceilings, what it states, what the device's facts give, how
+    far apart."""
+    source = (f"this GPU's own ({device.facts.origin}) for the profile naming it, else those recorded per SKU"
+              if device.facts is not None else f"those recorded per SKU ({device.why_not})")
+    t = Table(title=f"profile check: theoretical figures against the ceilings the device's facts give; facts: {source}",
+              title_justify="left")
+    for col in ("profile", "ceiling", "profile states", "facts give", "off", "state"):
+        t.add_column(col, no_wrap=col in ("profile", "ceiling"), justify="right" if col == "off" else "left")
+    for p in report.profiles:
+        if p.not_checked:
+            t.add_row(p.profile, "-", "-", "-", "-", "not checked")
+        for c in p.ceilings:
+            off = "-" if c.ratio is None else f"{round((c.ratio - 1) * 100, 1) + 0.0:+.1f} %"
+            state = {"defect": "[red]DEFECT[/]", "agrees": "agrees"}.get(c.state, "not checked")
+            t.add_row(p.profile, c.ceiling, fmt_rate(c.stated, c.unit), fmt_rate(c.derived.value, c.unit), off, state)
     return t

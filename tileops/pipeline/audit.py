@@ -9,7 +9,6 @@ asked for (stdout), names each reason once, and decides the exit code
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,11 +17,9 @@ from collections.abc import Sequence
 from tileops.pipeline.outcome import exit_code
 
 if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.table import Table
-
     from tileops.audit.run import AuditRun
     from tileops.records import AuditEntry
+    from tileops.report.printer import Printer
 
 #: The audit's choices, written here so the command line shows them without importing the audit; a test holds
 #: them equal to ``tileops.audit.render.FORMATS`` and ``tileops.audit.ncu``'s.
@@ -30,10 +27,6 @@ FORMATS = ("table", "json", "csv", "md")
 REPLAY_MODES = ("app-range", "range", "kernel")
 DEFAULT_REPLAY_MODE = "app-range"
 CLOCK_CONTROLS = ("none", "base")
-
-_STYLE = {"PASS": "green", "FAIL": "bold red", "ERROR": "bold red", "WARN": "yellow", "EXEMPT": "cyan",
-          "SKIPPED": "dim", "NO-VERDICT": "magenta"}
-
 
 @dataclass(frozen=True)
 class AuditRequest:
@@ -73,19 +66,18 @@ class AuditResult:
         return exit_code(failed=self.failed)
 
 
-def run_audit(req: AuditRequest, out: Console | None = None, err: Console | None = None) -> AuditResult:
-    """Audit the selected rows, printing each as it finishes on ``err`` and the table (or ``req.format``) on
-    ``out``. TileOpsError (exit 2), before anything runs, for bad settings, an unknown op or an invalid
-    EXEMPT configuration; after that every selected row is written."""
-    from rich.console import Console
-
+def run_audit(req: AuditRequest, printer: Printer | None = None) -> AuditResult:
+    """Audit the selected rows, telling ``printer`` (default: the console) each as it finishes and then the
+    table (or ``req.format``). TileOpsError (exit 2), before anything runs, for bad settings, an unknown op or
+    an invalid EXEMPT configuration; after that every selected row is written."""
     from tileops.audit.entry import counts
     from tileops.audit.ncu import premise
-    from tileops.audit.render import audit_text
+    from tileops.audit.render import VERDICT_STYLE, audit_table, audit_text
     from tileops.audit.run import AuditOptions
     from tileops.audit.run import run_audit as audit
     from tileops.bench.select import Selection
     from tileops.errors import TileOpsError
+    from tileops.report.printer import make_printer
 
     if req.row_timeout_s <= 0 or req.warmup < 0:
         raise TileOpsError("--row-timeout must be > 0 and --warmup >= 0")
@@ -94,63 +86,34 @@ def run_audit(req: AuditRequest, out: Console | None = None, err: Console | None
                             tags=list(req.tags), backends=list(req.backends), dtypes=list(req.dtypes)),
         device=req.device, out=req.out, config=req.config, ncu=req.ncu, row_timeout_s=req.row_timeout_s,
         warmup=req.warmup, replay_mode=req.replay_mode, clock_control=req.clock_control)
-    err = err if err is not None else Console(stderr=True, soft_wrap=True, highlight=False)
+    printer = printer if printer is not None else make_printer("console")
 
     def progress(i: int, n: int, e: AuditEntry) -> None:
         ratio = "" if e.read_ratio is None else f" ({e.read_ratio:.3f} x declared)"
-        err.print(f"[{i}/{n}] {e.op} {e.label} {e.dtype} {e.backend}: [{_STYLE.get(e.verdict, '')}]{e.verdict}[/]"
-                  f"{ratio}")
+        printer.say([(f"[{i}/{n}] {e.op} {e.label} {e.dtype} {e.backend}: ", ""),
+                     (e.verdict, VERDICT_STYLE.get(e.verdict, "")), (ratio, "")],
+                    op=e.op, label=e.label, dtype=e.dtype, backend=e.backend, verdict=e.verdict)
 
     run = audit(opts, on_row=progress)
     result = AuditResult(run, run.entries)
     entries = result.entries
     if req.format == "table":
-        if out is None:
-            out = Console()
-            out = out if out.is_terminal else Console(width=200)
-        out.print(_table(entries, premise(req.replay_mode)))
-        _why(entries, out)
+        printer.show(audit_table(entries, premise(req.replay_mode)))
+        _why(entries, printer)
     else:
-        sys.stdout.write(audit_text(entries, req.format))
+        printer.text(audit_text(entries, req.format))
     summary = ", ".join(f"{n} {v}" for v, n in counts(entries).items())
-    err.print(f"audit: {len(entries)} row(s): {summary}; ncu {run.ncu_version or run.ncu or 'not found'}; "
-              f"wrote {run.out_dir / 'audit.jsonl'} and the reports in {run.out_dir / 'ncu'}")
+    printer.say(f"audit: {len(entries)} row(s): {summary}; ncu {run.ncu_version or run.ncu or 'not found'}; "
+                f"wrote {run.out_dir / 'audit.jsonl'} and the reports in {run.out_dir / 'ncu'}")
     if result.exit_code:
-        err.print("audit: FAIL or ERROR rows; exit 1", style="red")
+        printer.say([("audit: FAIL or ERROR rows; exit 1", "red")], kind="error", bare=True)
     return result
 
 
-def _premise_cells() -> dict[str, str]:
-    from tileops.audit.ncu import REPLAY_MODES as MODES
-    from tileops.audit.ncu import premise
-
-    return {premise(m): ("cold call; reads only" if m != "kernel" else "cold replay per kernel; reads only")
-            for m in MODES}
-
-
-def _num(v: int | None) -> str:
-    return "" if v is None else f"{v:,}"
-
-
-def _table(entries: Sequence[AuditEntry], premise: str) -> Table:
-    from rich.table import Table
-
-    cells = _premise_cells()
-    t = Table(title="Read-side bytes audit", caption=f"premises: {premise}", caption_justify="left")
-    for col, justify in (("op", "left"), ("row", "left"), ("dtype", "left"), ("declared read B", "right"),
-                         ("measured read B", "right"), ("ratio", "right"), ("measured write B", "right"),
-                         ("kernels", "right"), ("verdict", "left"), ("premise", "left")):
-        t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]  # rich's Literal
-    for e in entries:
-        ratio = e.read_ratio
-        t.add_row(e.op, e.label, e.dtype, _num(e.expected_read_bytes), _num(e.measured_read_bytes),
-                  "" if ratio is None else f"{ratio:.3f}", _num(e.measured_write_bytes), _num(e.kernels),
-                  f"[{_STYLE.get(e.verdict, '')}]{e.verdict}[/]", cells.get(e.premise, "see caption"))
-    return t
-
-
-def _why(entries: Sequence[AuditEntry], out: Console) -> None:
+def _why(entries: Sequence[AuditEntry], printer: Printer) -> None:
     """Each non-PASS reason once, with the rows it applies to (47 rows refused by ncu are one line)."""
+    from tileops.audit.render import VERDICT_STYLE
+
     groups: dict[tuple[str, str], list[AuditEntry]] = {}
     for e in entries:
         if e.verdict != "PASS":
@@ -158,4 +121,4 @@ def _why(entries: Sequence[AuditEntry], out: Console) -> None:
     for (verdict, reason), rows in groups.items():
         who = (f"{rows[0].op} [{rows[0].label} {rows[0].dtype} {rows[0].backend}]" if len(rows) == 1
                else f"{len(rows)} rows ({', '.join(sorted({r.op for r in rows}))})")
-        out.print(f"[{_STYLE.get(verdict, '')}]{verdict}[/] {who}: {reason}", highlight=False, soft_wrap=True)
+        printer.say([(verdict, VERDICT_STYLE.get(verdict, "")), (f" {who}: {reason}", "")], result=True)

@@ -399,7 +399,7 @@ def run_calibrate(opts: CalibrateOptions, printer: Printer | None = None) -> Cal
     fresh = cal.fresh(info, max_age) if max_age is not None else None
     result = cal.kept(fresh) if fresh is not None else cal.one(info)
     if opts.format == "json":
-        printer.text(result.as_json())
+        printer.text(result.as_json() + "\n")
     elif result.profile is not None:
         from tileops.calibrate.summary import profile_view
 
@@ -417,7 +417,7 @@ def _every_device(cal: _Calibration, max_age: dt.timedelta | None) -> CalibrateR
     result = cal.every_device(max_age)
     printer = cal.printer
     if cal.opts.format == "json":
-        printer.text(result.as_json())
+        printer.text(result.as_json() + "\n")
     else:
         for prof, group in cal.models:
             printer.show(profile_view(prof, group[0] if len(group) == 1 else None))

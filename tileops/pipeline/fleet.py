@@ -10,7 +10,6 @@ host where nothing can start (no engine, no image, no GPU) is a TileOpsError
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +18,7 @@ from tileops.pipeline.outcome import exit_code
 
 if TYPE_CHECKING:
     from tileops.fleet import ContainerOutcome
+    from tileops.report.printer import Printer
 
 
 @dataclass(frozen=True)
@@ -40,10 +40,14 @@ class FleetResult:
         return exit_code(failed=sum(not o.ok for o in self.outcomes))
 
 
-def run_fleet(opts: FleetOptions) -> FleetResult:
-    """Start one container per device, stream their logs, collect their results, and say how each ended."""
+def run_fleet(opts: FleetOptions, printer: Printer | None = None) -> FleetResult:
+    """Start one container per device, stream their logs, collect their results, and say how each ended
+    (through ``printer``; default: plain lines, as the containers' own logs are)."""
     from tileops import fleet
     from tileops.profiles import store_dir
+    from tileops.report.printer import make_printer
+
+    printer = printer if printer is not None else make_printer("log")
 
     devices = [fleet.CPU] if opts.cpu else fleet.enumerate_gpus()
     run_id = fleet.new_run_id()
@@ -53,19 +57,20 @@ def run_fleet(opts: FleetOptions) -> FleetResult:
     out = opts.out or Path("results") / f"fleet-{run_id}"
     store = opts.profile_dir or store_dir()
 
-    print(f"tileops fleet {opts.task}: {len(plans)} container(s) of {opts.image}: "
-          + ", ".join(p.device.describe() for p in plans), flush=True)
+    printer.say(f"tileops fleet {opts.task}: {len(plans)} container(s) of {opts.image}: "
+                + ", ".join(p.device.describe() for p in plans), result=True)
     outcomes = fleet.launch(client, opts.image, plans, out,
                             seed_profiles=store if opts.task == "bench" else None,
-                            echo=lambda line: print(line, flush=True))
+                            echo=lambda line: printer.say(line, result=True))
 
     if opts.task == "calibrate":
         for path in fleet.install_profiles(outcomes, store):
-            print(f"installed {path}")
+            printer.say(f"installed {path}", result=True)
     for o in outcomes:
         where = f" -> {o.collected}" if o.collected else ""
-        print(f"{o.device.describe()}: {'ok' if o.ok else 'FAILED: ' + o.reason()}{where}")
+        printer.say(f"{o.device.describe()}: {'ok' if o.ok else 'FAILED: ' + o.reason()}{where}", result=True)
     for o in outcomes:
         if not o.ok:
-            print(f"tileops fleet {opts.task}: device {o.device.describe()} failed: {o.reason()}", file=sys.stderr)
+            printer.say(f"tileops fleet {opts.task}: device {o.device.describe()} failed: {o.reason()}", kind="error",
+                        bare=True)
     return FleetResult(outcomes)

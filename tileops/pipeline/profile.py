@@ -18,14 +18,10 @@ from typing import TYPE_CHECKING
 
 from tileops.errors import TileOpsError
 from tileops.pipeline.outcome import exit_code
-from tileops.profiles import (PROFILE_DIR_ENV, Profile, ProfileError, find_profile, is_store_profile, load_profiles,
+from tileops.profiles import (PROFILE_DIR_ENV, Profile, ProfileError, find_profile, load_profiles,
                               select_profile, store_dir)
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
-    from tileops.ceilings.check import CheckReport
-    from tileops.ceilings.facts import FactsReading
     from tileops.report.printer import Printer
 
 
@@ -86,24 +82,12 @@ def _dump(data: object, fmt: str) -> str:
 
 
 def _list(req: ProfileRequest, profiles: list[Profile], printer: Printer) -> ProfileAnswer:
-    from rich.table import Table
-
-    from tileops.calibrate.summary import fmt_rate, fmt_seconds
+    from tileops.calibrate.summary import profiles_table
 
     if req.format != "table":
-        printer.text(_dump([p.model_dump(mode="json", exclude_none=True) for p in profiles], req.format))
+        printer.text(_dump([p.model_dump(mode="json", exclude_none=True) for p in profiles], req.format) + "\n")
         return ProfileAnswer()
-    t = Table(title=f"device profiles (store: {store_dir()})", title_justify="left")
-    for col in ("name", "kind", "matches", "memory nominal", "effective", "roofs calibrated", "floor", "from"):
-        t.add_column(col, no_wrap=col == "name")
-    for p in profiles:
-        mem = p.memory
-        nominal = "-" if mem is None else (fmt_rate(mem.theoretical, "B/s") if mem.nominal_known else "unknown")
-        eff = "-" if mem is None or mem.effective is None else fmt_rate(mem.effective, "B/s")
-        calibrated = sum(r.calibration is not None for r in p.compute.values())
-        t.add_row(p.name, p.kind, "\n".join(p.match), nominal, eff, f"{calibrated}/{len(p.compute)}",
-                  fmt_seconds(p.latency_floor_s), "store" if is_store_profile(p) else "shipped")
-    printer.show(t)
+    printer.show(profiles_table(profiles, store_dir()))
     return ProfileAnswer()
 
 
@@ -120,7 +104,7 @@ def _show(req: ProfileRequest, profiles: list[Profile], printer: Printer) -> Pro
                                fix="run `tileops calibrate` (CPU) or add a profile whose match lists it")
         profile = hit
     if req.format != "table":
-        printer.text(_dump(profile.model_dump(mode="json", exclude_none=True), req.format))
+        printer.text(_dump(profile.model_dump(mode="json", exclude_none=True), req.format) + "\n")
         return ProfileAnswer()
     printer.show(profile_view(profile))
     return ProfileAnswer()
@@ -131,7 +115,7 @@ def _match(req: ProfileRequest, profiles: list[Profile], printer: Printer) -> Pr
     hit = select_profile(name, profiles)
     if req.format != "table":
         printer.text(json.dumps({"device_name": name, "profile": hit.name if hit else None,
-                                 "file": str(hit.source_path) if hit and hit.source_path else None}))
+                                 "file": str(hit.source_path) if hit and hit.source_path else None}) + "\n")
         return ProfileAnswer(hit is not None)
     if hit is None:
         printer.say(f"{name!r}: no profile matches; SOL readings on this device are blank (§1.2). "
@@ -161,9 +145,11 @@ def _check(req: ProfileRequest, profiles: list[Profile], printer: Printer) -> Pr
         chosen = [hit]
     report = check_report(chosen, device)
     if req.format != "table":
-        printer.text(_dump(report.as_dict(), req.format))
+        printer.text(_dump(report.as_dict(), req.format) + "\n")
         return ProfileAnswer(defects=report.failed)
-    printer.show(_check_table(report, device))
+    from tileops.calibrate.summary import check_table
+
+    printer.show(check_table(report, device))
     for heading, lines in (
             ("facts", [f"{p.profile}: {p.facts.describe()}" for p in report.profiles if p.facts is not None]),
             ("defects", [c.describe(p.profile) for p in report.profiles for c in p.defects]),
@@ -176,25 +162,3 @@ def _check(req: ProfileRequest, profiles: list[Profile], printer: Printer) -> Pr
                 printer.say(f"  {line}", result=True)
     printer.say(report.summary(), result=True)
     return ProfileAnswer(defects=report.failed)
-
-
-def _check_table(report: CheckReport, device: FactsReading) -> Table:
-    """Each profile's ceilings: what it states, what the device's facts give, how far apart."""
-    from rich.table import Table
-
-    from tileops.calibrate.summary import fmt_rate
-
-    source = (f"this GPU's own ({device.facts.origin}) for the profile naming it, else those recorded per SKU"
-              if device.facts is not None else f"those recorded per SKU ({device.why_not})")
-    t = Table(title=f"profile check: theoretical figures against the ceilings the device's facts give; facts: {source}",
-              title_justify="left")
-    for col in ("profile", "ceiling", "profile states", "facts give", "off", "state"):
-        t.add_column(col, no_wrap=col in ("profile", "ceiling"), justify="right" if col == "off" else "left")
-    for p in report.profiles:
-        if p.not_checked:
-            t.add_row(p.profile, "-", "-", "-", "-", "not checked")
-        for c in p.ceilings:
-            off = "-" if c.ratio is None else f"{round((c.ratio - 1) * 100, 1) + 0.0:+.1f} %"
-            state = {"defect": "[red]DEFECT[/]", "agrees": "agrees"}.get(c.state, "not checked")
-            t.add_row(p.profile, c.ceiling, fmt_rate(c.stated, c.unit), fmt_rate(c.derived.value, c.unit), off, state)
-    return t

@@ -97,21 +97,18 @@ def run_roofline(opts: RooflineOptions, out: TextIO | None = None, err: TextIO |
     be read: a missing or invalid records file, an unknown or invalid profile, no records, an unwritable
     plot directory."""
     from tileops.records import collecting_rarely
-    from tileops.report.texttable import ansi, colour_wanted
+    from tileops.report.printer import printer_on
+    from tileops.report.texttable import colour_wanted
 
     out = sys.stdout if out is None else out  # the streams of the moment (a test's capture), not the import's
     err = sys.stderr if err is None else err
-
-    def say(text: str, style: str = "") -> None:
-        if style and colour_wanted(err):
-            text = ansi(style) + text + "\x1b[0m"
-        print(text, file=err)
+    printer = printer_on(out, err)
 
     with collecting_rarely():
-        result = _run(opts, out, say, opts.format == "table" and colour_wanted(out))
+        result = _run(opts, out, printer.say, opts.format == "table" and colour_wanted(out))
     line = result.verdict_line(opts.threshold)
     if line is not None:
-        say(line, "bold red" if not result.health.ok else "red")
+        printer.say([(line, "bold red" if not result.health.ok else "red")], kind="error", bare=True)
     return result
 
 

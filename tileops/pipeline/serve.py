@@ -7,14 +7,17 @@ at scrape time and runs until interrupted (Ctrl-C or SIGTERM: exit 0).
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tileops import interrupts
 from tileops.errors import TileOpsError
 from tileops.pipeline.export import DEFAULT_DETAIL
 from tileops.pipeline.outcome import exit_code
+
+if TYPE_CHECKING:
+    from tileops.report.printer import Printer
 
 #: The server's defaults, written here so the command line shows them without importing the exporter; a test
 #: holds them equal to ``tileops.export.server``'s.
@@ -43,19 +46,22 @@ class Served:
         return exit_code()
 
 
-def serve(opts: ServeOptions) -> Served:
+def serve(opts: ServeOptions, printer: Printer | None = None) -> Served:
     """Check the profiles, bind, say where, and serve until interrupted. TileOpsError (exit 2) for a bad
     profile or an address that cannot be bound; warnings on stderr for profiles left out and a results
-    directory that does not exist yet."""
+    directory that does not exist yet (through ``printer``; default: plain lines)."""
     from tileops.export.server import CachedProfiles, DirectorySource, make_http_server
+    from tileops.report.printer import make_printer
+
+    printer = printer if printer is not None else make_printer("log")
 
     profiles = CachedProfiles(opts.profile)
     profiles()  # fail now, not at the first scrape (TileOpsError)
     for name, problem in profiles.problems.items():  # served without them, and listed in /healthz
-        print(f"tileops serve: warning: profile {name} skipped: {problem}", file=sys.stderr)
+        printer.say(f"tileops serve: warning: profile {name} skipped: {problem}", kind="warning", bare=True)
     if not opts.directory.is_dir():
-        print(f"tileops serve: warning: {opts.directory} does not exist yet; /healthz answers 503 until it does",
-              file=sys.stderr)
+        printer.say(f"tileops serve: warning: {opts.directory} does not exist yet; /healthz answers 503 until it "
+                    "does", kind="warning", bare=True)
     source = DirectorySource(opts.directory, profiles, max_file_bytes=opts.max_file_bytes)
     try:
         server = make_http_server(source, opts.host, opts.port, detail=opts.detail)
@@ -63,7 +69,7 @@ def serve(opts: ServeOptions) -> Served:
         raise TileOpsError(f"cannot listen on {opts.host}:{opts.port}: {exc.strerror or exc}") from None
     host, port = server.server_address[:2]
     url = f"http://{host!s}:{port}/metrics"  # an IPv4/IPv6 address as text (socketserver declares str | bytes)
-    print(f"tileops serve: {url} (results in {opts.directory})", flush=True)
+    printer.say(f"tileops serve: {url} (results in {opts.directory})", result=True)
     try:
         with interrupts.handled():  # SIGTERM (docker stop, Kubernetes) stops it like Ctrl-C: exit 0
             server.serve_forever()

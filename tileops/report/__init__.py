@@ -21,7 +21,6 @@ nothing in this package imports op code or torch (a test checks).
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 from collections.abc import Sequence
 
@@ -36,7 +35,6 @@ from tileops.report.tables import (
     render_markdown,
     render_text,
 )
-from tileops.report.texttable import colour_wanted
 from tileops.roofline import Health, Priced
 
 if TYPE_CHECKING:  # rich is imported only by callers that hand in a rich Console
@@ -48,25 +46,18 @@ FORMATS = ("table", "json", "md", "csv")
 def render_summary(priced: Sequence[Priced], console: Console | None = None, *,
                    comparison: Comparison | None = None, title: str | None = None,
                    health: Health | None = None, full_table: bool = False) -> None:
-    """Print the table grouped by op (a digest above ``SUMMARISE_ABOVE`` rows) and the summary.
+    """Print the table grouped by op (a digest above ``SUMMARISE_ABOVE`` rows) and the summary, as the
+    console printer shows a run's results (``tileops.report.printer``).
 
     ``console``: a rich Console to print through (its file and colour choice), or None for stdout.
     """
-    if console is None:
-        text = render_text(priced, "table", comparison=comparison, health=health, title=title,
-                           full_table=full_table, colour=colour_wanted(sys.stdout))
-        sys.stdout.write(text)
-        return
-    colour = console.color_system is not None and not console.no_color and not console.record
-    text = render_text(priced, "table", comparison=comparison, health=health, title=title,
-                       full_table=full_table, colour=colour)
-    if console.record:  # a recording console keeps what is printed through it
-        from rich.text import Text
+    from rich.console import Console as RichConsole
 
-        console.print(Text(text, end=""), soft_wrap=True, end="")
-    else:
-        console.file.write(text)
-        console.file.flush()
+    from tileops.report.printer import ConsolePrinter
+
+    console = console if console is not None else RichConsole()
+    ConsolePrinter(console, console).results(priced, comparison=comparison, title=title, health=health,
+                                             full_table=full_table)
 
 
 __all__ = ["FORMATS", "Comparison", "Report", "RunFacts", "as_json", "compare", "new_report", "render_csv",

@@ -11,7 +11,7 @@ filled one priced row at a time and merges with a later part of the run.
 
 from __future__ import annotations
 
-from tileops.report import columns
+import tileops.report.columns as columns
 from tileops.report.texttable import TextTable
 from tileops.roofline import GapSplit, Priced, power_state, row_energy
 from tileops.roofline.power import POWER_CAPPED, POWER_CAPPED_THERMAL, THERMAL

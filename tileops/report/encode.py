@@ -21,7 +21,7 @@ try:  # the `fast` extra: rows encoded in C; without it the standard library wri
 except ImportError:
     msgspec = None  # type: ignore[assignment]  # optional: the standard library path below stands in
 
-from tileops.report import columns
+import tileops.report.columns as columns
 
 #: The JSON row's columns up to its race columns (the race columns need every backend of the row: later).
 ROW_COLUMNS = columns.RAW_COLUMNS[:-len(columns.RACE_COLUMNS)]

@@ -111,7 +111,8 @@ class Printer(Protocol):
         """A rich renderable (a table, a panel); ``data`` is what a JSON reader gets instead of its text."""
 
     def text(self, text: str) -> None:
-        """A document already formatted (JSON, CSV, markdown): written on stdout as it is."""
+        """A document already formatted (JSON, CSV, markdown), its line ends included: written on stdout as it
+        is."""
 
     def listing(self, plan: Listing) -> None:
         """The ``--list`` plan."""
@@ -162,7 +163,7 @@ class ConsolePrinter:
         (self.out if result else self.err).print(renderable)
 
     def text(self, text: str) -> None:
-        self.out.file.write(text if text.endswith("\n") else text + "\n")
+        self.out.file.write(text)
         self.out.file.flush()
 
     def listing(self, plan: Listing) -> None:
@@ -305,7 +306,8 @@ class LogPrinter:
         self._write("\n".join(line.rstrip() for line in _plain_render(renderable).splitlines()), result)
 
     def text(self, text: str) -> None:
-        self._write(text, True)
+        self.out.write(text)
+        self.out.flush()
 
     def listing(self, plan: Listing) -> None:
         _write_listing(self.out, plan, colour=False)
@@ -415,6 +417,15 @@ def on_a_terminal() -> bool:
     from rich.console import Console
 
     return Console().is_terminal or Console(stderr=True).is_terminal
+
+
+def printer_on(out: IO[str], err: IO[str]) -> Printer:
+    """A printer on these streams: the console where ``err`` takes colour (a terminal), plain lines elsewhere."""
+    if colour_wanted(err):
+        from rich.console import Console
+
+        return ConsolePrinter(Console(file=out), Console(file=err, force_terminal=True))
+    return LogPrinter(out, err)
 
 
 def make_printer(output_format: str = "auto", *, piped_width: int = 200) -> Printer:

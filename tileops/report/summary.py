@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from tileops.report import columns
+import tileops.report.columns as columns
 from tileops.report.conditions import ConditionFacts
 from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, HOST_BOUND_RATIO, NOT_JUDGED_NOISE, NOT_JUDGED_REASONS,
                               UNSTABLE_CPU, UNSTABLE_GPU, BackendRace, CeilingHealth, Health, HealthTally, Priced,

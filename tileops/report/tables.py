@@ -22,7 +22,7 @@ import json
 from typing import Any, TextIO
 from collections.abc import Callable, Iterable, Sequence
 
-from tileops.report import columns
+import tileops.report.columns as columns
 from tileops.report.encode import Lines, csv_line, json_row
 from tileops.report.baseline import Comparison, RowChange
 from tileops.report.conditions import GAP_COLUMNS, GAP_RIGHT
