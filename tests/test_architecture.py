@@ -29,7 +29,7 @@ DOC = ROOT / "docs" / "architecture.md"
 #: Foundation modules: small, importable by every layer; standard-library only but for records.fast (msgspec)
 #: and yamlfile (PyYAML), which the bench never imports (the run-time probe below holds it).
 FOUNDATION = ("errors", "fsutil", "paths", "exitcodes", "interrupts", "revision", "dtypes", "durations", "records",
-              "yamlfile", "stats")
+              "yamlfile", "stats", "defaults")
 
 #: layer -> the layers it may import (besides itself and the foundation). A layer is a
 #: top-level module or package of ``tileops``. Data flows one way: manifest -> ops -> bench ->

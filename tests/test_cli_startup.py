@@ -49,23 +49,3 @@ def test_only_the_named_command_is_registered_in_full(argv: list[str]) -> None:
     full = {name for name, p in sub.choices.items() if p.get_default("func") is not None}
     assert full == ({argv[0]} if argv and argv[0] in cli.COMMANDS else set())
 
-
-def test_defaults_written_in_the_light_pipeline_modules_match_their_source() -> None:
-    """The command line shows these without importing the layer they come from; each is that layer's own."""
-    from tileops.audit import ncu
-    from tileops.audit.render import FORMATS as AUDIT_FORMATS
-    from tileops.export import server
-    from tileops.export.metrics import DEFAULT_DETAIL, DETAILS
-    from tileops.export.push import DEFAULT_JOB, RetryPolicy
-    from tileops.pipeline import audit, export, roofline, serve
-    from tileops.report import FORMATS
-    from tileops.report.baseline import DEFAULT_THRESHOLD
-
-    assert export.DEFAULT_JOB == DEFAULT_JOB
-    assert (export.PUSH_ATTEMPTS, export.PUSH_BACKOFF_S, export.PUSH_TIMEOUT_S) == (
-        RetryPolicy.attempts, RetryPolicy.backoff_s, RetryPolicy.timeout_s)
-    assert (export.DETAILS, export.DEFAULT_DETAIL) == (DETAILS, DEFAULT_DETAIL)
-    assert roofline.FORMATS == FORMATS and roofline.DEFAULT_THRESHOLD == DEFAULT_THRESHOLD
-    assert (serve.DEFAULT_PORT, serve.DEFAULT_MAX_FILE_BYTES) == (server.DEFAULT_PORT, server.DEFAULT_MAX_FILE_BYTES)
-    assert audit.FORMATS == AUDIT_FORMATS and audit.REPLAY_MODES == tuple(ncu.REPLAY_MODES)
-    assert (audit.DEFAULT_REPLAY_MODE, audit.CLOCK_CONTROLS) == (ncu.DEFAULT_REPLAY_MODE, ncu.CLOCK_CONTROLS)

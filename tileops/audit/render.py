@@ -8,8 +8,8 @@ import json
 from collections.abc import Sequence
 
 from tileops.audit.entry import PREMISE, AuditEntry, counts, entry_data
+from tileops.defaults import AUDIT_FORMATS as FORMATS
 
-FORMATS = ("table", "json", "csv", "md")
 #: The table's columns, also CSV's and markdown's.
 COLUMNS = ("op", "label", "dtype", "backend", "expected_read_bytes", "measured_read_bytes", "read_ratio",
            "measured_write_bytes", "kernels", "verdict", "reason")

@@ -33,10 +33,10 @@ from tileops.audit.plan import audit_plan, case_arg, manifest_entries, op_classe
 from tileops.audit.verdict import Judgement, judge
 from tileops.bench.select import Planned, Selection
 from tileops.device import DeviceInfo, cuda_available, describe_device, host_name
+from tileops.defaults import AUDIT_ROW_TIMEOUT_S as DEFAULT_ROW_TIMEOUT_S
 from tileops.errors import TileOpsError
 
 REPORTS_DIR = "ncu"
-DEFAULT_ROW_TIMEOUT_S = 300.0
 
 
 @dataclass
