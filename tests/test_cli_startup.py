@@ -27,9 +27,24 @@ def test_help_imports_no_command_module() -> None:
     assert _loaded_after("--help") == []
 
 
+def _loaded_by(code: str) -> list[str]:
+    """Top-level packages of HEAVY imported by running ``code`` in a fresh interpreter."""
+    probe = f"import sys, json\n{code}\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))))"
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
 def test_a_command_imports_only_what_it_needs() -> None:
     assert _loaded_after("roofline", "--help") == []  # roofline's parser needs none of them
-    assert "rich" in _loaded_after("ops", "--help")  # ops imports rich at module level: it is loaded only for ops
+    assert _loaded_after("ops", "--help") == []  # nor does ops's: its tables (rich) are drawn by the workflow
+
+
+def test_no_command_parser_imports_a_heavy_module() -> None:
+    """Every parser registered in full (as the docs test walks them) shows its defaults from tileops.defaults and
+    the pipeline's light tops: none imports the layer behind a flag."""
+    assert _loaded_by("from tileops.cli import build_parser\nbuild_parser()") == []
+    assert _loaded_by("import yaml") == ["yaml"]  # the probe sees a heavy import where there is one
 
 
 def _registered_help() -> dict[str, str | None]:
