@@ -34,7 +34,9 @@ PUSH_TIMEOUT_S = 10.0
 #: Detail levels of an exposition: ``lean`` (the default) and ``full`` (adds derivable and descriptive row series).
 METRICS_DETAILS: tuple[str, ...] = ("lean", "full")
 METRICS_DETAIL = "lean"
-#: ``tileops serve``'s port.
+#: ``tileops serve``'s bind address (this machine only: results are not published to the network by accident; the
+#: image sets ``TILEOPS_SERVE_HOST=0.0.0.0``) and port.
+SERVE_HOST = "127.0.0.1"
 SERVE_PORT = 9469
 #: The largest records or audit file a scrape reads (``tileops serve --max-file-mb``): a run of 100,000 records
 #: is well under it (benchmarks/serve_scrape.py prints both sizes); a file far beyond that is not one run's
@@ -59,3 +61,11 @@ AUDIT_REPLAY_MODE = "app-range"
 AUDIT_CLOCK_CONTROLS: tuple[str, ...] = ("none", "base")
 #: Seconds before a row under ncu is killed and recorded as ERROR.
 AUDIT_ROW_TIMEOUT_S = 300.0
+#: The GPU audited, and the calls before the profiled one (outside its NVTX range).
+AUDIT_DEVICE = "cuda:0"
+AUDIT_WARMUP = 1
+
+# --- the fleet (tileops.fleet)
+
+#: The appliance image each container runs, where ``$TILEOPS_IMAGE`` does not name one.
+FLEET_IMAGE = "tileops:latest"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tileops.defaults import (AUDIT_CLOCK_CONTROLS, AUDIT_FORMATS, AUDIT_REPLAY_MODE, AUDIT_REPLAY_MODES,
-                              AUDIT_ROW_TIMEOUT_S)
+from tileops.defaults import (AUDIT_CLOCK_CONTROLS, AUDIT_DEVICE, AUDIT_FORMATS, AUDIT_REPLAY_MODE, AUDIT_REPLAY_MODES,
+                              AUDIT_ROW_TIMEOUT_S, AUDIT_WARMUP)
 
 EPILOG = """\
 default rows: every row of every implemented op that declares a read half (an op named with --op
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_backend_argument(sel, [], "default: torch (the formula is the same for every backend; the audit "
                                   "of another measures what its kernels read)")
     sel.add_argument("--dtype", action="append", default=[], help="dtype (bfloat16, ...) or dtype case name")
-    p.add_argument("--device", default="cuda:0", help="the GPU to audit on (default cuda:0)")
+    p.add_argument("--device", default=AUDIT_DEVICE, help="the GPU to audit on (default %(default)s)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="where audit.jsonl and the reports go (default results/audit-<run-id>/); `tileops export` "
                         "and `serve` publish it under the GPU it audited, with that GPU's newest run; a bench run "
@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                                "/usr/local/cuda/bin/ncu)")
     p.add_argument("--row-timeout", type=float, default=AUDIT_ROW_TIMEOUT_S, metavar="S",
                    help="seconds before a row under ncu is killed and recorded as ERROR (default %(default)g)")
-    p.add_argument("--warmup", type=int, default=1, metavar="N",
+    p.add_argument("--warmup", type=int, default=AUDIT_WARMUP, metavar="N",
                    help="calls before the profiled one, outside its NVTX range (default 1)")
     p.add_argument("--replay-mode", choices=tuple(AUDIT_REPLAY_MODES), default=AUDIT_REPLAY_MODE,
                    help="how ncu replays the call (default app-range: caches flushed once, at the call's start, so a "

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from collections.abc import Sequence
 
-from tileops.defaults import AUDIT_CLOCK_CONTROLS, AUDIT_REPLAY_MODE, AUDIT_ROW_TIMEOUT_S
+from tileops.defaults import (AUDIT_CLOCK_CONTROLS, AUDIT_DEVICE, AUDIT_REPLAY_MODE, AUDIT_ROW_TIMEOUT_S,
+                              AUDIT_WARMUP)
 from tileops.pipeline.outcome import exit_code
 
 if TYPE_CHECKING:
@@ -39,12 +40,12 @@ class AuditRequest:
     tags: Sequence[str] = ()
     backends: Sequence[str] = ()
     dtypes: Sequence[str] = ()
-    device: str = "cuda:0"
+    device: str = AUDIT_DEVICE
     out: Path | None = None
     config: Path | None = None  # EXEMPT configuration (a file or a folder); None: the shipped audit/
     ncu: str | None = None  # the ncu executable; None: ncu on PATH, then /usr/local/cuda/bin/ncu
     row_timeout_s: float = AUDIT_ROW_TIMEOUT_S
-    warmup: int = 1
+    warmup: int = AUDIT_WARMUP
     replay_mode: str = AUDIT_REPLAY_MODE
     clock_control: str = AUDIT_CLOCK_CONTROLS[0]
     format: str = "table"

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tileops import interrupts
-from tileops.defaults import METRICS_DETAIL, SERVE_MAX_FILE_BYTES, SERVE_PORT
+from tileops.defaults import METRICS_DETAIL, SERVE_HOST, SERVE_MAX_FILE_BYTES, SERVE_PORT
 from tileops.errors import TileOpsError
 from tileops.pipeline.outcome import exit_code
 
 @dataclass(frozen=True)
 class ServeOptions:
     directory: Path = Path("results")
-    host: str = "127.0.0.1"
+    host: str = SERVE_HOST
     port: int = SERVE_PORT  # 0 picks a free one
     max_file_bytes: int = SERVE_MAX_FILE_BYTES  # a larger records or audit file is left out (and listed)
     profile: str | None = None  # None: each device's profile, re-read at each scrape
