@@ -76,6 +76,17 @@ def test_an_unknown_op_is_a_usage_error_with_a_suggestion(capsys: pytest.Capture
     assert "no op named 'rmsnorm'" in err and "rms_norm" in err
 
 
+def test_families_that_name_no_op_are_a_usage_error_that_lists_the_families(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ops", "--family", "nope", "--no-price"]) == 2
+    out = capsys.readouterr().out
+    families = ", ".join(sorted({e.family for e in ENTRIES.values()}))
+    assert out == f"no ops in family nope; families: {families}\n"
+    assert main(["ops", "--family", "nope", "--family", "norm", "--no-price", "--format", "json"]) == 0
+    assert {r["name"] for r in json.loads(capsys.readouterr().out)} == {  # the one that names some is shown
+        n for n, e in ENTRIES.items() if e.family == "norm"}
+
+
 @pytest.mark.slow
 def test_no_price_lists_without_running_any_op(tmp_path: Path) -> None:
     """--no-price executes nothing: an extra manifest whose op kills its process still lists."""

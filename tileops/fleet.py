@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # the docker SDK is imported where a container is really star
 RESULTS_PATH = "/data/results"
 PROFILES_PATH = "/data/profiles"
 TASKS = ("calibrate", "bench")
-DEFAULT_IMAGE = "tileops:latest"
 
 
 class FleetError(TileOpsError):

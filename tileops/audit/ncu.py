@@ -43,6 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tileops.audit.reports import METRICS, NOT_COLLECTABLE
+from tileops.defaults import AUDIT_CLOCK_CONTROLS as CLOCK_CONTROLS  # --clock-control's choices, the default first
+from tileops.defaults import AUDIT_REPLAY_MODE as DEFAULT_REPLAY_MODE
+from tileops.defaults import AUDIT_REPLAY_MODES as REPLAY_MODES  # --replay-mode's choices and each one's premise
 
 #: The NVTX domain and range the child opens around the audited call.
 NVTX_DOMAIN = "tileops"
@@ -105,20 +108,6 @@ def ncu_version(ncu: str, timeout_s: float = 60.0) -> str | None:
         return None
     found = re.findall(r"Version\s+(\S+)", out.stdout + out.stderr)
     return found[-1] if found else None
-
-
-#: ``--replay-mode`` choices, the default first, and the premise each reading then rests on (§4.5).
-REPLAY_MODES: dict[str, str] = {
-    "app-range": "cold caches at the start of the call, its kernels sharing the caches as in a real run "
-                 "(ncu --cache-control all --replay-mode app-range)",
-    "range": "cold caches at the start of the call, its kernels sharing the caches as in a real run "
-             "(ncu --cache-control all --replay-mode range)",
-    "kernel": "cold caches on each kernel replay (ncu --cache-control all --replay-mode kernel): an intermediate "
-              "one kernel writes is read back from DRAM by the next",
-}
-DEFAULT_REPLAY_MODE = "app-range"
-#: ``--clock-control`` choices, the default first: leave the clocks alone (the device's rule), or lock to base.
-CLOCK_CONTROLS: tuple[str, ...] = ("none", "base")
 
 
 def premise(replay_mode: str) -> str:

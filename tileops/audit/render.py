@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tileops.audit.entry import PREMISE, AuditEntry, counts, entry_data
+from tileops.defaults import AUDIT_FORMATS as FORMATS
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-FORMATS = ("table", "json", "csv", "md")
 #: How a verdict is coloured on a terminal (rich's style names).
 VERDICT_STYLE = {"PASS": "green", "FAIL": "bold red", "ERROR": "bold red", "WARN": "yellow", "EXEMPT": "cyan",
                  "SKIPPED": "dim", "NO-VERDICT": "magenta"}

@@ -33,21 +33,22 @@ from tileops.audit.plan import audit_plan, case_arg, manifest_entries, op_classe
 from tileops.audit.verdict import Judgement, judge
 from tileops.bench.select import Planned, Selection
 from tileops.device import DeviceInfo, cuda_available, describe_device, host_name
+from tileops.defaults import AUDIT_DEVICE, AUDIT_WARMUP
+from tileops.defaults import AUDIT_ROW_TIMEOUT_S as DEFAULT_ROW_TIMEOUT_S
 from tileops.errors import TileOpsError
 
 REPORTS_DIR = "ncu"
-DEFAULT_ROW_TIMEOUT_S = 300.0
 
 
 @dataclass
 class AuditOptions:
     selection: Selection = field(default_factory=Selection)
-    device: str = "cuda:0"
+    device: str = AUDIT_DEVICE
     out: Path | None = None
     config: Path | None = None  # EXEMPT configuration (file or folder); default the shipped audit/
     ncu: str | None = None  # path or name of the ncu executable; default ncu on PATH
     row_timeout_s: float = DEFAULT_ROW_TIMEOUT_S
-    warmup: int = 1
+    warmup: int = AUDIT_WARMUP
     replay_mode: str = DEFAULT_REPLAY_MODE  # tileops.audit.ncu.REPLAY_MODES
     clock_control: str = CLOCK_CONTROLS[0]  # none: the clocks left alone
 

@@ -1,7 +1,7 @@
 """One device measured in its own process: ``python -m tileops.calibrate.child``, run by ``--all-devices``.
 
 A GPU's measurement runs in a fresh process so one device's CUDA context, caching allocator and failures stay
-its own (``tileops.calibrate.run.run_children`` starts one child per device). The child measures and writes
+its own (``tileops.calibrate.children.run_children`` starts one child per device). The child measures and writes
 the raw result to ``--results-out``, nothing else: the parent builds each model's profile and keeps the store.
 With ``--max-age``, a device whose stored result is fresh hands that result back unmeasured (its run id,
 unchanged, tells the parent it was kept).

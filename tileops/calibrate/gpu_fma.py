@@ -13,6 +13,8 @@ import torch
 import triton  # ImportError here is the caller's signal to fall back
 import triton.language as tl
 
+from tileops.calibrate.timing import best_time
+
 CHAINS = 4
 #: Chain steps per trip of the loop, unrolled at compile time: the loop's own instructions (a counter, a
 #: compare, a branch) then cost under 5 % of its issue slots. One step a trip left 32 FFMA beside 4 loop
@@ -58,8 +60,6 @@ def flops_of(n_iter: int, grid: int) -> float:
 
 def fma_kernel_rate(device: torch.device, target_s: float) -> tuple[float, float, float, str]:  # pragma: no cover
     """(FLOP/s, FLOPs per launch, best seconds, method) of the FMA-chain kernel on ``device``."""
-    from tileops.calibrate.measure import best_time
-
     grid = grid_for(torch.cuda.get_device_properties(device).multi_processor_count)
     out = torch.empty(grid * BLOCK, dtype=torch.float32, device=device)
     n_iter = 256

@@ -20,6 +20,7 @@ import torch
 
 from tileops.ledger import STREAM_WORDS, MixMeasurement, RoofMeasurement
 from tileops.calibrate.streaming import StreamingKernels, load_kernels
+from tileops.calibrate.timing import best_time
 from tileops.profiles import MIXES
 from tileops.tf32 import tf32_matmul
 
@@ -66,29 +67,6 @@ def gpu_sizes(l2_bytes: int | None, mem_bytes: int | None, quick: bool) -> Sizes
 
 
 # --------------------------------------------------------------------------- timing
-
-
-def best_time(fn: Callable[[], object], device: torch.device, reps: int, warmup: int = 1) -> float:
-    """Best wall (CPU) or CUDA-event (GPU) time of ``fn`` over ``reps`` repetitions, seconds."""
-    for _ in range(warmup):
-        fn()
-    if device.type == "cuda":  # pragma: no cover - needs a GPU
-        torch.cuda.synchronize(device)
-        best = float("inf")
-        for _ in range(reps):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            best = min(best, start.elapsed_time(end) / 1e3)
-        return best
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def _repeat(fn: Callable[[], object], k: int) -> Callable[[], None]:

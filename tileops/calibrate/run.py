@@ -3,19 +3,14 @@
 Measuring and writing are separate: ``calibrate_device`` (and ``calibrate_cpu``)
 return a Profile and write nothing; the composing layer (``tileops.pipeline``)
 writes. Each takes the device as described once (``tileops.device.DeviceInfo``).
-``run_children`` calibrates each visible device in its own process, so one
-device's CUDA context, allocator state or crash never touches another's run.
+``tileops.calibrate.children`` calibrates each visible device in its own
+process (``tileops.calibrate.child``, which measures with ``measure_device``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from collections.abc import Callable, Iterable
 
 import torch
@@ -202,44 +197,3 @@ def calibrate_cpu(quick: bool = False, progress: Progress | None = None,
                   options: TheoryOptions | None = None) -> Profile:
     """The calibrated CPU profile of this host (not written anywhere)."""
     return calibrate_device(describe_device("cpu"), quick=quick, progress=progress, options=options).profile
-
-
-# --------------------------------------------------------------------------- every device, one process each
-
-
-def visible_devices() -> list[str]:
-    """``cuda:0`` … ``cuda:N-1`` for every visible GPU; ``["cpu"]`` on a host without one."""
-    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return [f"cuda:{i}" for i in range(n)] or ["cpu"]
-
-
-@dataclass
-class ChildResult:
-    device: str
-    run: DeviceCalibration | None
-    error: str | None = None
-
-
-def run_children(devices: list[str], *, quick: bool, echo: Callable[[str], None] = print,
-                 max_age: str | None = None) -> list[ChildResult]:
-    """Calibrate each device in turn, each in its own ``python -m tileops.calibrate.child`` process.
-
-    With ``max_age``, a child whose device has a fresh stored result hands that back unmeasured."""
-    from tileops.ledger import read_device_result
-
-    out: list[ChildResult] = []
-    with tempfile.TemporaryDirectory(prefix="tileops-cal-") as tmp:
-        for i, dev in enumerate(devices, 1):
-            path = Path(tmp) / f"{dev.replace(':', '-')}.yaml"
-            cmd = [sys.executable, "-m", "tileops.calibrate.child", "--device", dev, "--results-out", str(path)]
-            if quick:
-                cmd.append("--quick")
-            if max_age is not None:
-                cmd += ["--max-age", max_age]
-            echo(f"[{i}/{len(devices)}] calibrating {dev} in its own process")
-            proc = subprocess.run(cmd, env=os.environ.copy())
-            if proc.returncode != 0 or not path.exists():
-                out.append(ChildResult(dev, None, f"exit code {proc.returncode}"))
-                continue
-            out.append(ChildResult(dev, read_device_result(path)))
-    return out

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tileops.pipeline.audit import CLOCK_CONTROLS, DEFAULT_REPLAY_MODE, FORMATS, REPLAY_MODES
+from tileops.defaults import (AUDIT_CLOCK_CONTROLS, AUDIT_DEVICE, AUDIT_FORMATS, AUDIT_REPLAY_MODE, AUDIT_REPLAY_MODES,
+                              AUDIT_ROW_TIMEOUT_S, AUDIT_WARMUP)
 
 EPILOG = """\
 default rows: every row of every implemented op that declares a read half (an op named with --op
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_backend_argument(sel, [], "default: torch (the formula is the same for every backend; the audit "
                                   "of another measures what its kernels read)")
     sel.add_argument("--dtype", action="append", default=[], help="dtype (bfloat16, ...) or dtype case name")
-    p.add_argument("--device", default="cuda:0", help="the GPU to audit on (default cuda:0)")
+    p.add_argument("--device", default=AUDIT_DEVICE, help="the GPU to audit on (default %(default)s)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="where audit.jsonl and the reports go (default results/audit-<run-id>/); `tileops export` "
                         "and `serve` publish it under the GPU it audited, with that GPU's newest run; a bench run "
@@ -44,18 +45,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="EXEMPT configuration: a YAML file or a folder of them (default: the shipped audit/)")
     p.add_argument("--ncu", default=None, metavar="PATH", help="the ncu executable (default: ncu on PATH, then "
                                                                "/usr/local/cuda/bin/ncu)")
-    p.add_argument("--row-timeout", type=float, default=300.0, metavar="S",
-                   help="seconds before a row under ncu is killed and recorded as ERROR (default 300)")
-    p.add_argument("--warmup", type=int, default=1, metavar="N",
+    p.add_argument("--row-timeout", type=float, default=AUDIT_ROW_TIMEOUT_S, metavar="S",
+                   help="seconds before a row under ncu is killed and recorded as ERROR (default %(default)g)")
+    p.add_argument("--warmup", type=int, default=AUDIT_WARMUP, metavar="N",
                    help="calls before the profiled one, outside its NVTX range (default 1)")
-    p.add_argument("--replay-mode", choices=REPLAY_MODES, default=DEFAULT_REPLAY_MODE,
+    p.add_argument("--replay-mode", choices=tuple(AUDIT_REPLAY_MODES), default=AUDIT_REPLAY_MODE,
                    help="how ncu replays the call (default app-range: caches flushed once, at the call's start, so a "
                         "multi-kernel op's intermediates are read as in a real run; kernel: each kernel from cold "
                         "caches; docs/audit.md)")
-    p.add_argument("--clock-control", choices=CLOCK_CONTROLS, default=CLOCK_CONTROLS[0],
+    p.add_argument("--clock-control", choices=AUDIT_CLOCK_CONTROLS, default=AUDIT_CLOCK_CONTROLS[0],
                    help="ncu's clock control (default none: the GPU's clocks are left alone, as the fleet's other "
                         "jobs need; base locks them to base clocks)")
-    p.add_argument("--format", choices=FORMATS, default="table",
+    p.add_argument("--format", choices=AUDIT_FORMATS, default="table",
                    help="what to print: the table (default), or json, csv, md of every row")
     p.set_defaults(func=run)
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from tileops.commands import argtypes
+from tileops.defaults import BACKENDS
 
 EPILOG = """\
 default rows: on a CPU the rows tagged `cpu`; on a GPU every row the device can run.
@@ -39,8 +40,6 @@ def restored_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 def add_backend_argument(group: argparse._ArgumentGroup, default: object, what: str) -> None:
     """``--backend``, shared by bench and audit: repeatable, ``all`` for every backend the op has."""
-    from tileops.ops.backends import BACKENDS
-
     group.add_argument("--backend", dest="backends", action="append", default=default,
                        choices=BACKENDS + ("all",), help=f"backend: {', '.join(BACKENDS)}, or all (every backend the "
                                                          f"op has); {what} (docs/ops.md, Backends)")

@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 from tileops.commands import argtypes  # argparse only
-from tileops.pipeline.export import (DEFAULT_DETAIL, DEFAULT_JOB, DETAILS, PUSH_ATTEMPTS, PUSH_BACKOFF_S,
-                                     PUSH_TIMEOUT_S, Sinks)
+from tileops.defaults import (METRICS_DETAIL, METRICS_DETAILS, PUSH_ATTEMPTS, PUSH_BACKOFF_S, PUSH_JOB,
+                              PUSH_TIMEOUT_S)
+from tileops.pipeline.export import Sinks
 
 
 def add_sink_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, restorable: bool = False) -> None:
@@ -27,7 +28,7 @@ def add_sink_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, 
                    "one group per device: job / instance=host / UUID, replaced on each push")
     p.add_argument("--textfile", dest="textfile_dir", type=Path, metavar="DIR",
                    help="node_exporter textfile-collector directory: writes tileops_<uuid>.prom atomically")
-    p.add_argument("--job", default=None, help=f"the Pushgateway job label (default {DEFAULT_JOB})")
+    p.add_argument("--job", default=None, help=f"the Pushgateway job label (default {PUSH_JOB})")
     p.add_argument("--instance", help="the Pushgateway instance label (default: the host that ran the bench)")
     p.add_argument("--push-attempts", dest="push_attempts", type=argtypes.count,
                    default=None if unset else PUSH_ATTEMPTS, metavar="N",
@@ -43,8 +44,8 @@ def add_sink_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, 
 
 def add_detail_argument(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, restorable: bool = False) -> None:
     """``--metrics-detail``, shared by export, bench and serve."""
-    p.add_argument("--metrics-detail", dest="metrics_detail", choices=DETAILS,
-                   default=None if restorable else DEFAULT_DETAIL,
+    p.add_argument("--metrics-detail", dest="metrics_detail", choices=METRICS_DETAILS,
+                   default=None if restorable else METRICS_DETAIL,
                    help="lean (default): per row only device time, SOL ratio and the row's state; full: also SOL "
                         "time, achieved rates and tileops_row_info (shapes, params, data_terms)")
 

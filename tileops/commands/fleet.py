@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from tileops.commands import argtypes
+from tileops.defaults import FLEET_IMAGE
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        ("bench", "benchmark each device against the host's profiles; collect the results")):
         t = tasks.add_parser(task, help=what, description=what + ". Arguments after -- go to "
                              f"`tileops {task}` in each container.")
-        t.add_argument("--image", default=os.environ.get("TILEOPS_IMAGE", "tileops:latest"),
+        t.add_argument("--image", default=os.environ.get("TILEOPS_IMAGE", FLEET_IMAGE),
                        help="the appliance image (default: $TILEOPS_IMAGE or %(default)s)")
         t.add_argument("--cpu", action="store_true", help="one container on the CPU, no GPU request")
         t.add_argument("--out", type=Path, default=None,

@@ -8,7 +8,7 @@ never fails), or an error record in the results; 2 unreadable input (a missing o
 records file, an unknown or invalid profile, no records).
 
 The workflow is ``tileops.pipeline.roofline``; this module parses its
-arguments and imports only argparse and that module's light top at load time:
+arguments and imports only argparse and ``tileops.defaults`` at load time:
 ``tileops --help`` and every other command do not pay for what roofline uses.
 """
 
@@ -18,7 +18,7 @@ import argparse
 from pathlib import Path
 
 from tileops.commands import argtypes  # argparse only
-from tileops.pipeline.roofline import DEFAULT_THRESHOLD, FORMATS
+from tileops.defaults import BASELINE_THRESHOLD, REPORT_FORMATS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,12 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run directories (holding records.jsonl) or records.jsonl files")
     p.add_argument("--profile", metavar="NAME|FILE",
                    help="a profile name or a profile YAML file (default: match each record's device name)")
-    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--format", choices=REPORT_FORMATS, default="table")
     p.add_argument("--full-table", action="store_true",
                    help="the table format: print every row even above 500 rows (default: a digest of a large run)")
     p.add_argument("--baseline", type=Path, action="append", metavar="OLD",
                    help="an older run (directory or records.jsonl) to compare with, row by row; repeatable")
-    p.add_argument("--threshold", type=argtypes.fraction, default=DEFAULT_THRESHOLD,
+    p.add_argument("--threshold", type=argtypes.fraction, default=BASELINE_THRESHOLD,
                    help="the smallest change that matters: a row is slower (or faster) than the baseline when "
                         "the two runs' levels differ by more than this fraction and significantly (a 5%% false "
                         "discovery rate over the rows) (default 0.10 = 10%%); rows the intervals cannot decide are "

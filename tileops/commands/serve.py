@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tileops.commands import argtypes
 from tileops.commands.export import add_detail_argument
-from tileops.pipeline.serve import DEFAULT_MAX_FILE_BYTES, DEFAULT_PORT
+from tileops.defaults import SERVE_HOST, SERVE_MAX_FILE_BYTES, SERVE_PORT
 
 #: The bind address when --host is not given: the image sets it to 0.0.0.0 (Dockerfile).
 HOST_ENV = "TILEOPS_SERVE_HOST"
@@ -27,12 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "(DIR/records.jsonl, DIR/<run>/, DIR/<host>/<run>/), priced at scrape time.")
     p.add_argument("directory", type=Path, metavar="DIR", nargs="?", default=Path("results"),
                    help="the results directory (default: %(default)s)")
-    p.add_argument("--host", default=os.environ.get(HOST_ENV) or "127.0.0.1",
-                   help=f"address to bind (default: ${HOST_ENV} or 127.0.0.1, this machine only; the image "
+    p.add_argument("--host", default=os.environ.get(HOST_ENV) or SERVE_HOST,
+                   help=f"address to bind (default: ${HOST_ENV} or {SERVE_HOST}, this machine only; the image "
                         "sets 0.0.0.0, since a container's port is reached from outside it)")
-    p.add_argument("--port", type=argtypes.port, default=DEFAULT_PORT, help="port to bind, 0-65535; 0 picks a "
+    p.add_argument("--port", type=argtypes.port, default=SERVE_PORT, help="port to bind, 0-65535; 0 picks a "
                    "free one (default %(default)s)")
-    p.add_argument("--max-file-mb", type=argtypes.positive, default=DEFAULT_MAX_FILE_BYTES / 2**20, metavar="MB",
+    p.add_argument("--max-file-mb", type=argtypes.positive, default=SERVE_MAX_FILE_BYTES / 2**20, metavar="MB",
                    help="the largest records.jsonl or audit.jsonl a scrape reads; a larger run is left out and "
                         "listed in /healthz (default %(default)g)")
     p.add_argument("--profile", metavar="NAME|FILE",

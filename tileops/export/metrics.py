@@ -34,6 +34,8 @@ from functools import lru_cache
 from collections.abc import Iterable, Iterator, Sequence
 
 from tileops import __version__
+from tileops.defaults import METRICS_DETAIL as DEFAULT_DETAIL
+from tileops.defaults import METRICS_DETAILS as DETAILS
 from tileops.profiles import MIXES
 from tileops.records import AUDIT_VERDICTS
 from tileops.revision import git_revision
@@ -45,11 +47,6 @@ from .snapshot import AuditSnapshot, RunSnapshot, Snapshot
 
 DEVICE_LABELS: tuple[str, ...] = ("Hostname", "UUID", "modelName")
 ROW_LABELS: tuple[str, ...] = DEVICE_LABELS + ("op", "label", "dtype", "backend")
-
-
-#: Detail levels of an exposition: ``lean`` (the default) and ``full`` (adds derivable and descriptive row series).
-DETAILS: tuple[str, ...] = ("lean", "full")
-DEFAULT_DETAIL = "lean"
 
 
 @dataclass(frozen=True)

@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from urllib.parse import quote, urlparse
 
+from tileops.defaults import PUSH_ATTEMPTS, PUSH_BACKOFF_S, PUSH_TIMEOUT_S
+from tileops.defaults import PUSH_JOB as DEFAULT_JOB
+
 from .exposition import CONTENT_TYPE
 from .metrics import DEFAULT_DETAIL, exposition
 from .snapshot import AuditSnapshot, DeviceLabels, Snapshot
 
-DEFAULT_JOB = "tileops"
 #: The audit's group is ``job=<job>-audit`` beside the run's ``job=<job>``.
 AUDIT_JOB_SUFFIX = "-audit"
 LAST_SUCCESS = "tileops_run_last_success_timestamp_seconds"
@@ -45,10 +47,10 @@ LAST_SUCCESS = "tileops_run_last_success_timestamp_seconds"
 class RetryPolicy:
     """How hard to try: ``attempts`` in all, sleeping ``backoff_s × 2^k`` (±20 %, capped) between them."""
 
-    attempts: int = 5
-    backoff_s: float = 1.0
+    attempts: int = PUSH_ATTEMPTS
+    backoff_s: float = PUSH_BACKOFF_S
     max_backoff_s: float = 30.0
-    timeout_s: float = 10.0
+    timeout_s: float = PUSH_TIMEOUT_S
 
     def delay(self, attempt: int) -> float:
         base = min(self.max_backoff_s, self.backoff_s * (2 ** attempt))

@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from tileops.ledger import profile_chooser
+from tileops.defaults import SERVE_MAX_FILE_BYTES as DEFAULT_MAX_FILE_BYTES
+from tileops.defaults import SERVE_PORT as DEFAULT_PORT
 from tileops.errors import TileOpsError
 from tileops.fsutil import FileRefused, check_regular
 from tileops.profiles import (Profile, ProfileChooser, ProfileError, load_profile, shipped_dir, store_dir,
@@ -45,12 +47,6 @@ from .calibration import device_calibrations
 from .exposition import CONTENT_TYPE
 from .metrics import DEFAULT_DETAIL, exposition
 from .snapshot import Snapshot, find_run_dirs, latest_per_device, load_results
-
-DEFAULT_PORT = 9469
-#: The largest records or audit file a scrape reads (``tileops serve --max-file-mb``): a run of 100,000 records
-#: is well under it (benchmarks/serve_scrape.py prints both sizes); a file far beyond that is not one run's
-#: records, and reading it would exhaust the exporter's memory.
-DEFAULT_MAX_FILE_BYTES = 256 * 2**20
 
 _Stamp = tuple
 

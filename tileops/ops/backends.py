@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-BACKENDS: tuple[str, ...] = ("torch", "compile", "triton")
+from tileops.defaults import BACKENDS
 
 #: Triton 3.x supports NVIDIA GPUs of compute capability 8.0 and later (its README).
 TRITON_MIN_CAPABILITY = (8, 0)

@@ -2,7 +2,8 @@
 one's result.
 
 One module per workflow (``bench``, ``roofline``, ``export``, ``calibrate``,
-``audit``, ``serve``, ``profile``, ``fleet``): typed options in, a result out
+``audit``, ``serve``, ``profile``, ``fleet``, ``ops``, ``validate``,
+``codegen``): typed options in, a result out
 whose ``exit_code`` comes from ``outcome``. ``tileops bench`` = measure
 (``tileops.bench``) -> price once (``tileops.roofline``) -> table, plot,
 roofline.json (``tileops.report``) -> metrics (``tileops.export``). The layers

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from collections.abc import Sequence
 
+from tileops.defaults import (AUDIT_CLOCK_CONTROLS, AUDIT_DEVICE, AUDIT_REPLAY_MODE, AUDIT_ROW_TIMEOUT_S,
+                              AUDIT_WARMUP)
 from tileops.pipeline.outcome import exit_code
 
 if TYPE_CHECKING:
@@ -21,12 +23,6 @@ if TYPE_CHECKING:
     from tileops.records import AuditEntry
     from tileops.report.printer import Printer
 
-#: The audit's choices, written here so the command line shows them without importing the audit; a test holds
-#: them equal to ``tileops.audit.render.FORMATS`` and ``tileops.audit.ncu``'s.
-FORMATS = ("table", "json", "csv", "md")
-REPLAY_MODES = ("app-range", "range", "kernel")
-DEFAULT_REPLAY_MODE = "app-range"
-CLOCK_CONTROLS = ("none", "base")
 
 @dataclass(frozen=True)
 class AuditRequest:
@@ -38,14 +34,14 @@ class AuditRequest:
     tags: Sequence[str] = ()
     backends: Sequence[str] = ()
     dtypes: Sequence[str] = ()
-    device: str = "cuda:0"
+    device: str = AUDIT_DEVICE
     out: Path | None = None
     config: Path | None = None  # EXEMPT configuration (a file or a folder); None: the shipped audit/
     ncu: str | None = None  # the ncu executable; None: ncu on PATH, then /usr/local/cuda/bin/ncu
-    row_timeout_s: float = 300.0
-    warmup: int = 1
-    replay_mode: str = DEFAULT_REPLAY_MODE
-    clock_control: str = CLOCK_CONTROLS[0]
+    row_timeout_s: float = AUDIT_ROW_TIMEOUT_S
+    warmup: int = AUDIT_WARMUP
+    replay_mode: str = AUDIT_REPLAY_MODE
+    clock_control: str = AUDIT_CLOCK_CONTROLS[0]
     format: str = "table"
 
 

@@ -39,7 +39,9 @@ from tileops.ceilings.runtime import check_device
 from tileops.device import DeviceInfo, describe_device
 from tileops.errors import TileOpsError
 from tileops.pipeline.calibrate import DEFAULT_MAX_AGE, ensure_calibrated
-from tileops.pipeline.export import DEFAULT_DETAIL, PUSH_ATTEMPTS, PUSH_BACKOFF_S, PUSH_TIMEOUT_S, Sinks
+from tileops.defaults import METRICS_DETAIL as DEFAULT_DETAIL
+from tileops.defaults import PUSH_ATTEMPTS, PUSH_BACKOFF_S, PUSH_TIMEOUT_S
+from tileops.pipeline.export import Sinks
 from tileops.pipeline.outcome import exit_code
 from tileops.pipeline.progress import RowProgress
 from tileops.profiles import Profile, ProfileChooser

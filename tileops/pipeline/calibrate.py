@@ -300,7 +300,7 @@ class _Calibration:
                                self.write(outcome.profile, [outcome.run]))
 
     def every_device(self, max_age: dt.timedelta | None) -> CalibrateResult:
-        from tileops.calibrate.run import run_children, visible_devices
+        from tileops.calibrate.children import run_children, visible_devices
         from tileops.ledger import is_stored, stored_freshness
 
         devices = visible_devices()

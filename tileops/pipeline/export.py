@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 from collections.abc import Callable, Sequence
 
+from tileops.defaults import METRICS_DETAIL, PUSH_ATTEMPTS, PUSH_BACKOFF_S, PUSH_JOB, PUSH_TIMEOUT_S
 from tileops.errors import TileOpsError
 from tileops.pipeline.outcome import exit_code
 
@@ -25,25 +26,18 @@ if TYPE_CHECKING:
     from tileops.export.snapshot import Snapshot
     from tileops.profiles import ProfileChooser
 
-#: The sinks' defaults, written here so the command line shows them without importing the exporter; a test
-#: holds them equal to ``tileops.export.push``'s and ``tileops.export.metrics``'.
-DEFAULT_JOB = "tileops"
-PUSH_ATTEMPTS, PUSH_BACKOFF_S, PUSH_TIMEOUT_S = 5, 1.0, 10.0
-DETAILS, DEFAULT_DETAIL = ("lean", "full"), "lean"
-
-
 @dataclass(frozen=True)
 class Sinks:
     """Where a workflow's metrics go, and how: the sink flags of ``bench`` and ``export``."""
 
     push_url: str | None = None
     textfile_dir: Path | None = None
-    job: str | None = None  # None: DEFAULT_JOB
+    job: str | None = None  # None: PUSH_JOB
     instance: str | None = None  # None: the host that ran the bench
     push_attempts: int = PUSH_ATTEMPTS
     push_backoff_s: float = PUSH_BACKOFF_S
     push_timeout_s: float = PUSH_TIMEOUT_S
-    detail: str = DEFAULT_DETAIL
+    detail: str = METRICS_DETAIL
 
     @property
     def wanted(self) -> bool:
@@ -68,7 +62,7 @@ class Sinks:
         from tileops.export.sinks import export_snapshots
 
         kw = {"log": log} if log is not None else {}
-        return export_snapshots(snapshots, self.push_url, self.textfile_dir, job=self.job or DEFAULT_JOB,
+        return export_snapshots(snapshots, self.push_url, self.textfile_dir, job=self.job or PUSH_JOB,
                                 instance=self.instance, policy=self.policy(), detail=self.detail, **kw)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 from collections.abc import Callable, Sequence
 
+from tileops.defaults import BASELINE_THRESHOLD
 from tileops.errors import TileOpsError
 from tileops.pipeline.outcome import exit_code
 
@@ -22,13 +23,6 @@ if TYPE_CHECKING:
     from tileops.profiles import ProfileChooser
     from tileops.report.baseline import Comparison
     from tileops.roofline import Health, Priced
-
-#: The report formats (``tileops.report.FORMATS``) and the baseline's default threshold
-#: (``tileops.report.baseline.DEFAULT_THRESHOLD``), written here so the command line shows them without
-#: importing the report; a test holds them equal.
-FORMATS = ("table", "json", "md", "csv")
-DEFAULT_THRESHOLD = 0.10
-
 
 @dataclass(frozen=True)
 class RooflineOptions:
@@ -39,7 +33,7 @@ class RooflineOptions:
     format: str = "table"
     full_table: bool = False
     baseline: Sequence[Path] = ()  # older runs to compare with, row by row
-    threshold: float = DEFAULT_THRESHOLD
+    threshold: float = BASELINE_THRESHOLD
     plot_dir: Path | None = None  # roofline.png and roofline.svg, one pair per profile
     jobs: int | None = None  # processes reading a large records file; None: the CPUs this process may use
 

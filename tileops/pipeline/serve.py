@@ -12,27 +12,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tileops import interrupts
+from tileops.defaults import METRICS_DETAIL, SERVE_HOST, SERVE_MAX_FILE_BYTES, SERVE_PORT
 from tileops.errors import TileOpsError
-from tileops.pipeline.export import DEFAULT_DETAIL
 from tileops.pipeline.outcome import exit_code
 
 if TYPE_CHECKING:
     from tileops.report.printer import Printer
 
-#: The server's defaults, written here so the command line shows them without importing the exporter; a test
-#: holds them equal to ``tileops.export.server``'s.
-DEFAULT_PORT = 9469
-DEFAULT_MAX_FILE_BYTES = 256 * 2**20
-
 
 @dataclass(frozen=True)
 class ServeOptions:
     directory: Path = Path("results")
-    host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT  # 0 picks a free one
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES  # a larger records or audit file is left out (and listed)
+    host: str = SERVE_HOST
+    port: int = SERVE_PORT  # 0 picks a free one
+    max_file_bytes: int = SERVE_MAX_FILE_BYTES  # a larger records or audit file is left out (and listed)
     profile: str | None = None  # None: each device's profile, re-read at each scrape
-    detail: str = DEFAULT_DETAIL
+    detail: str = METRICS_DETAIL
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from collections.abc import Sequence
 
+from tileops.defaults import REPORT_FORMATS as FORMATS
 from tileops.report.baseline import Comparison, compare
 from tileops.report.summary import RunFacts, summary_lines
 from tileops.report.tables import (
@@ -39,9 +40,6 @@ from tileops.roofline import Health, Priced
 
 if TYPE_CHECKING:  # rich is imported only by callers that hand in a rich Console
     from rich.console import Console
-
-FORMATS = ("table", "json", "md", "csv")
-
 
 def render_summary(priced: Sequence[Priced], console: Console | None = None, *,
                    comparison: Comparison | None = None, title: str | None = None,

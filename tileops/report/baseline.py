@@ -26,12 +26,12 @@ from collections.abc import Iterable
 
 import math
 
+from tileops.defaults import BASELINE_THRESHOLD as DEFAULT_THRESHOLD
 from tileops.records import Timing
 from tileops.report.compare_robust import Side, Thresholds, classify_all, common_shift
 from tileops.roofline import Priced, disturbances, sm_clock_mhz, time_interval
 
 Change = Literal["slower", "faster", "same", "ambiguous", "unjudged", "new", "gone", "untimed"]
-DEFAULT_THRESHOLD = 0.10
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Literal
 from collections.abc import Sequence
 
+from tileops.defaults import BASELINE_THRESHOLD as DEFAULT_THRESHOLD
 from tileops.stats import benjamini_hochberg, satterthwaite, t_p_value, two_sided_t
 
 Status = Literal["same", "faster", "slower", "ambiguous", "unjudged"]
@@ -62,7 +63,6 @@ STATUSES: tuple[Status, ...] = ("same", "faster", "slower", "ambiguous", "unjudg
 REASONS = ("significant", "significant-in-cycles", "within-threshold", "missing-interval", "disturbed",
            "clocks-explain-change", "change-under-threshold", "not-shown", "moved-with-the-run")
 
-DEFAULT_THRESHOLD = 0.10
 #: The false discovery rate the Benjamini–Hochberg rule holds over a comparison's rows.
 DEFAULT_FDR = 0.05
 CONFIDENCE = 0.95
