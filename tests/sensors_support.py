@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from tileops.bench.sensors import GPU_IDLE
+from tileops.bench.gpusensors import GPU_IDLE
 
 
 class FakeProc:

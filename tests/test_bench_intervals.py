@@ -120,11 +120,11 @@ def test_a_gpu_row_records_the_devices_clocks_power_and_neighbours(monkeypatch: 
     uuid, this process told apart by the worker's one probe, a power cap seen during the row."""
     from tileops import device as devmod
     from tileops.bench import execute
-    from tileops.bench.sensors import SW_POWER_CAP
+    from tileops.bench.gpusensors import SW_POWER_CAP
     from sensors_support import FakeNvml
 
     lib = FakeNvml(reasons=[0, SW_POWER_CAP], clocks=[1980, 1755], processes=[4242, 777, 31])
-    monkeypatch.setattr(devmod, "nvml_status", lambda: (lib, ""))
+    monkeypatch.setattr(devmod.nvml, "session_status", lambda: (devmod.NvmlSession(lib), None))
     monkeypatch.setattr(devmod, "own_gpu_pids", lambda d: ({4242}, ""))
     monkeypatch.setattr(execute, "_SENSORS", {})
     gpu = DeviceInfo(kind="cuda", name="NVIDIA H200", index=0, uuid="GPU-1")

@@ -24,7 +24,7 @@ from tileops.ceilings.facts import RECORDED, DeviceFacts, read_facts
 from tileops.ceilings.peers import PEER_BAND, PUBLISHED, compare_profile, peer_warnings
 from tileops.ceilings.runtime import check_device
 from tileops.cli import main
-from tileops.device import DeviceInfo
+from tileops.device import DeviceInfo, NvmlSession
 from tileops.profiles import Provenance, find_profile, load_profiles
 
 #: Shipped profiles whose every ceiling the recorded facts cover.
@@ -194,7 +194,7 @@ def _h200(**kw: Any) -> DeviceInfo:
 
 
 def test_a_device_whose_facts_agree_with_its_profile() -> None:
-    reading = read_facts(_h200(), lib=FakeNVML("GPU-h200", 1980, 3201, 6144))
+    reading = read_facts(_h200(), nvml=NvmlSession(FakeNVML("GPU-h200", 1980, 3201, 6144)))
     facts = reading.facts
     assert facts is not None and facts.origin == "NVML on cuda:0"
     assert (facts.max_sm_mhz, facts.max_mem_mhz, facts.bus_width_bits) == (1980, 3201, 6144)
@@ -206,8 +206,8 @@ def test_a_device_whose_facts_agree_with_its_profile() -> None:
 
 def test_a_device_whose_facts_disagree_gets_a_warning_and_a_health_note() -> None:
     # an H200 board whose memory runs at the H100's clock: its profile's 4.8 TB/s is 22 % above what it can move
-    check = check_device(_h200(), find_profile("H200"), read_facts(_h200(), lib=FakeNVML("GPU-h200", 1980, 2619,
-                                                                                          6144)))
+    check = check_device(_h200(), find_profile("H200"), read_facts(_h200(), nvml=NvmlSession(FakeNVML("GPU-h200", 1980, 2619,
+                                                                                          6144))))
     assert check.state == "mismatch" and [c.ceiling for c in check.mismatches] == ["memory"]
     (warning,) = check.warnings()
     assert "4.8 TB/s" in warning and "4.02 TB/s" in warning and "NVIDIA H200" in warning
@@ -218,7 +218,7 @@ def test_a_device_whose_facts_disagree_gets_a_warning_and_a_health_note() -> Non
 def test_a_device_clocked_otherwise_derives_no_tensor_roof_from_a_guess() -> None:
     """A Hopper at another maximum SM clock: its tensor-core clock is published for none, so tensor roofs stay
     unchecked with that reason while the CUDA-core roofs are held against its own clock."""
-    reading = read_facts(_h200(), lib=FakeNVML("GPU-h200", 1755, 3201, 6144))
+    reading = read_facts(_h200(), nvml=NvmlSession(FakeNVML("GPU-h200", 1755, 3201, 6144)))
     check = check_profile(find_profile("H200"), reading.facts)
     states = {c.ceiling: c for c in check.ceilings}
     assert states["tensor_core.bf16"].state == "not-checked"
@@ -230,17 +230,17 @@ def test_bus_width_from_the_drivers_properties_when_nvml_lacks_the_call() -> Non
     class Props:
         memory_bus_width = 6144
 
-    reading = read_facts(_h200(), lib=FakeNVML("GPU-h200", 1980, 3201, None), props=Props())
+    reading = read_facts(_h200(), nvml=NvmlSession(FakeNVML("GPU-h200", 1980, 3201, None)), props=Props())
     assert reading.facts is not None and reading.facts.bus_width_bits == 6144
     assert "memory_bus_width" in reading.facts.refs["bus_width_bits"]
-    no_props = read_facts(_h200(), lib=FakeNVML("GPU-h200", 1980, 3201, None), props=object())
+    no_props = read_facts(_h200(), nvml=NvmlSession(FakeNVML("GPU-h200", 1980, 3201, None)), props=object())
     assert no_props.facts is not None and no_props.facts.bus_width_bits is None
     assert "nvmlDeviceGetMemoryBusWidth" in no_props.facts.missing["bus_width_bits"]
     assert check_device(_h200(), find_profile("H200"), no_props).state == "agrees"  # memory unchecked, compute agrees
 
 
 def test_nvml_that_does_not_know_the_device_leaves_clocks_unknown_with_the_reason() -> None:
-    reading = read_facts(_h200(), lib=FakeNVML("GPU-other", 1980, 3201, 6144), props=object())
+    reading = read_facts(_h200(), nvml=NvmlSession(FakeNVML("GPU-other", 1980, 3201, 6144)), props=object())
     assert reading.facts is not None and reading.facts.max_sm_mhz is None
     assert "NVML does not know cuda:0" in reading.facts.missing["max_sm_mhz"]
     check = check_device(_h200(), find_profile("H200"), reading)
@@ -253,7 +253,7 @@ def test_on_a_cpu_the_check_degrades_to_nothing() -> None:
             raise AssertionError(f"NVML asked for {name} on a CPU")
 
     cpu = DeviceInfo(kind="cpu", name="AMD EPYC 7B13", cpu_model="AMD EPYC 7B13", hostname="h")
-    reading = read_facts(cpu, lib=Untouchable())
+    reading = read_facts(cpu, nvml=NvmlSession(Untouchable()))
     assert reading.facts is None and "CPU" in reading.why_not
     check = check_device(cpu, find_profile("H200"), reading)
     assert check.state == "not-checked" and not check.warnings() and check.note is None
@@ -261,7 +261,7 @@ def test_on_a_cpu_the_check_degrades_to_nothing() -> None:
 
 
 def test_a_profile_is_held_against_this_devices_facts_before_the_recorded_ones() -> None:
-    reading = read_facts(_h200(), lib=FakeNVML("GPU-h200", 1980, 2619, 6144))
+    reading = read_facts(_h200(), nvml=NvmlSession(FakeNVML("GPU-h200", 1980, 2619, 6144)))
     facts, _ = facts_for(find_profile("H200"), reading)
     assert facts is reading.facts
     facts, _ = facts_for(find_profile("H100-SXM"), reading)  # another SKU: its recorded facts

@@ -66,14 +66,15 @@ def test_a_cpu_device_has_no_gpu_processes() -> None:
 
 def _fake_gpu(monkeypatch, listed: dict[int, int | None], after: dict[int, int | None] | None) -> None:
     """The GPU-only pieces (a GPU's NVML) stand in; which processes are others, and the message, are real."""
-    import tileops.device as D
+    from tileops.device import nvml
+    from tileops.device import processes as P
 
-    monkeypatch.setattr(D, "nvml_status", lambda: (object(), ""))
-    monkeypatch.setattr(D, "_gpu_uuid", lambda index: "GPU-1234")
-    monkeypatch.setattr(D, "_nvml_handle", lambda uuid: object())
-    monkeypatch.setattr(D, "_nvml_processes", lambda lib, h: dict(listed))
-    monkeypatch.setattr(D, "_holds_context", lambda index: True)
-    monkeypatch.setattr(D, "_probe_listing", lambda lib, h, index: after)
+    monkeypatch.setattr(nvml, "session_status", lambda: (nvml.NvmlSession(object()), None))
+    monkeypatch.setattr(P, "gpu_uuid", lambda index: "GPU-1234")
+    monkeypatch.setattr(nvml.NvmlSession, "gpu_by_uuid", lambda self, uuid: nvml.NvmlGpu(self, object()))
+    monkeypatch.setattr(P, "process_memory", lambda gpu: dict(listed))
+    monkeypatch.setattr(P, "_holds_context", lambda index: True)
+    monkeypatch.setattr(P, "_probe_listing", lambda gpu, index: after)
 
 
 def _idle_warnings() -> list[str]:

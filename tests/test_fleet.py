@@ -7,6 +7,7 @@ import io
 import sys
 import tarfile
 import types
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -20,6 +21,17 @@ from cli_support import tileops
 
 GPUS = [("NVIDIA H200", "GPU-11111111-2222-3333-4444-555555555555"),
         ("NVIDIA H200", "GPU-66666666-7777-8888-9999-000000000000")]
+
+
+@pytest.fixture(autouse=True)
+def fresh_nvml_session() -> Iterator[None]:
+    """NVML starts once per process (tileops.device.nvml): each test here starts it anew from the bindings
+    it puts in place, and leaves none of its fakes behind."""
+    from tileops.device import nvml
+
+    nvml.session_status.cache_clear()
+    yield
+    nvml.session_status.cache_clear()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tileops.device import DeviceInfo
+from tileops.device import DeviceInfo, NvmlSession
 
 from tileops.audit.ncu import premise
 from tileops.roofline.energy import RATES, energy_rates
@@ -192,7 +192,7 @@ def test_the_sensors_readings_feed_the_rates(tmp_path: Path) -> None:
     FakeProc(tmp_path / "proc")
     clock = Clock()
     s = RowSensors(DeviceInfo(kind="cuda", name="NVIDIA H200", index=0, uuid="GPU-1"), proc=tmp_path / "proc",
-                   sys=tmp_path / "sys", nvml=FakeNvml(), own_pids=set(), poll_s=None, clock=clock)
+                   sys=tmp_path / "sys", nvml=NvmlSession(FakeNvml()), own_pids=set(), poll_s=None, clock=clock)
     s.start()
     clock.t += 2.0
     g = s.stop().gpu

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tileops.audit.entry import append_entry
-from tileops.device import DeviceInfo
+from tileops.device import DeviceInfo, NvmlSession
 from tileops.pipeline.roofline import RooflineOptions, run_roofline
 from tileops.profiles import ProfileError, parse_profile
 from tileops.records import AUDIT_FILE, AuditEntry, CpuConditions, GpuConditions, RowConditions
@@ -136,7 +136,7 @@ def test_a_calibration_under_a_power_cap_records_it_and_warns(tmp_path: Path) ->
     """The calibration's window read by the sensors on a fake NVML that reports the power cap: kept in the
     device's result (written and read back as the store keeps it), with a warning that its fractions are
     sustained ones."""
-    from tileops.bench.sensors import SW_POWER_CAP
+    from tileops.bench.gpusensors import SW_POWER_CAP
     from tileops.ledger import DeviceCalibration, read_device_result, write_device_result
     from tileops.calibrate.run import power_warnings
     from tileops.records import Machine
@@ -169,7 +169,7 @@ def _sensed_gpu(tmp_path: Path, reasons: list[int]) -> RowConditions:
     FakeProc(tmp_path / "proc")
     clock = Clock()
     s = RowSensors(GPU_DEVICE, proc=tmp_path / "proc", sys=tmp_path / "sys",
-                   nvml=FakeNvml(reasons=reasons, energy_mj=[1_000_000, 1_500_000]),
+                   nvml=NvmlSession(FakeNvml(reasons=reasons, energy_mj=[1_000_000, 1_500_000])),
                    own_pids=set(), poll_s=None, clock=clock)
     s.start()
     clock.t += 2.0
@@ -177,7 +177,7 @@ def _sensed_gpu(tmp_path: Path, reasons: list[int]) -> RowConditions:
 
 
 def test_energy_per_call_from_the_sensors_window(tmp_path: Path) -> None:
-    from tileops.bench.sensors import SW_POWER_CAP
+    from tileops.bench.gpusensors import SW_POWER_CAP
 
     cond = _sensed_gpu(tmp_path, [SW_POWER_CAP])
     assert cond.power_capped and cond.gpu is not None and cond.gpu.energy_j == pytest.approx(500.0)

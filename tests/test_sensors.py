@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
-from tileops.bench import sensors
+from tileops.bench import cpusensors
 from tileops.bench.quiet import HostBusyError, QuietCheck, check_quiet
-from tileops.bench.sensors import (APPLICATIONS_CLOCKS, GPU_IDLE, HW_THERMAL, SW_POWER_CAP, RowConditions,
-                                   RowSensors, rapl_joules, read_rapl, reason_names)
-from tileops.device import DeviceInfo, ProcessCheck
+from tileops.bench.cpusensors import rapl_joules, read_rapl
+from tileops.bench.gpusensors import APPLICATIONS_CLOCKS, GPU_IDLE, HW_THERMAL, SW_POWER_CAP, reason_names
+from tileops.bench.sensors import RowSensors
+from tileops.device import DeviceInfo, NvmlSession, ProcessCheck
+from tileops.records.contract import RowConditions
 from tileops.records import from_data, to_data
 
 from sensors_support import Clock, FakeNvml, FakeProc, fake_rapl
@@ -182,8 +184,8 @@ def test_rapl_without_a_package_domain_or_with_changed_domains(tmp_path: Path) -
     root = tmp_path / "sys"
     fake_rapl(root, {"intel-rapl:0": ("psys", 1, 100)})
     assert "no package domain" in read_rapl(root).why
-    a = sensors.RaplReading({"intel-rapl:0": (1, 100)})
-    b = sensors.RaplReading({"intel-rapl:1": (5, 100)})
+    a = cpusensors.RaplReading({"intel-rapl:0": (1, 100)})
+    b = cpusensors.RaplReading({"intel-rapl:1": (5, 100)})
     assert rapl_joules(a, b) == (None, "the RAPL domains changed during the row")
 
 
@@ -194,7 +196,7 @@ def _sensors(lib: Any, tmp_path: Path, clock: Clock | None = None, **kw: Any) ->
     proc = tmp_path / "gproc"
     if not proc.exists():
         FakeProc(proc)
-    return RowSensors(GPU1, proc=proc, sys=tmp_path / "sys", nvml=lib, poll_s=None, clock=clock or Clock(),
+    return RowSensors(GPU1, proc=proc, sys=tmp_path / "sys", nvml=NvmlSession(lib), poll_s=None, clock=clock or Clock(),
                       **{"own_pids": {4242}, **kw})
 
 
@@ -289,14 +291,14 @@ def test_without_nvml_every_gpu_field_is_blank_with_the_reason(tmp_path: Path) -
     assert got.gpu is not None and got.gpu.energy_j is None and got.gpu.blank["energy_j"] == "no NVML given"
     assert not got.contended
     # the default: tileops.device's NVML, which this machine lacks (nvidia-ml-py is the gpu extra)
-    from tileops.device import nvml_status
+    from tileops.device import nvml
 
-    lib, why = nvml_status()
-    if lib is None:
+    session, why = nvml.session_status()
+    if session is None:
         s = RowSensors(GPU0, proc=tmp_path, sys=tmp_path)
         s.start()
         g = s.stop().gpu
-        assert g is not None and g.blank["sm_mhz_min"] == why
+        assert g is not None and g.blank["sm_mhz_min"] == str(why)
 
 
 def test_when_this_process_cannot_be_told_apart_other_processes_are_blank_not_counted(tmp_path: Path) -> None:
@@ -319,7 +321,7 @@ def test_an_unknown_device_is_blank_with_nvmls_answer(tmp_path: Path) -> None:
             raise RuntimeError("NVML_ERROR_INVALID_ARGUMENT")
 
     s = RowSensors(DeviceInfo(kind="cuda", name="NVIDIA H200", index=3, uuid="GPU-9"), proc=tmp_path, sys=tmp_path,
-                   nvml=NoSuchGpu(), poll_s=None)
+                   nvml=NvmlSession(NoSuchGpu()), poll_s=None)
     s.start()
     g = s.stop().gpu
     assert g is not None and "NVML does not know cuda:3" in g.blank["energy_j"]
@@ -327,7 +329,7 @@ def test_an_unknown_device_is_blank_with_nvmls_answer(tmp_path: Path) -> None:
 
 def test_the_polling_thread_reads_during_the_row_and_ends_with_it(tmp_path: Path) -> None:
     lib = FakeNvml(reasons=[0, 0, 0, HW_THERMAL, 0])
-    s = RowSensors(GPU1, proc=tmp_path, sys=tmp_path, nvml=lib, own_pids=set(),
+    s = RowSensors(GPU1, proc=tmp_path, sys=tmp_path, nvml=NvmlSession(lib), own_pids=set(),
                    poll_s=0.005)
     s.start()
     time.sleep(0.08)
@@ -338,7 +340,7 @@ def test_the_polling_thread_reads_during_the_row_and_ends_with_it(tmp_path: Path
 
 
 def test_a_row_that_raised_before_stop_leaves_no_thread_behind(tmp_path: Path) -> None:
-    s = RowSensors(GPU1, proc=tmp_path, sys=tmp_path, nvml=FakeNvml(), own_pids=set(),
+    s = RowSensors(GPU1, proc=tmp_path, sys=tmp_path, nvml=NvmlSession(FakeNvml()), own_pids=set(),
                    poll_s=0.005)
     s.start()  # the row raises; the worker's next row starts the same sensors again
     s.start()
@@ -373,7 +375,7 @@ def test_the_nvml_names_exist_in_the_installed_pynvml() -> None:  # pragma: no c
 def test_sensors_around_a_real_gpu_row() -> None:  # pragma: no cover - runs in scripts/device-check
     from tileops.device import nvml
 
-    if nvml() is None:
+    if nvml.session_status()[0] is None:
         pytest.skip("needs NVML (nvidia-ml-py)")
     import torch
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tileops.device import host_name
+from tileops.device import host_name, nvml
 from tileops.errors import TileOpsError
 
 if TYPE_CHECKING:  # the docker SDK is imported where a container is really started
@@ -69,28 +69,18 @@ CPU = FleetTarget(name=host_name())
 def enumerate_gpus() -> list[FleetTarget]:
     """This host's GPUs as NVML lists them. Raises FleetError when NVML is unavailable."""
     try:
-        import pynvml  # nvidia-ml-py, the `gpu` extra
-    except ImportError:
-        raise FleetError("cannot list GPUs: NVML bindings missing (pip install 'tileops[gpu]'); "
+        session = nvml.session()
+    except nvml.NvmlError as exc:
+        if exc.bindings_missing:
+            raise FleetError("cannot list GPUs: NVML bindings missing (pip install 'tileops[gpu]'); "
+                             "pass --cpu to run on the CPU") from None
+        raise FleetError(f"cannot list GPUs: NVML did not start ({exc.cause}); is the NVIDIA driver loaded? "
                          "pass --cpu to run on the CPU") from None
     try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        raise FleetError(f"cannot list GPUs: NVML did not start ({exc}); is the NVIDIA driver loaded? "
-                         "pass --cpu to run on the CPU") from None
-    try:
-        devices = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name, uuid = pynvml.nvmlDeviceGetName(handle), pynvml.nvmlDeviceGetUUID(handle)
-            devices.append(FleetTarget(name=_text(name), index=i, uuid=_text(uuid)))
-        return devices
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+        gpus = [(i, session.gpu_by_index(i)) for i in range(session.device_count())]
+        return [FleetTarget(name=gpu.name(), index=i, uuid=gpu.uuid()) for i, gpu in gpus]
+    except nvml.NvmlError as exc:
+        raise FleetError(f"cannot list GPUs: {exc}; pass --cpu to run on the CPU") from None
 
 
 @dataclass(frozen=True)
@@ -196,22 +186,10 @@ def launch(client: docker.DockerClient, image: str, plans: Sequence[ContainerPla
     started: list[tuple[ContainerPlan, Container]] = []
     try:
         for p in plans:
-            try:
-                container = client.containers.create(**p.create_kwargs(image))
-            except DockerException as exc:  # the engine's refusal is this device's failure
-                outcomes[p.name].error = f"container not created: {_engine_message(exc)}"
-                continue
-            started.append((p, container))
-            if seed_profiles is not None and seed_profiles.is_dir():
-                try:  # into the volume itself: the root filesystem is read-only
-                    container.put_archive(PROFILES_PATH, _tar_dir(seed_profiles))
-                except DockerException as exc:
-                    outcomes[p.name].error = f"could not copy the profile store in: {_engine_message(exc)}"
-                    continue
-            try:
-                container.start()
-            except DockerException as exc:  # e.g. no nvidia runtime for the device request
-                outcomes[p.name].error = f"container did not start: {_engine_message(exc)}"
+            container = _create(client, image, p, outcomes[p.name])
+            if container is not None:
+                started.append((p, container))
+                _seed_and_start(container, seed_profiles, outcomes[p.name])
         streams = [threading.Thread(target=_stream, args=(c, p.device.label, echo), daemon=True)
                    for p, c in started if outcomes[p.name].error is None]
         for t in streams:
@@ -230,6 +208,35 @@ def launch(client: docker.DockerClient, image: str, plans: Sequence[ContainerPla
             except DockerException:  # already gone
                 pass
     return [outcomes[p.name] for p in plans]
+
+
+def _create(client: docker.DockerClient, image: str, p: ContainerPlan, outcome: ContainerOutcome
+            ) -> Container | None:
+    """The planned container, created; None (and the engine's refusal as this device's failure) when not."""
+    from docker.errors import DockerException
+
+    try:
+        return client.containers.create(**p.create_kwargs(image))
+    except DockerException as exc:
+        outcome.error = f"container not created: {_engine_message(exc)}"
+        return None
+
+
+def _seed_and_start(container: Container, seed_profiles: Path | None, outcome: ContainerOutcome) -> None:
+    """The host's profile store copied into the container's, then the container started; a failure of
+    either is this device's, said in ``outcome`` (the container is still removed with the others)."""
+    from docker.errors import DockerException
+
+    if seed_profiles is not None and seed_profiles.is_dir():
+        try:  # into the volume itself: the root filesystem is read-only
+            container.put_archive(PROFILES_PATH, _tar_dir(seed_profiles))
+        except DockerException as exc:
+            outcome.error = f"could not copy the profile store in: {_engine_message(exc)}"
+            return
+    try:
+        container.start()
+    except DockerException as exc:  # e.g. no nvidia runtime for the device request
+        outcome.error = f"container did not start: {_engine_message(exc)}"
 
 
 def _engine_message(exc: Exception) -> str:

@@ -70,17 +70,18 @@ class Task:
 _FLUSHERS: dict[str, CacheFlusher] = {}
 
 
-def _flusher(device: str, cache_bytes: int | None) -> CacheFlusher:
-    if device not in _FLUSHERS:
-        _FLUSHERS[device] = CacheFlusher(device, cache_bytes)
-    return _FLUSHERS[device]
+def _flusher(device: DeviceInfo, cache_bytes: int | None) -> CacheFlusher:
+    """The device's one flusher in this worker (its buffer is allocated once, on the device)."""
+    if device.torch_device not in _FLUSHERS:
+        _FLUSHERS[device.torch_device] = CacheFlusher(device.torch_device, cache_bytes)
+    return _FLUSHERS[device.torch_device]
 
 
 def make_timer(task: Task, cache_bytes: int | None) -> Timer:
     """The row's timer. ``auto`` on a GPU is CUPTI when it works here, else CUDA events that say why;
     ``cupti`` without CUPTI raises (the runner's ``check_timer`` refused it before the first row)."""
     device = task.device.torch_device
-    flush = _flusher(device, cache_bytes)
+    flush = _flusher(task.device, cache_bytes)
     if task.device.kind == "cpu":
         return CpuWallTimer(flush)
     if task.timer == "cuda-events":  # pragma: no cover - GPU

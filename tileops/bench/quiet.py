@@ -26,7 +26,7 @@ from pathlib import Path
 from collections.abc import Callable
 
 from tileops import exitcodes
-from tileops.bench.sensors import PROC, STEAL_LIMIT, read_cpu_times, read_load1
+from tileops.bench.cpusensors import PROC, STEAL_LIMIT, read_cpu_times, read_load1
 from tileops.device import DeviceInfo, ProcessCheck, other_gpu_processes
 from tileops.errors import TileOpsError
 

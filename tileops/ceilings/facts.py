@@ -16,10 +16,13 @@ recorded one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tileops.device import DeviceInfo, cuda_available, describe_device, nvml_status
+from tileops.device import DeviceInfo, cuda_available, describe_device
+from tileops.device import nvml as device_nvml
+from tileops.device.nvml import NvmlError, NvmlGpu, NvmlSession
 
 #: Each fact, as a sentence names it.
 FACT_LABELS = {"capability": "compute capability", "sm_count": "SM count", "max_sm_mhz": "max SM clock",
@@ -163,9 +166,9 @@ class FactsReading:
     why_not: str = ""
 
 
-def read_facts(info: DeviceInfo, lib: Any | None = None, props: Any | None = None) -> FactsReading:
+def read_facts(info: DeviceInfo, nvml: NvmlSession | None = None, props: Any | None = None) -> FactsReading:
     """This GPU's facts: SM count and capability from ``info`` (the CUDA driver's properties), maximum
-    clocks and bus width from NVML (``lib``, the ``pynvml`` module; default: NVML if it starts).
+    clocks and bus width from NVML (``nvml``: a session; default: the process's, if NVML starts).
 
     ``props`` (the device's ``torch.cuda`` properties; default: read them) stands in for NVML's bus
     width where NVML lacks the call. A fact that cannot be read is None, its reason in ``missing``.
@@ -173,33 +176,26 @@ def read_facts(info: DeviceInfo, lib: Any | None = None, props: Any | None = Non
     if info.kind != "cuda":
         return FactsReading(None, f"{info.name} is a CPU: its ceilings come from its own clock and units "
                                   "(docs/profiles.md, 'CPU profiles'), not from a GPU's facts")
-    why_nvml = ""
-    if lib is None:
-        lib, why_nvml = nvml_status()
-    handle = None
-    if lib is not None:
-        handle = _handle(lib, info)
-        if handle is None:
-            why_nvml = f"NVML does not know {info.torch_device} (uuid {info.uuid or 'unknown'})"
+    gpu, why_nvml = _gpu(info, nvml)
     refs: dict[str, str] = {}
     missing: dict[str, str] = {}
     where = f"NVML on {info.torch_device}"
 
-    def nvml_read(fact: str, call: str, *args: Any) -> Any:
-        if handle is None:
+    def nvml_read(fact: str, call: str, read: Callable[[NvmlGpu], Any]) -> Any:
+        if gpu is None:
             missing[fact] = why_nvml
             return None
         try:
-            value = getattr(lib, call)(handle, *args)
-        except Exception as exc:  # an NVML without the call, or a device that does not report it
-            missing[fact] = f"NVML {call} failed ({type(exc).__name__}: {exc})"
+            value = read(gpu)
+        except NvmlError as exc:  # an NVML without the call, or a device that does not report it
+            missing[fact] = str(exc)
             return None
         refs[fact] = f"{where}: {call}"
         return value
 
-    max_sm = nvml_read("max_sm_mhz", "nvmlDeviceGetMaxClockInfo", getattr(lib, "NVML_CLOCK_SM", 1))
-    max_mem = nvml_read("max_mem_mhz", "nvmlDeviceGetMaxClockInfo", getattr(lib, "NVML_CLOCK_MEM", 2))
-    bus = nvml_read("bus_width_bits", "nvmlDeviceGetMemoryBusWidth")
+    max_sm = nvml_read("max_sm_mhz", "nvmlDeviceGetMaxClockInfo", NvmlGpu.max_sm_mhz)
+    max_mem = nvml_read("max_mem_mhz", "nvmlDeviceGetMaxClockInfo", NvmlGpu.max_mem_mhz)
+    bus = nvml_read("bus_width_bits", "nvmlDeviceGetMemoryBusWidth", NvmlGpu.bus_width_bits)
     if bus is None:
         bus = _prop(props if props is not None else _torch_props(info), "memory_bus_width")
         if bus:
@@ -240,15 +236,16 @@ def with_published_tensor_clock(facts: DeviceFacts) -> DeviceFacts:
                    refs={**facts.refs, "tensor_max_mhz": sku.refs.get("tensor_max_mhz", "recorded")})
 
 
-def _handle(lib: Any, info: DeviceInfo) -> Any | None:
-    for call, arg in (("nvmlDeviceGetHandleByUUID", info.uuid), ("nvmlDeviceGetHandleByIndex", info.index)):
-        if arg is None:
-            continue
-        try:
-            return getattr(lib, call)(arg)
-        except Exception:
-            continue
-    return None
+def _gpu(info: DeviceInfo, session: NvmlSession | None) -> tuple[NvmlGpu | None, str]:
+    """The device in NVML (by uuid, else index), or None and why not: no NVML, or NVML does not know it."""
+    if session is None:
+        session, error = device_nvml.session_status()
+        if session is None:
+            return None, str(error)
+    try:
+        return session.find_gpu(info.uuid, info.index), ""
+    except NvmlError:
+        return None, f"NVML does not know {info.torch_device} (uuid {info.uuid or 'unknown'})"
 
 
 def _torch_props(info: DeviceInfo) -> Any | None:  # pragma: no cover - needs a GPU

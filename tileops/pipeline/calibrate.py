@@ -116,7 +116,7 @@ class Calibrated:
     """The device's own calibration as the bench left it: its key and stored result (None: none is used)."""
 
     key: str
-    device: str  # as --device names it: cpu, cuda:0
+    device: DeviceInfo
     result: DeviceCalibration | None = None
 
     def quick_note(self) -> str | None:
@@ -126,7 +126,7 @@ class Calibrated:
             return None
         when = r.finished_at.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         return (f"priced on a quick calibration of {self.key} ({when}): small sizes and few repetitions, rough "
-                f"figures; `tileops calibrate --device {self.device}` measures the full one "
+                f"figures; `tileops calibrate --device {self.device.torch_device}` measures the full one "
                 "(docs/profiles.md)")
 
 
@@ -162,12 +162,12 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
             say(f"calibration of {key}: {fresh.reason}; {why}: rebuilt the CPU profile {path} from it")
         else:
             say(f"calibration of {key}: {fresh.reason}")
-        return Calibrated(key, device.torch_device, fresh.result)
+        return Calibrated(key, device, fresh.result)
     if model is None and device.kind == "cuda":
         warn(f"no profile names {device.name!r}: a calibration measures fractions of the datasheet "
              "ceilings, and no profile states them for this GPU, so SOL stays blank; add a profile "
              "(docs/profiles.md) and run `tileops calibrate`")
-        return Calibrated(key, device.torch_device)
+        return Calibrated(key, device)
     quick = policy == "quick" or (policy == "auto" and device.kind == "cuda")
     say(f"calibrating {device.torch_device} ({key}) first: {fresh.reason}; a {'quick' if quick else 'full'} "
         f"calibration ({'seconds' if quick else 'tens of seconds'}) so its rows are priced on what it reaches; "
@@ -189,7 +189,7 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
     for warning in outcome.warnings:
         warn(f"calibration warning: {warning}")
     say("wrote " + ", ".join(str(p) for p in written))
-    return Calibrated(key, device.torch_device, outcome.run)
+    return Calibrated(key, device, outcome.run)
 
 
 # --------------------------------------------------------------------------- tileops calibrate
