@@ -463,7 +463,7 @@ class _Unpriced(NamedTuple):
 class _Work(NamedTuple):
     """An ok, timed row's work and the time each roof allows it."""
 
-    nbytes: float
+    moved_bytes: float  # the row's bytes (its record's)
     flops: float
     bandwidth: float
     memory_time_s: float
@@ -510,7 +510,7 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
     return Priced(
         record=r, profile=name, verdict=verdict, actual_time_s=actual, memory_time_s=work.memory_time_s,
         compute_time_s=work.compute_time_s, sol_time_s=sol, efficiency=eff, bound=bound,
-        achieved_bytes_per_s=work.nbytes / actual, achieved_flops_per_s=work.flops / actual,
+        achieved_bytes_per_s=work.moved_bytes / actual, achieved_flops_per_s=work.flops / actual,
         effective_bandwidth=work.bandwidth, effective_peak=peak, breaches=_breaches(checks), roof=resolved,
         notes=notes, checks=checks, sol_ci=sol_ci, sol_ci_blank=None if sol_ci else CI_NO_INTERVAL,
         unstable=unstable if verdict == "unstable" else (), ceiling_basis=basis)
