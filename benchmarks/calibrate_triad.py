@@ -114,6 +114,36 @@ def _best(rounds: list[dict[str, float]]) -> dict[str, float]:
     return {k: max(r[k] for r in rounds) for k in rounds[0]}
 
 
+def _bandwidth_table(title: str, seen: dict[str, list[dict[str, float]]], cols: list[str]) -> Table:
+    """Each mix's best bandwidth per side and its ratio to STREAM's paired kernel (its best where none pairs),
+    then the envelope over the mixes against STREAM's best."""
+    stream = _best(seen["stream"])
+    stream_top = max(stream.values())
+    stream_best_name = max(stream, key=stream.__getitem__)
+    t = Table(title=title)
+    t.add_column("mix")
+    t.add_column("reference")
+    for c in cols:
+        label = "tileops calibrate (streaming.c)" if c == "streaming" else "torch kernels (before; fallback)"
+        t.add_column(f"{label} GB/s", justify="right")
+        t.add_column("ratio", justify="right")
+    t.add_column("STREAM GB/s", justify="right")
+    best = {c: _best(seen[c]) for c in cols}
+    for mix in measure.MIXES:
+        ref_name = PAIRED.get(mix, stream_best_name)
+        ref_bw = stream[ref_name]
+        cells = [mix, ref_name if mix in PAIRED else f"{ref_name} (STREAM's best)"]
+        for c in cols:
+            cells += [f"{best[c][mix] / 1e9:.2f}", f"{best[c][mix] / ref_bw:.3f}"]
+        t.add_row(*cells, f"{ref_bw / 1e9:.2f}")
+    cells = ["envelope (best mix)", f"{stream_best_name} (STREAM's best)"]
+    for c in cols:
+        top = max(best[c].values())
+        cells += [f"{top / 1e9:.2f}", f"{top / stream_top:.3f}"]
+    t.add_row(*cells, f"{stream_top / 1e9:.2f}", style="bold")
+    return t
+
+
 def cpu(args: argparse.Namespace, console: Console) -> int:
     info = describe_device("cpu")
     sizes = measure.cpu_sizes(info.l2_bytes, info.memory_bytes, args.quick)
@@ -146,33 +176,14 @@ def cpu(args: argparse.Namespace, console: Console) -> int:
             for side in order[r % len(order):] + order[:r % len(order)]:
                 seen[side].append(sides[side]())
 
-    stream = _best(seen["stream"])
-    stream_top = max(stream.values())
-    stream_best_name = max(stream, key=stream.__getitem__)
     cols = ["streaming"] if kernels is not None else []
     cols.append("torch")
-    t = Table(title=f"CPU bandwidth, {info.name}, {threads} threads, {sizes.array_bytes >> 20} MiB per array, "
-                    f"best of {args.rounds} interleaved rounds x {sizes.mix_reps} passes (STREAM counting)")
-    t.add_column("mix")
-    t.add_column("reference")
-    for c in cols:
-        label = "tileops calibrate (streaming.c)" if c == "streaming" else "torch kernels (before; fallback)"
-        t.add_column(f"{label} GB/s", justify="right")
-        t.add_column("ratio", justify="right")
-    t.add_column("STREAM GB/s", justify="right")
+    t = _bandwidth_table(f"CPU bandwidth, {info.name}, {threads} threads, {sizes.array_bytes >> 20} MiB per array, "
+                         f"best of {args.rounds} interleaved rounds x {sizes.mix_reps} passes (STREAM counting)",
+                         seen, cols)
+    stream = _best(seen["stream"])
+    stream_top = max(stream.values())
     best = {c: _best(seen[c]) for c in cols}
-    for mix in measure.MIXES:
-        ref_name = PAIRED.get(mix, stream_best_name)
-        ref_bw = stream[ref_name]
-        cells = [mix, ref_name if mix in PAIRED else f"{ref_name} (STREAM's best)"]
-        for c in cols:
-            cells += [f"{best[c][mix] / 1e9:.2f}", f"{best[c][mix] / ref_bw:.3f}"]
-        t.add_row(*cells, f"{ref_bw / 1e9:.2f}")
-    cells = ["envelope (best mix)", f"{stream_best_name} (STREAM's best)"]
-    for c in cols:
-        top = max(best[c].values())
-        cells += [f"{top / 1e9:.2f}", f"{top / stream_top:.3f}"]
-    t.add_row(*cells, f"{stream_top / 1e9:.2f}", style="bold")
     console.print(t)
     console.print("STREAM (" + how + "): " + ", ".join(f"{k} {v / 1e9:.2f}" for k, v in stream.items()) + " GB/s")
     for c in cols:  # the same ratio round by round: how much the shared host moved it

@@ -207,6 +207,41 @@ def _start(toks: list[str]) -> int | None:
     return None
 
 
+def _read_flag(inv: Invocation, path: tuple[str, ...], parser: argparse.ArgumentParser, toks: list[str],
+               i: int) -> int:
+    """The flag at ``toks[i]`` (``--name``, ``--name=value``, alternatives ``--a/--b``) noted in ``inv`` with
+    its value (the next word where the flag takes one and none is attached); the index after it."""
+    word = _clean(toks[i])
+    names = [f"--{w.lstrip('-')}" for w in word.split("=", 1)[0].split("/")]
+    value = word.split("=", 1)[1] if "=" in word else None
+    known = options(parser)
+    takes_value = any(known[n].nargs != 0 for n in names if n in known)
+    if value is None and takes_value and i + 1 < len(toks) and toks[i + 1] not in _STOP \
+            and not _clean(toks[i + 1]).startswith("-"):
+        value = _clean(toks[i + 1])
+        i += 1
+    for name in names:
+        _note_flag(inv, path, name, value, known)
+    return i + 1
+
+
+def _note_flag(inv: Invocation, path: tuple[str, ...], name: str, value: str | None,
+               known: dict[str, argparse.Action]) -> None:
+    """One flag as the docs write it: an error where the command has no such flag, or a value outside its
+    choices (a placeholder such as ``<N>`` or ``N`` stands for any)."""
+    if name == "--help":
+        return
+    if name not in known:
+        inv.errors.append(f"{' '.join(('tileops',) + path)} has no {name}")
+        return
+    inv.flags.append((path, name, value))
+    choices = known[name].choices
+    if value and choices is not None and not value.isupper() and not value.startswith("<"):
+        written = set(re.split(r"[|/]", value))
+        if not written <= set(choices):
+            inv.errors.append(f"{name} takes {sorted(choices)}; the docs write {value}")
+
+
 def parse_invocation(text: str, where: str, root: argparse.ArgumentParser, *,
                      inline: bool = False) -> Invocation | None:
     """``tileops ...`` in ``text`` walked against the parsers: the command path it names and each flag it
@@ -236,27 +271,7 @@ def parse_invocation(text: str, where: str, root: argparse.ArgumentParser, *,
             continue
         word = _clean(tok)
         if word.startswith("--"):
-            names = [f"--{w.lstrip('-')}" for w in word.split("=", 1)[0].split("/")]
-            value = word.split("=", 1)[1] if "=" in word else None
-            known = options(parsers[path])
-            takes_value = any(known[n].nargs != 0 for n in names if n in known)
-            if value is None and takes_value and i + 1 < len(toks) and toks[i + 1] not in _STOP \
-                    and not _clean(toks[i + 1]).startswith("-"):
-                value = _clean(toks[i + 1])
-                i += 1
-            for name in names:
-                if name == "--help":
-                    continue
-                if name not in known:
-                    inv.errors.append(f"{' '.join(('tileops',) + path)} has no {name}")
-                    continue
-                inv.flags.append((path, name, value))
-                choices = known[name].choices
-                if value and choices is not None and not value.isupper() and not value.startswith("<"):
-                    written = set(re.split(r"[|/]", value))
-                    if not written <= set(choices):
-                        inv.errors.append(f"{name} takes {sorted(choices)}; the docs write {value}")
-            i += 1
+            i = _read_flag(inv, path, parsers[path], toks, i)
             continue
         subs = subparsers(parsers[path])
         alternatives = re.split(r"[|/]", word)

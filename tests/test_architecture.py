@@ -61,6 +61,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 FORBIDDEN_AT_RUN_TIME = ("pydantic", "rich", "yaml", "matplotlib", "prometheus_client", "docker", "msgspec",
                          "tileops.roofline", "tileops.report", "tileops.export", "tileops.pipeline",
                          "tileops.profiles", "tileops.ledger", "tileops.calibrate", "tileops.manifest.analysis",
+                         "tileops.manifest.signature", "tileops.manifest.roofline_fields", "tileops.manifest.workloads",
+                         "tileops.manifest.scope", "tileops.manifest.facts", "tileops.manifest.values",
                          "tileops.manifest.expr", "tileops.manifest.load")
 
 

@@ -31,14 +31,15 @@ from tileops.errors import ManifestError
 from tileops.ops.catalog import GENERATED_NAME, load_entries, shipped_manifest_dir
 
 PKG = Path(tileops.__file__).parent
-TOOLING = {"manifest/analysis.py", "manifest/expr.py", "manifest/codegen.py", "formula_guard.py",
+TOOLING = {"manifest/analysis.py", "manifest/signature.py", "manifest/expr.py", "manifest/codegen.py", "formula_guard.py",
            "audit/condition.py"}
 #: Modules that drive the tooling: the two build-time commands, and the audit's EXEMPT `when`, which is
 #: checked by the manifest's own expression rules (it prices nothing; it says whether a measured call
 #: lies inside an exception, by walking the checked tree: nothing is compiled or evaluated as text).
 DRIVES_TOOLING = ("manifest/", "commands/validate.py", "commands/codegen.py", "audit/condition.py")
-BUILD_TIME = ("tileops.manifest.load", "tileops.manifest.analysis", "tileops.manifest.expr",
-              "tileops.manifest.codegen")
+BUILD_TIME = ("tileops.manifest.load", "tileops.manifest.analysis", "tileops.manifest.signature",
+              "tileops.manifest.roofline_fields", "tileops.manifest.workloads", "tileops.manifest.scope",
+              "tileops.manifest.facts", "tileops.manifest.values", "tileops.manifest.expr", "tileops.manifest.codegen")
 FAULTY = Path(__file__).parent / "data" / "faulty_ops"
 
 

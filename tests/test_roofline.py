@@ -71,6 +71,26 @@ def test_zero_flops_prices_with_zero_compute_time_even_without_the_roof() -> Non
     assert p.bound == "memory"
 
 
+_PRICEABLE = dict(bytes=500_000_000, flops=1000)
+#: Each blank case: the record and the profile it is priced on.
+_BLANK_CASES = {
+    "error": lambda: (make_record(status="error"), PROFILE),
+    "skipped": lambda: (make_record(status="skipped"), PROFILE),
+    "no-profile": lambda: (make_record(**_PRICEABLE), None),
+    "no-cupti": lambda: (make_record(device_kind="cuda", timer="cuda-events", bytes=500_000_000), PROFILE),
+    "bytes-zero": lambda: (make_record(bytes=0), PROFILE),
+    "no-roofline": lambda: (make_record(bytes=None, flops=None), PROFILE),
+    "no-timing": lambda: (make_record(median_s=None), PROFILE),
+    "memory-uncalibrated": lambda: (make_record(**_PRICEABLE), make_profile(bw_calibration=None)),
+    "no-memory-roof": lambda: (make_record(**_PRICEABLE), make_profile(memory=False)),
+    "roof-absent": lambda: (make_record(roof_key="tensor_core.fp8"), PROFILE),
+    "roof-key-missing": lambda: (make_record(roof_key=None), PROFILE),
+    "roof-uncalibrated": lambda: (make_record(roof_key="cpu.fp32"),
+                                  make_profile(roofs={"cpu.fp32": (1e10, None)}, aliases={})),
+    "alias-uncalibrated": lambda: (make_record(**_PRICEABLE), make_profile(roofs={"cpu.fp32": (1e10, None)})),
+}
+
+
 @pytest.mark.parametrize("case, reason", [
     ("error", roofline.BLANK_ERROR),
     ("skipped", roofline.BLANK_SKIPPED),
@@ -87,33 +107,7 @@ def test_zero_flops_prices_with_zero_compute_time_even_without_the_roof() -> Non
     ("alias-uncalibrated", roofline.BLANK_ROOF_UNCALIBRATED),
 ])
 def test_each_blank_reason(case: str, reason: str) -> None:
-    prof = PROFILE
-    rec = make_record(bytes=500_000_000, flops=1000)
-    if case in ("error", "skipped"):
-        rec = make_record(status=case)
-    elif case == "no-profile":
-        prof = None
-    elif case == "no-cupti":
-        rec = make_record(device_kind="cuda", timer="cuda-events", bytes=500_000_000)
-    elif case == "bytes-zero":
-        rec = make_record(bytes=0)
-    elif case == "no-roofline":
-        rec = make_record(bytes=None, flops=None)
-    elif case == "no-timing":
-        rec = make_record(median_s=None)
-    elif case == "memory-uncalibrated":
-        prof = make_profile(bw_calibration=None)
-    elif case == "no-memory-roof":
-        prof = make_profile(memory=False)
-    elif case == "roof-absent":
-        rec = make_record(roof_key="tensor_core.fp8")
-    elif case == "roof-key-missing":
-        rec = make_record(roof_key=None)
-    elif case == "roof-uncalibrated":
-        prof = make_profile(roofs={"cpu.fp32": (1e10, None)}, aliases={})
-        rec = make_record(roof_key="cpu.fp32")
-    elif case == "alias-uncalibrated":
-        prof = make_profile(roofs={"cpu.fp32": (1e10, None)})
+    rec, prof = _BLANK_CASES[case]()
     p = price(rec, prof)
     assert p.blank_reason == reason
     assert p.verdict == ("error" if case in ("error", "skipped") else "blank")

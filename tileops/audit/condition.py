@@ -120,55 +120,95 @@ def check(source: str, scope: Scope) -> tuple[Condition | None, list[str]]:
 
 def _eval(node: ast.AST, call: Any) -> Any:
     """Evaluate a checked tree over a call (CheckedCall or CallFacts): the node kinds ``check`` accepts, only."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float)):
+    evaluate = _EVAL.get(type(node))
+    if evaluate is None:
+        raise _not_checked(node)
+    return evaluate(node, call)
+
+
+def _not_checked(node: ast.AST) -> ConditionError:
+    return ConditionError(f"{type(node).__name__} is not part of a checked condition")
+
+
+def _eval_constant(node: ast.Constant, call: Any) -> Any:
+    if isinstance(node.value, (bool, int, float)):
         return node.value
-    if isinstance(node, ast.Name):
+    raise _not_checked(node)
+
+
+def _eval_name(node: ast.Name, call: Any) -> Any:
+    try:
+        return call.indices[node.id]
+    except KeyError:
+        raise ConditionError(f"{node.id!r} is not bound in this call (its tensor is absent)") from None
+
+
+def _eval_binop(node: ast.BinOp, call: Any) -> Any:
+    op = _BIN.get(type(node.op))
+    if op is None:
+        raise _not_checked(node)
+    left, right = _eval(node.left, call), _eval(node.right, call)
+    try:
+        return op(left, right)
+    except (ZeroDivisionError, TypeError, OverflowError) as exc:
+        raise ConditionError(f"{ast.unparse(node)}: {exc}") from None
+
+
+def _eval_unary(node: ast.UnaryOp, call: Any) -> Any:
+    v = _eval(node.operand, call)
+    if isinstance(node.op, ast.Not):
+        return not v
+    if isinstance(node.op, ast.USub):
+        return -v
+    if isinstance(node.op, ast.UAdd):
+        return +v
+    raise _not_checked(node)
+
+
+def _eval_boolop(node: ast.BoolOp, call: Any) -> Any:
+    if isinstance(node.op, ast.And):
+        return all(_eval(v, call) for v in node.values)  # short-circuits: present(b) and N > 4
+    return any(_eval(v, call) for v in node.values)
+
+
+def _eval_compare(node: ast.Compare, call: Any) -> Any:
+    if not all(type(o) in _CMP for o in node.ops):
+        raise _not_checked(node)
+    left = _eval(node.left, call)
+    for o, comp in zip(node.ops, node.comparators):
+        right = _eval(comp, call)
         try:
-            return call.indices[node.id]
-        except KeyError:
-            raise ConditionError(f"{node.id!r} is not bound in this call (its tensor is absent)") from None
-    if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
-        left, right = _eval(node.left, call), _eval(node.right, call)
-        try:
-            return _BIN[type(node.op)](left, right)
-        except (ZeroDivisionError, TypeError, OverflowError) as exc:
+            if not _CMP[type(o)](left, right):
+                return False
+        except TypeError as exc:
             raise ConditionError(f"{ast.unparse(node)}: {exc}") from None
-    if isinstance(node, ast.UnaryOp):
-        v = _eval(node.operand, call)
-        if isinstance(node.op, ast.Not):
-            return not v
-        if isinstance(node.op, ast.USub):
-            return -v
-        if isinstance(node.op, ast.UAdd):
-            return +v
-    if isinstance(node, ast.BoolOp):
-        if isinstance(node.op, ast.And):
-            return all(_eval(v, call) for v in node.values)  # short-circuits: present(b) and N > 4
-        return any(_eval(v, call) for v in node.values)
-    if isinstance(node, ast.Compare) and all(type(o) in _CMP for o in node.ops):
-        left = _eval(node.left, call)
-        for o, comp in zip(node.ops, node.comparators):
-            right = _eval(comp, call)
-            try:
-                if not _CMP[type(o)](left, right):
-                    return False
-            except TypeError as exc:
-                raise ConditionError(f"{ast.unparse(node)}: {exc}") from None
-            left = right
-        return True
-    if isinstance(node, ast.IfExp):
-        return _eval(node.body, call) if _eval(node.test, call) else _eval(node.orelse, call)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in PRIMITIVES:
-        name = node.func.id
-        if PRIMITIVES[name].tensor_arg:
-            arg = node.args[0]
-            assert isinstance(arg, ast.Name)
-            try:
-                return PRIMITIVES[name].impl(call, arg.id)
-            except KeyError as exc:
-                raise ConditionError(f"{name}({arg.id}): {exc}") from None
+        left = right
+    return True
+
+
+def _eval_ifexp(node: ast.IfExp, call: Any) -> Any:
+    return _eval(node.body, call) if _eval(node.test, call) else _eval(node.orelse, call)
+
+
+def _eval_call(node: ast.Call, call: Any) -> Any:
+    if not (isinstance(node.func, ast.Name) and node.func.id in PRIMITIVES):
+        raise _not_checked(node)
+    name = node.func.id
+    if PRIMITIVES[name].tensor_arg:
+        arg = node.args[0]
+        assert isinstance(arg, ast.Name)
         try:
-            return PRIMITIVES[name].impl(*(_eval(a, call) for a in node.args))
-        except (ValueError, TypeError, ZeroDivisionError) as exc:
-            raise ConditionError(f"{ast.unparse(node)}: {exc}") from None
-    raise ConditionError(f"{type(node).__name__} is not part of a checked condition")
+            return PRIMITIVES[name].impl(call, arg.id)
+        except KeyError as exc:
+            raise ConditionError(f"{name}({arg.id}): {exc}") from None
+    try:
+        return PRIMITIVES[name].impl(*(_eval(a, call) for a in node.args))
+    except (ValueError, TypeError, ZeroDivisionError) as exc:
+        raise ConditionError(f"{ast.unparse(node)}: {exc}") from None
+
+
+#: How each node kind a checked condition holds is evaluated (any other kind is refused).
+_EVAL: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Constant: _eval_constant, ast.Name: _eval_name, ast.BinOp: _eval_binop, ast.UnaryOp: _eval_unary,
+    ast.BoolOp: _eval_boolop, ast.Compare: _eval_compare, ast.IfExp: _eval_ifexp, ast.Call: _eval_call,
+}

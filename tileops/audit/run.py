@@ -184,6 +184,32 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
                       error_kind="ncu-missing")
     stem = out_dir / REPORTS_DIR / _stem(i, p)
     report, log_path, facts_path = (stem.parent / (stem.name + ext) for ext in (".ncu-rep", ".log", ".call.json"))
+    rc, log = _profile_row(p, ncu, report, facts_path, log_path, domain, device, opts)
+    rel = str(report.relative_to(out_dir)) if report.exists() else None
+    facts = CallFacts.read(facts_path) if facts_path.exists() else None
+    failure = _run_failure(rc, log, facts, log_path.name, opts)
+    if failure is not None:
+        return _error_entry(p, *failure, rel, facts)
+    if facts is None:
+        message = (f"the audited process left no call facts (ncu exit {rc}); last of ncu's output: "
+                   f"{log_tail(log)}; full output: {REPORTS_DIR}/{log_path.name}")
+        return _error_entry(p, "ncu-failed", message, rel, None)
+    failure = _report_failure(report, log, rc, domain)
+    if failure is not None:
+        return _error_entry(p, *failure, rel, facts)
+    try:
+        m = _measure(report, ncu, stem.parent / (stem.name + ".csv"), version)
+    except ReportError as exc:
+        return _error_entry(p, exc.kind, str(exc), rel, facts)
+    e = judged_entry(p, facts, m, config)
+    e.report = rel
+    return e
+
+
+def _profile_row(p: Planned, ncu: str, report: Path, facts_path: Path, log_path: Path, domain: str | None,
+                 device: DeviceInfo | None, opts: AuditOptions) -> tuple[int | None, str]:
+    """The row's call run once under ncu in a child process (no report or facts left from before): its exit
+    code (None: killed at the row's timeout) and ncu's output."""
     for f in (report, facts_path):
         f.unlink(missing_ok=True)
     child = ["--op", p.op, "--label", p.row.label, "--case", case_arg(p.case), "--backend", p.backend,
@@ -191,50 +217,49 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
              "--nvtx-domain", domain or "", "--nvtx-range", NVTX_RANGE, "--facts", str(facts_path)]
     cmd = profile_command(ncu, report, child, domain=domain, replay_mode=opts.replay_mode,
                           clock_control=opts.clock_control)
-    rc, log = _run(cmd, log_path, opts.row_timeout_s)
-    rel = str(report.relative_to(out_dir)) if report.exists() else None
-    facts = CallFacts.read(facts_path) if facts_path.exists() else None
-    base: dict = {"report": rel}
-    if facts is not None:
-        base.update(params=dict(facts.params) or dict(p.row.params), data_terms=facts.data_terms,
-                    device_name=facts.device_name, device_uuid=facts.device_uuid)
+    return _run(cmd, log_path, opts.row_timeout_s)
 
-    def error(kind: str, message: str) -> AuditEntry:
-        e = _entry(p, judge(declared=None, measured=None, error=message), error_kind=kind)
-        for k, v in base.items():
-            setattr(e, k, v)
-        if facts is not None and facts.error_kind is None:
-            e.expected_read_bytes = facts.read_bytes
-        return e
 
+def _run_failure(rc: int | None, log: str, facts: CallFacts | None, log_name: str,
+                 opts: AuditOptions) -> tuple[str, str] | None:
+    """Why the profiled run failed (its error kind and message), the profiler's own refusals first since they
+    explain the rest; None when nothing says it did."""
     if rc is None:
-        return error("timeout", f"the row ran past --row-timeout {opts.row_timeout_s:g} s under ncu and was "
-                                "killed (ncu runs the call once per metric pass, and --replay-mode kernel replays each "
-                                "kernel: a call "
-                                f"with many kernels is slow); raise "
-                                f"--row-timeout or audit fewer rows; ncu's output: {REPORTS_DIR}/{log_path.name}")
-    problem = diagnose(log, generic=False)  # the profiler's own refusals first: they explain the rest
+        return ("timeout", f"the row ran past --row-timeout {opts.row_timeout_s:g} s under ncu and was "
+                           "killed (ncu runs the call once per metric pass, and --replay-mode kernel replays each "
+                           "kernel: a call "
+                           f"with many kernels is slow); raise "
+                           f"--row-timeout or audit fewer rows; ncu's output: {REPORTS_DIR}/{log_name}")
+    problem = diagnose(log, generic=False)
     if problem is not None:
-        return error(problem.kind, problem.message)
+        return problem.kind, problem.message
     if facts is not None and facts.error_kind is not None:
-        return error(facts.error_kind, facts.error or facts.error_kind)
+        return facts.error_kind, facts.error or facts.error_kind
     problem = diagnose(log)
     if problem is not None:
-        return error(problem.kind, f"{problem.message}; full output: {REPORTS_DIR}/{log_path.name}")
-    if facts is None:
-        return error("ncu-failed", f"the audited process left no call facts (ncu exit {rc}); last of ncu's output: "
-                                   f"{log_tail(log)}; full output: {REPORTS_DIR}/{log_path.name}")
-    if not report.exists():
-        if "No kernels were profiled" in log:
-            return error("no-kernel", f"ncu profiled no kernel inside the NVTX range {nvtx_include(domain)}: the "
-                                      "call launched no GPU kernel, or the range filter matched nothing")
-        return error("ncu-failed", f"ncu wrote no report (exit {rc}): {log_tail(log)}")
-    try:
-        m = _measure(report, ncu, stem.parent / (stem.name + ".csv"), version)
-    except ReportError as exc:
-        return error(exc.kind, str(exc))
-    e = judged_entry(p, facts, m, config)
-    e.report = rel
+        return problem.kind, f"{problem.message}; full output: {REPORTS_DIR}/{log_name}"
+    return None
+
+
+def _report_failure(report: Path, log: str, rc: int | None, domain: str | None) -> tuple[str, str] | None:
+    """Why a run that left its call facts left no report to measure; None when it left one."""
+    if report.exists():
+        return None
+    if "No kernels were profiled" in log:
+        return ("no-kernel", f"ncu profiled no kernel inside the NVTX range {nvtx_include(domain)}: the "
+                             "call launched no GPU kernel, or the range filter matched nothing")
+    return "ncu-failed", f"ncu wrote no report (exit {rc}): {log_tail(log)}"
+
+
+def _error_entry(p: Planned, kind: str, message: str, report: str | None, facts: CallFacts | None) -> AuditEntry:
+    """A row that could not be measured: its error, with what its call facts say where it left them."""
+    e = _entry(p, judge(declared=None, measured=None, error=message), error_kind=kind)
+    e.report = report
+    if facts is not None:
+        e.params = dict(facts.params) or dict(p.row.params)
+        e.data_terms, e.device_name, e.device_uuid = facts.data_terms, facts.device_name, facts.device_uuid
+        if facts.error_kind is None:
+            e.expected_read_bytes = facts.read_bytes
     return e
 
 

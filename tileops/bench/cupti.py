@@ -250,18 +250,18 @@ def group_by_range(pairs: Iterable[tuple[TraceEvent, TraceEvent]], ranges: Seque
 
 def union_ns(intervals: Sequence[tuple[int, int]]) -> int:
     """Total length of a set of intervals, overlaps counted once."""
+    spans = sorted(intervals)
+    if not spans:
+        return 0
     total = 0
-    cur_s = cur_e = None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s  # type: ignore[operator]  # both set together
+    cur_s, cur_e = spans[0]  # the run of overlapping intervals being merged
+    for s, e in spans[1:]:
+        if s > cur_e:
+            total += cur_e - cur_s
             cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s  # type: ignore[operator]  # both set together
-    return total
+        elif e > cur_e:
+            cur_e = e
+    return total + cur_e - cur_s
 
 
 def _ours(name: str) -> bool:
@@ -351,18 +351,19 @@ def _attribute_iterations(events: Iterable[TraceEvent], n_iters: int) -> list[It
 
 def _busy_ns(activities: list[TraceEvent]) -> int:
     """:func:`union_ns` of the activities' intervals, without building them."""
+    ordered = iter(sorted(activities, key=_START))
+    first = next(ordered, None)
+    if first is None:
+        return 0
     total = 0
-    cur_s = cur_e = None
-    for a in sorted(activities, key=_START):
-        if cur_e is None or a.start_ns > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s  # type: ignore[operator]  # both set together
+    cur_s, cur_e = first.start_ns, first.end_ns  # the run of overlapping activities being merged
+    for a in ordered:
+        if a.start_ns > cur_e:
+            total += cur_e - cur_s
             cur_s, cur_e = a.start_ns, a.end_ns
         elif a.end_ns > cur_e:
             cur_e = a.end_ns
-    if cur_e is not None:
-        total += cur_e - cur_s  # type: ignore[operator]  # both set together
-    return total
+    return total + cur_e - cur_s
 
 
 _START = operator.attrgetter("start_ns")

@@ -267,52 +267,74 @@ class HostPrior:
         if not isinstance(doc, dict) or doc.get("version") != 1:
             raise ValueError(f"{where}: expected an object with version 1 (a host noise prior)")
 
-        def number(x: Any, name: str, low: float = 0.0) -> float:
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < low:
-                raise ValueError(f"{where}: {name} must be a finite number >= {low:g}, got {x!r}")
-            return float(x)
+        r = _PriorReader(doc, where)
+        between, levels, row_reruns, code = r.between(), r.levels(), r.row_reruns(), r.code()  # the order its
+        # errors are reported in
+        return cls(between, r.tuples("shifts", "shift, noise variance", 2),
+                   r.tuples("reruns", "common part, own part, rows", 3), levels, row_reruns,
+                   int(r.number(doc.get("runs", 0), "runs")), code)
 
-        def kinds(name: str) -> dict[str, Any]:
-            raw = doc.get(name, {})
-            if not isinstance(raw, dict) or any(k not in ROW_KINDS for k in raw):
-                raise ValueError(f"{where}: {name} must be an object keyed by row kind ({', '.join(ROW_KINDS)})")
-            return raw
 
-        def tuples(name: str, what: str, size: int) -> dict[str, list[Any]]:
-            out: dict[str, list[Any]] = {}
-            for kind, xs in kinds(name).items():
-                if not isinstance(xs, list) or not all(isinstance(x, list) and len(x) == size for x in xs):
-                    raise ValueError(f"{where}: {name}.{kind} must be a list of [{what}]")
-                out[kind] = [tuple(number(v, f"{name}.{kind}[][{i}]", -math.inf if (name, i) == ("shifts", 0) else 0.0)
-                                   for i, v in enumerate(x)) for x in xs][-HOST_HISTORY:]
-            return out
+class _PriorReader:
+    """A stored prior's fields read one by one, each refused with ``where`` and its name when it is not one."""
 
+    def __init__(self, doc: dict[str, Any], where: str) -> None:
+        self.doc, self.where = doc, where
+
+    def number(self, x: Any, name: str, low: float = 0.0) -> float:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < low:
+            raise ValueError(f"{self.where}: {name} must be a finite number >= {low:g}, got {x!r}")
+        return float(x)
+
+    def kinds(self, name: str) -> dict[str, Any]:
+        raw = self.doc.get(name, {})
+        if not isinstance(raw, dict) or any(k not in ROW_KINDS for k in raw):
+            raise ValueError(f"{self.where}: {name} must be an object keyed by row kind ({', '.join(ROW_KINDS)})")
+        return raw
+
+    def tuples(self, name: str, what: str, size: int) -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {}
+        for kind, xs in self.kinds(name).items():
+            if not isinstance(xs, list) or not all(isinstance(x, list) and len(x) == size for x in xs):
+                raise ValueError(f"{self.where}: {name}.{kind} must be a list of [{what}]")
+            out[kind] = [tuple(self.number(v, f"{name}.{kind}[][{i}]", -math.inf if (name, i) == ("shifts", 0) else 0.0)
+                               for i, v in enumerate(x)) for x in xs][-HOST_HISTORY:]
+        return out
+
+    def between(self) -> dict[str, Estimate]:
         between = {}
-        for kind, e in kinds("between").items():
+        for kind, e in self.kinds("between").items():
             if not isinstance(e, dict):
-                raise ValueError(f"{where}: between.{kind} must hold sigma and df")
-            between[kind] = Estimate(number(e.get("sigma"), f"between.{kind}.sigma"),
-                                     number(e.get("df"), f"between.{kind}.df"), "stored")
-        raw_levels = doc.get("levels", {})
+                raise ValueError(f"{self.where}: between.{kind} must hold sigma and df")
+            between[kind] = Estimate(self.number(e.get("sigma"), f"between.{kind}.sigma"),
+                                     self.number(e.get("df"), f"between.{kind}.df"), "stored")
+        return between
+
+    def levels(self) -> dict[str, Level]:
+        raw_levels = self.doc.get("levels", {})
         if not isinstance(raw_levels, dict):
-            raise ValueError(f"{where}: levels must be an object of rows")
+            raise ValueError(f"{self.where}: levels must be an object of rows")
         levels: dict[str, Level] = {}
         for row, v in raw_levels.items():
             if not (isinstance(v, list) and len(v) == 4 and v[0] in ROW_KINDS):
-                raise ValueError(f"{where}: levels[{row!r}] must be [row kind, ln level, its variance, its df]")
-            levels[str(row)] = (str(v[0]), number(v[1], f"levels[{row!r}][1]", -math.inf),
-                                number(v[2], f"levels[{row!r}][2]"), number(v[3], f"levels[{row!r}][3]", 1.0))
-        raw_rows = doc.get("row_reruns", {})
+                raise ValueError(f"{self.where}: levels[{row!r}] must be [row kind, ln level, its variance, its df]")
+            levels[str(row)] = (str(v[0]), self.number(v[1], f"levels[{row!r}][1]", -math.inf),
+                                self.number(v[2], f"levels[{row!r}][2]"),
+                                self.number(v[3], f"levels[{row!r}][3]", 1.0))
+        return levels
+
+    def row_reruns(self) -> dict[str, tuple[float, float]]:
+        raw_rows = self.doc.get("row_reruns", {})
         if not isinstance(raw_rows, dict) or not all(isinstance(v, list) and len(v) == 2 for v in raw_rows.values()):
-            raise ValueError(f"{where}: row_reruns must map each row to [sum of z^2, count]")
-        row_reruns = {str(r): (number(v[0], f"row_reruns[{r!r}][0]"), number(v[1], f"row_reruns[{r!r}][1]"))
-                      for r, v in raw_rows.items()}
-        code = doc.get("code", "")
+            raise ValueError(f"{self.where}: row_reruns must map each row to [sum of z^2, count]")
+        return {str(r): (self.number(v[0], f"row_reruns[{r!r}][0]"), self.number(v[1], f"row_reruns[{r!r}][1]"))
+                for r, v in raw_rows.items()}
+
+    def code(self) -> str:
+        code = self.doc.get("code", "")
         if not isinstance(code, str):
-            raise ValueError(f"{where}: code must be a string (the versions the levels were measured with)")
-        return cls(between, tuples("shifts", "shift, noise variance", 2),
-                   tuples("reruns", "common part, own part, rows", 3), levels, row_reruns,
-                   int(number(doc.get("runs", 0), "runs")), code)
+            raise ValueError(f"{self.where}: code must be a string (the versions the levels were measured with)")
+        return code
 
 
 def host_estimate(shifts: Sequence[tuple[float, float]], source: str) -> Estimate:

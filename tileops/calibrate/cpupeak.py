@@ -119,30 +119,15 @@ def simd_isa(info: CpuInfo) -> tuple[str, int]:
 
 def fma_row(info: CpuInfo, isa: str) -> FmaRow:
     """The table row for this CPU at ``isa``; a generic assumption, said so, where no row names it."""
-    fam, model = info.family or 0, info.model_id
-    vendor = info.vendor or ""
     if info.arch == "aarch64":
         key = _ARM_PART_ROWS.get(info.arm_part or "")
         if key:
             return FMA_TABLE[key]
         return FmaRow(f"Arm part {info.arm_part or '?'}", 2, "no table row for this part: two 128-bit FMA "
                                                              "pipes assumed (most Arm server cores)", (2, 4))
-    if vendor.startswith("GenuineIntel") and fam == 6:
-        if isa == "AVX-512" and model in _INTEL_CLIENT_AVX512:
-            return FMA_TABLE["intel-client-avx512"]
-        if isa == "AVX-512":
-            return FMA_TABLE["intel-xeon-avx512"]
-        if isa == "AVX2+FMA":
-            return FMA_TABLE["intel-avx2"]
-    if vendor.startswith(("AuthenticAMD", "HygonGenuine")):
-        if isa == "AVX-512" and fam >= 0x1A:
-            return FMA_TABLE["amd-zen5-avx512"]
-        if isa == "AVX-512" and fam == 0x19:
-            return FMA_TABLE["amd-zen4-avx512"]
-        if isa == "AVX2+FMA" and fam == 0x17 and model is not None and model < 0x30:
-            return FMA_TABLE["amd-zen1"]
-        if isa == "AVX2+FMA" and fam in (0x17, 0x18, 0x19, 0x1A):
-            return FMA_TABLE["amd-zen2-3"]
+    key = _x86_row(info, isa)
+    if key is not None:
+        return FMA_TABLE[key]
     if isa == "AVX-512":
         return FmaRow("AVX-512 core not in the table", 2, "no table row: two 512-bit FMA units assumed", (1, 2))
     if isa == "AVX2+FMA":
@@ -150,6 +135,25 @@ def fma_row(info: CpuInfo, isa: str) -> FmaRow:
                                                        "later, Zen 2 and later)", (1, 2))
     return FmaRow(f"{isa} core", 1, "no FMA instruction: one add and one multiply pipe, counted as one "
                                     "FMA-equivalent")
+
+
+def _x86_row(info: CpuInfo, isa: str) -> str | None:
+    """The FMA table's row of an Intel or AMD core at ``isa`` by its family and model; None where none names it."""
+    fam, model = info.family or 0, info.model_id
+    vendor = info.vendor or ""
+    if vendor.startswith("GenuineIntel") and fam == 6:
+        if isa == "AVX-512":
+            return "intel-client-avx512" if model in _INTEL_CLIENT_AVX512 else "intel-xeon-avx512"
+        return "intel-avx2" if isa == "AVX2+FMA" else None
+    if not vendor.startswith(("AuthenticAMD", "HygonGenuine")):
+        return None
+    if isa == "AVX-512":
+        return "amd-zen5-avx512" if fam >= 0x1A else "amd-zen4-avx512" if fam == 0x19 else None
+    if isa == "AVX2+FMA" and fam == 0x17 and model is not None and model < 0x30:
+        return "amd-zen1"
+    if isa == "AVX2+FMA" and fam in (0x17, 0x18, 0x19, 0x1A):
+        return "amd-zen2-3"
+    return None
 
 
 def cpu_clock_ghz(info: CpuInfo, *, ghz: float | None = None, max_mhz: float | None = None) -> tuple[float, str]:

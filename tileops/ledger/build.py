@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from typing import Any
+from collections.abc import Callable
 
 from tileops.ledger.model import MAX_FRACTION, DeviceCalibration
 from tileops.ledger.peak import decide_peak, peak_provenance
@@ -75,11 +76,32 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
 
     data = base.model_dump()
     data.pop("memory", None)
+    memory = data["memory"] = _memory_roof(base.memory, runs, prov, warnings)
+    if memory.suspect:
+        warnings.append(f"memory ceiling suspect: {memory.suspect}")
+    if memory.theoretical is None:
+        data["memory_note"] = ("nominal memory bandwidth unknown (" + (memory.theoretical_source.note
+                                                                        or "not given") + "): readings "
+                               "are priced on the measured envelope and the physics check cannot judge bandwidth; "
+                               "give it with `tileops calibrate --dram-bandwidth`")
+    data["compute"] = _compute_roofs(base, runs, prov, warnings)
 
-    # memory
+    l2 = [r.l2_bytes for r in runs if r.l2_bytes]
+    if l2:
+        data["l2_bytes"] = int(_median([float(x) for x in l2]))
+    floors = [r.latency_floor_s for r in runs if r.latency_floor_s]
+    if floors:
+        data["latency_floor_s"] = _median(floors)
+        data["latency_floor_source"] = prov(first.latency_method or "trivial op")
+    return Profile.model_validate(data), warnings
+
+
+def _memory_roof(mem: MemoryRoof | None, runs: list[DeviceCalibration], prov: Callable[[str], Provenance],
+                 warnings: list[str]) -> MemoryRoof:
+    """The memory roof: each mix's median over the runs, as fractions of the theoretical figure where it is
+    known and above every mix (a mix above it says the figure is wrong: left uncalibrated, with a warning)."""
     measured = {m: _median([r.mixes[m].bytes_per_s for r in runs if m in r.mixes])
                 for m in MIXES if any(m in r.mixes for r in runs)}
-    mem = base.memory
     theo = mem.theoretical if mem is not None else None
     theo_src = mem.theoretical_source if mem is not None else Provenance(
         source="unknown", note="no nominal bandwidth known for this device")
@@ -98,15 +120,13 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
     if mem is not None:
         memory_kw.update(_kept_sustained("memory", mem.sustained, mem.sustained_source,
                                          memory_kw.get("calibration"), warnings))
-    data["memory"] = MemoryRoof(**memory_kw)
-    if data["memory"].suspect:
-        warnings.append(f"memory ceiling suspect: {data['memory'].suspect}")
-    if theo is None:
-        data["memory_note"] = ("nominal memory bandwidth unknown (" + (theo_src.note or "not given") + "): readings "
-                               "are priced on the measured envelope and the physics check cannot judge bandwidth; "
-                               "give it with `tileops calibrate --dram-bandwidth`")
+    return MemoryRoof(**memory_kw)
 
-    # compute
+
+def _compute_roofs(base: Profile, runs: list[DeviceCalibration], prov: Callable[[str], Provenance],
+                   warnings: list[str]) -> dict[str, Roof]:
+    """Each compute roof's fraction: the runs' median rate over its theoretical figure (above 1 it says the
+    figure is wrong: left uncalibrated, with a warning); a roof measured that the profile lacks is warned of."""
     compute: dict[str, Roof] = {}
     for key, roof in base.compute.items():
         got = [r.roofs[key] for r in runs if key in r.roofs]
@@ -129,16 +149,7 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
     for key in sorted({k for r in runs for k in r.roofs} - set(base.compute)):
         warnings.append(f"{key}: measured, but profile {base.name} has no theoretical figure for it, "
                         "so no fraction can be stored (the raw rate is in the per-device result)")
-    data["compute"] = compute
-
-    l2 = [r.l2_bytes for r in runs if r.l2_bytes]
-    if l2:
-        data["l2_bytes"] = int(_median([float(x) for x in l2]))
-    floors = [r.latency_floor_s for r in runs if r.latency_floor_s]
-    if floors:
-        data["latency_floor_s"] = _median(floors)
-        data["latency_floor_source"] = prov(first.latency_method or "trivial op")
-    return Profile.model_validate(data), warnings
+    return compute
 
 
 def _kept_sustained(ceiling: str, sustained: float | None, source: Provenance | None, burst: float | None,

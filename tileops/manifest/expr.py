@@ -148,37 +148,48 @@ def _fold(node: ast.AST, out: ParsedExpr) -> object:
             return _NOT_CONSTANT
         return -folded if isinstance(node.op, ast.USub) else folded
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        left, right = _fold(node.left, out), _fold(node.right, out)
-        if isinstance(node.op, ast.Pow):
-            if not isinstance(right, (int, float)):  # _NOT_CONSTANT
-                out.problems.append(ExprProblem(
-                    "bad-constant", f"the exponent of {_excerpt(ast.unparse(node))} is not a constant",
-                    f"raise to a constant power of at most {MAX_EXPONENT}, or write the product out"))
-                return _NOT_CONSTANT
-            if abs(right) > MAX_EXPONENT:
-                _bad_constant(out, f"the exponent of {_excerpt(ast.unparse(node))} is {right!r}, "
-                                   f"more than {MAX_EXPONENT}")
-                return _NOT_CONSTANT
-        if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and right is not _NOT_CONSTANT and right == 0:
-            _bad_constant(out, f"{_excerpt(ast.unparse(node))} divides by zero")
-            return _NOT_CONSTANT
-        if left is _NOT_CONSTANT or right is _NOT_CONSTANT:
-            return _NOT_CONSTANT
-        try:  # both operands are below 2**64 and any exponent is at most 64: this is cheap
-            value = _APPLY[type(node.op)](left, right)
-        except ZeroDivisionError:
-            _bad_constant(out, f"{_excerpt(ast.unparse(node))} divides by zero")
-            return _NOT_CONSTANT
-        except (OverflowError, ValueError, TypeError) as exc:
-            _bad_constant(out, f"{_excerpt(ast.unparse(node))} cannot be computed: {exc}")
-            return _NOT_CONSTANT
-        if isinstance(value, complex) or not _in_range(value):
-            _bad_constant(out, f"{_excerpt(ast.unparse(node))} is not a finite number below 2**64")
-            return _NOT_CONSTANT
-        return value
+        return _fold_binop(node, _fold(node.left, out), _fold(node.right, out), out)
     for child in ast.iter_child_nodes(node):  # not constant itself: still check what is inside
         _fold(child, out)
     return _NOT_CONSTANT
+
+
+def _fold_binop(node: ast.BinOp, left: object, right: object, out: ParsedExpr) -> object:
+    """A binary operation on its folded operands: its value when both are constant and it is bounded; a
+    power's exponent must be a small constant and a divisor not a constant zero even when the rest is not."""
+    if isinstance(node.op, ast.Pow) and not _exponent_bounded(node, right, out):
+        return _NOT_CONSTANT
+    if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and right is not _NOT_CONSTANT and right == 0:
+        _bad_constant(out, f"{_excerpt(ast.unparse(node))} divides by zero")
+        return _NOT_CONSTANT
+    if left is _NOT_CONSTANT or right is _NOT_CONSTANT:
+        return _NOT_CONSTANT
+    try:  # both operands are below 2**64 and any exponent is at most 64: this is cheap
+        value = _APPLY[type(node.op)](left, right)
+    except ZeroDivisionError:
+        _bad_constant(out, f"{_excerpt(ast.unparse(node))} divides by zero")
+        return _NOT_CONSTANT
+    except (OverflowError, ValueError, TypeError) as exc:
+        _bad_constant(out, f"{_excerpt(ast.unparse(node))} cannot be computed: {exc}")
+        return _NOT_CONSTANT
+    if isinstance(value, complex) or not _in_range(value):
+        _bad_constant(out, f"{_excerpt(ast.unparse(node))} is not a finite number below 2**64")
+        return _NOT_CONSTANT
+    return value
+
+
+def _exponent_bounded(node: ast.BinOp, right: object, out: ParsedExpr) -> bool:
+    """A power's exponent is a constant of at most MAX_EXPONENT (else a problem says which)."""
+    if not isinstance(right, (int, float)):  # _NOT_CONSTANT
+        out.problems.append(ExprProblem(
+            "bad-constant", f"the exponent of {_excerpt(ast.unparse(node))} is not a constant",
+            f"raise to a constant power of at most {MAX_EXPONENT}, or write the product out"))
+        return False
+    if abs(right) > MAX_EXPONENT:
+        _bad_constant(out, f"the exponent of {_excerpt(ast.unparse(node))} is {right!r}, "
+                           f"more than {MAX_EXPONENT}")
+        return False
+    return True
 
 
 #: The folds' operations, on the ints and floats _fold has checked (Any: either, in any pairing).
@@ -199,27 +210,33 @@ def _check(node: ast.AST, out: ParsedExpr) -> None:
             "use integer or float literals only; name tensors inside bytes(), bits() or present()"))
     elif isinstance(node, ast.Name):
         out.names.add(node.id)
-    elif isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        _check(node.left, out)
-        _check(node.right, out)
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
-        _check(node.operand, out)
-    elif isinstance(node, ast.BoolOp):
-        for v in node.values:
-            _check(v, out)
-    elif isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
-        _check(node.left, out)
-        for c in node.comparators:
-            _check(c, out)
-    elif isinstance(node, ast.IfExp):
-        for sub in (node.test, node.body, node.orelse):
-            _check(sub, out)
     elif isinstance(node, ast.Call):
         _check_call(node, out)
     else:
-        out.problems.append(ExprProblem(
-            "bad-form", f"{type(node).__name__} is not allowed in a formula ({ast.unparse(node)!r})",
-            "use arithmetic, comparisons, 'a if c else b' and primitive calls only"))
+        operands = _operands(node)
+        if operands is None:
+            out.problems.append(ExprProblem(
+                "bad-form", f"{type(node).__name__} is not allowed in a formula ({ast.unparse(node)!r})",
+                "use arithmetic, comparisons, 'a if c else b' and primitive calls only"))
+            return
+        for sub in operands:
+            _check(sub, out)
+
+
+def _operands(node: ast.AST) -> list[ast.expr] | None:
+    """The sub-expressions of a compound form the language allows (arithmetic, comparisons, boolean
+    operators, 'a if c else b'), in order; None for any other form."""
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        return [node.left, node.right]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
+        return [node.operand]
+    if isinstance(node, ast.BoolOp):
+        return list(node.values)
+    if isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
+        return [node.left, *node.comparators]
+    if isinstance(node, ast.IfExp):
+        return [node.test, node.body, node.orelse]
+    return None
 
 
 def _check_call(node: ast.Call, out: ParsedExpr) -> None:

@@ -83,34 +83,42 @@ def _cpp_compiler_missing() -> str | None:
 
 def device_unsupported(backend: str, device: str) -> str | None:
     """Why ``backend`` cannot run on ``device`` ("cpu", "cuda", "cuda:1", ...), or None."""
-    kind = _device_type(device)
     if backend == "torch":
         return None
     if backend == "compile":
-        if kind == "cpu":
-            return _cpp_compiler_missing()
-        if kind == "cuda":
-            if not triton_installed():
-                return "torch.compile on CUDA generates Triton kernels: install triton"
-            return INTERPRETER_SET if interpreting() else None
-        return f"torch.compile is not offered on {kind!r} devices here"
+        return _compile_unsupported(_device_type(device))
     if backend == "triton":
-        if not triton_installed():
-            return "triton is not installed (pip install 'tileops[triton]')"
-        if kind == "cpu":
-            return INTERPRETER_NOT_TIMED
-        if kind != "cuda":
-            return f"Triton kernels run on CUDA devices, not {kind!r}"
-        if interpreting():
-            return INTERPRETER_SET
-        cap = _cuda_capability(device)
-        if cap is None:
-            return "no CUDA device is visible"
-        if cap < TRITON_MIN_CAPABILITY:
-            return (f"Triton needs compute capability {TRITON_MIN_CAPABILITY[0]}.{TRITON_MIN_CAPABILITY[1]}+, "
-                    f"this device is {cap[0]}.{cap[1]}")
-        return None
+        return _triton_unsupported(device)
     return f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}"
+
+
+def _compile_unsupported(kind: str) -> str | None:
+    if kind == "cpu":
+        return _cpp_compiler_missing()
+    if kind == "cuda":
+        if not triton_installed():
+            return "torch.compile on CUDA generates Triton kernels: install triton"
+        return INTERPRETER_SET if interpreting() else None
+    return f"torch.compile is not offered on {kind!r} devices here"
+
+
+def _triton_unsupported(device: str) -> str | None:
+    kind = _device_type(device)
+    if not triton_installed():
+        return "triton is not installed (pip install 'tileops[triton]')"
+    if kind == "cpu":
+        return INTERPRETER_NOT_TIMED
+    if kind != "cuda":
+        return f"Triton kernels run on CUDA devices, not {kind!r}"
+    if interpreting():
+        return INTERPRETER_SET
+    cap = _cuda_capability(device)
+    if cap is None:
+        return "no CUDA device is visible"
+    if cap < TRITON_MIN_CAPABILITY:
+        return (f"Triton needs compute capability {TRITON_MIN_CAPABILITY[0]}.{TRITON_MIN_CAPABILITY[1]}+, "
+                f"this device is {cap[0]}.{cap[1]}")
+    return None
 
 
 def own_code(fn: Callable[..., Any]) -> Callable[..., Any]:

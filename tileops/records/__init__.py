@@ -3,7 +3,7 @@
 Three jobs, one module each: ``contract`` (the dataclasses of a record, a run
 file and an audit entry, with their bounds), ``decode`` (strict JSON to those
 objects and back: the standard library's decoder, with msgspec's mirror in
-``fast`` as the one optional fast path) and ``files`` (``records.jsonl``,
+``fast`` as the one optional fast path, both reading times with ``times``) and ``files`` (``records.jsonl``,
 ``run.json`` and ``audit.jsonl``: appended, read in spans, torn tails set
 aside). What the rest of the package uses is named here.
 """
@@ -13,10 +13,11 @@ from tileops.records.contract import (AUDIT_FILE, AUDIT_PREMISE, AUDIT_VERDICTS,
                                       AuditEntry, CpuConditions, GpuConditions, RowConditions,
                                       AuditVerdict, Environment, ErrorInfo, ErrorKind, Machine, Record, RunInfo,
                                       RunOptions, RunStatus, Status, TimerKind, Timing, device_key, utcnow)
-from tileops.records.decode import RecordFileError, from_data, parse_time, to_data, to_json
+from tileops.records.decode import RecordFileError, from_data, to_data, to_json
 from tileops.records.files import (append_record, collecting_rarely, iter_jsonl, iter_records, jsonl_spans,
                                    load_records, parse_record, read_audit, read_run_info, replace_records,
                                    resolve_records_path, set_aside_torn_tail, torn_tail, write_run_info)
+from tileops.records.times import parse_time
 
 __all__ = [
     "AUDIT_FILE", "AUDIT_PREMISE", "AUDIT_VERDICTS", "CpuConditions", "GpuConditions", "RowConditions",

@@ -29,6 +29,7 @@ from typing import Any, Literal, TypeVar
 from collections.abc import Callable
 
 from tileops.errors import TileOpsError
+from tileops.records.times import parse_time
 
 class RecordFileError(TileOpsError, ValueError):
     """A results file (records, run file, audit) holds something that is not the contract;
@@ -98,11 +99,6 @@ def _number_decoder(kind: type, meta: dict[str, Any]) -> _Decoder:
     return dec_float
 
 
-def parse_time(text: str) -> datetime:
-    """An ISO 8601 time as the contract reads it; ValueError otherwise."""
-    return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)  # 3.10 reads no 'Z'
-
-
 def _datetime(v: Any) -> datetime:
     if type(v) is not str:
         raise Invalid(f"expected an ISO 8601 time, got {_describe(v)}")
@@ -143,69 +139,91 @@ def _simple(kind: type, what: str) -> _Decoder:
     return dec
 
 
+def _literal_decoder(tp: Any, meta: dict[str, Any]) -> _Decoder:
+    allowed = typing.get_args(tp)
+
+    def lit(v: Any) -> Any:
+        if v not in allowed or type(v) is not str:
+            raise Invalid(f"expected one of {', '.join(map(str, allowed))}, got {_describe(v)}")
+        return v
+    return lit
+
+
+def _optional_decoder(tp: Any, meta: dict[str, Any]) -> _Decoder:
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if len(args) != 1:
+        raise TypeError(f"unsupported union {tp}")
+    inner = _decoder(args[0], meta)
+
+    def optional(v: Any) -> Any:
+        return None if v is None else inner(v)
+    return optional
+
+
+def _list_decoder(tp: Any, meta: dict[str, Any]) -> _Decoder:
+    (item_tp,) = typing.get_args(tp)
+    item = _decoder(item_tp, {})
+
+    def lst(v: Any) -> Any:
+        if type(v) is not list:
+            raise Invalid(f"expected a list, got {_describe(v)}")
+        out = []
+        for i, x in enumerate(v):
+            try:
+                out.append(item(x))
+            except Invalid as exc:
+                exc.path.insert(0, str(i))
+                raise
+        return out
+    return lst
+
+
+def _dict_decoder(tp: Any, meta: dict[str, Any]) -> _Decoder:
+    key_tp, val_tp = typing.get_args(tp)
+    if key_tp is not str:
+        raise TypeError(f"unsupported mapping key {key_tp}")
+    val = _decoder(val_tp, {})
+
+    def mapping(v: Any) -> Any:
+        if type(v) is not dict:
+            raise Invalid(f"expected an object, got {_describe(v)}")
+        out = {}
+        for k, x in v.items():
+            try:
+                out[k] = val(x)
+            except Invalid as exc:
+                exc.path.insert(0, str(k))
+                raise
+        return out
+    return mapping
+
+
+#: A field annotation that is a plain type: its decoder, given the field's bounds.
+_LEAF_DECODERS: dict[Any, Callable[[dict[str, Any]], _Decoder]] = {
+    Any: lambda meta: _json_value,
+    str: lambda meta: _simple(str, "a string"),
+    bool: lambda meta: _simple(bool, "true or false"),
+    int: lambda meta: _number_decoder(int, meta),
+    float: lambda meta: _number_decoder(float, meta),
+    datetime: lambda meta: _datetime,
+}
+#: A generic annotation (``Literal[...]``, ``X | None``, ``list[X]``, ``dict[str, X]``), by its origin.
+_GENERIC_DECODERS: dict[Any, Callable[[Any, dict[str, Any]], _Decoder]] = {
+    Literal: _literal_decoder,
+    typing.Union: _optional_decoder,
+    types.UnionType: _optional_decoder,
+    list: _list_decoder,
+    dict: _dict_decoder,
+}
+
+
 def _decoder(tp: Any, meta: dict[str, Any]) -> _Decoder:
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return _json_value
-    if tp is str:
-        return _simple(str, "a string")
-    if tp is bool:
-        return _simple(bool, "true or false")
-    if tp is int or tp is float:
-        return _number_decoder(tp, meta)
-    if tp is datetime:
-        return _datetime
-    if origin is Literal:
-        allowed = typing.get_args(tp)
-
-        def lit(v: Any) -> Any:
-            if v not in allowed or type(v) is not str:
-                raise Invalid(f"expected one of {', '.join(map(str, allowed))}, got {_describe(v)}")
-            return v
-        return lit
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) != 1:
-            raise TypeError(f"unsupported union {tp}")
-        inner = _decoder(args[0], meta)
-
-        def optional(v: Any) -> Any:
-            return None if v is None else inner(v)
-        return optional
-    if origin is list:
-        (item_tp,) = typing.get_args(tp)
-        item = _decoder(item_tp, {})
-
-        def lst(v: Any) -> Any:
-            if type(v) is not list:
-                raise Invalid(f"expected a list, got {_describe(v)}")
-            out = []
-            for i, x in enumerate(v):
-                try:
-                    out.append(item(x))
-                except Invalid as exc:
-                    exc.path.insert(0, str(i))
-                    raise
-            return out
-        return lst
-    if origin is dict:
-        key_tp, val_tp = typing.get_args(tp)
-        if key_tp is not str:
-            raise TypeError(f"unsupported mapping key {key_tp}")
-        val = _decoder(val_tp, {})
-
-        def mapping(v: Any) -> Any:
-            if type(v) is not dict:
-                raise Invalid(f"expected an object, got {_describe(v)}")
-            out = {}
-            for k, x in v.items():
-                try:
-                    out[k] = val(x)
-                except Invalid as exc:
-                    exc.path.insert(0, str(k))
-                    raise
-            return out
-        return mapping
+    leaf = _LEAF_DECODERS.get(tp)
+    if leaf is not None:
+        return leaf(meta)
+    generic = _GENERIC_DECODERS.get(typing.get_origin(tp))
+    if generic is not None:
+        return generic(tp, meta)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass_decoder(tp)
     raise TypeError(f"no decoder for {tp!r}")
@@ -214,7 +232,7 @@ def _decoder(tp: Any, meta: dict[str, Any]) -> _Decoder:
 _DATACLASS_DECODERS: dict[type, _Decoder] = {}
 
 
-def _dataclass_decoder(cls: type) -> _Decoder:
+def _dataclass_decoder(cls: type[T]) -> Callable[[Any], T]:
     """The decoder of a contract class, field by field (an environment shared by the rows that repeat it)."""
     hit = _DATACLASS_DECODERS.get(cls)
     if hit is None:
@@ -239,7 +257,7 @@ def _shared(decode: _Decoder) -> _Decoder:
     input (a field check may take one and refuse another). An object holding a
     list or an object (GPU clocks) is unhashable and decoded every time.
     """
-    seen: dict[tuple, Any] = {}
+    seen: dict[tuple[Any, ...], Any] = {}
     last: list[Any] = [None, (), None]  # the last object's data, its value types, and what it decoded to
 
     def dec(v: Any) -> Any:

@@ -38,7 +38,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from tileops.records.decode import parse_time
+from tileops.records.times import parse_time
 
 #: A line's object (or None for a blank line, from the standard reader).
 LineReader = Callable[[bytes], Any]
@@ -48,7 +48,7 @@ SHARED_LIMIT = 64
 
 _NONE = type(None)
 #: Each class's strict and lenient decoders with their builders (None: the class is not mirrored).
-_READERS: dict[type, Any] = {}
+_READERS: dict[type, _Readers | None] = {}
 #: The lenient mirror's default for a field with one: tells a key left out (the contract's default then
 #: applies) from one given.
 _ABSENT = msgspec.UNSET
@@ -91,7 +91,7 @@ def line_reader(cls: type, declined: LineReader) -> LineReader | None:
     return read
 
 
-def _decoders(cls: type) -> tuple[Callable[[bytes], Any], _Build, Callable[[bytes], Any], _Build] | None:
+def _decoders(cls: type) -> _Readers | None:
     """The strict and the lenient mirror's decoders of ``cls`` and their builders, made once per class; None
     for a class with a field type the mirror cannot carry."""
     if cls not in _READERS:
@@ -121,6 +121,8 @@ _Build = Callable[[Any], "tuple[Any, int]"]
 #: How a field's decoded value becomes the contract's: unchanged, a leaf conversion (a time), a container
 #: whose keys count (a dict), or a contract object of its own (its builder).
 _Kind = tuple[str, Any]
+#: A class's strict decoder and builder, then its lenient ones.
+_Readers = tuple[Callable[[bytes], Any], _Build, Callable[[bytes], Any], _Build]
 
 
 def _field(tp: Any, meta: dict[str, Any], lenient: bool) -> tuple[Any, _Kind | None]:
@@ -157,38 +159,57 @@ def _field(tp: Any, meta: dict[str, Any], lenient: bool) -> tuple[Any, _Kind | N
     raise _Unmirrored(tp)
 
 
+def _struct_field(f: dataclasses.Field[Any], tp: Any, lenient: bool) -> tuple[Any, _Kind | None]:
+    """A contract field's mirror type and its kind; a repeating object (a run's environment) is kept raw and
+    decoded once per distinct text."""
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp) and getattr(tp, "repeats_across_rows", False):
+        return msgspec.Raw, ("object", _shared(*_mirror(tp, lenient)))
+    return _field(tp, dict(f.metadata), lenient)
+
+
+@dataclasses.dataclass
+class _Plan:
+    """What a mirror's builder does to each decoded field, sorted by kind."""
+
+    fields: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
+    leaves: list[tuple[str, _Convert]] = dataclasses.field(default_factory=list)
+    counted: list[str] = dataclasses.field(default_factory=list)
+    objects: list[tuple[str, _Build]] = dataclasses.field(default_factory=list)
+    defaults: list[tuple[str, Any, Callable[[], Any] | None]] = dataclasses.field(default_factory=list)
+
+    def add_kind(self, name: str, kind: _Kind) -> None:
+        what, how = kind
+        if what == "leaf":
+            self.leaves.append((name, how))
+        elif what == "keys":
+            self.counted.append(name)
+        else:
+            self.objects.append((name, how))
+
+
+def _plan(cls: type, lenient: bool) -> _Plan:
+    hints = typing.get_type_hints(cls)
+    plan = _Plan()
+    for f in dataclasses.fields(cls):
+        struct_tp, kind = _struct_field(f, hints[f.name], lenient)
+        has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        if lenient and has_default:
+            plan.fields.append((f.name, struct_tp | msgspec.UnsetType, _ABSENT))
+            factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+            plan.defaults.append((f.name, f.default, factory))
+        else:
+            plan.fields.append((f.name, struct_tp))
+        if kind is not None:
+            plan.add_kind(f.name, kind)
+    return plan
+
+
 @functools.cache
 def _mirror(cls: type, lenient: bool) -> tuple[type, _Build]:
     """``cls``'s mirror Struct and its builder. Strict: every field required, so a decoded mirror holds every
     key; lenient: a field with a default may be left out (``_ABSENT``, then the contract's default)."""
-    hints = typing.get_type_hints(cls)
-    fields: list[tuple] = []
-    leaves: list[tuple[str, _Convert]] = []
-    counted: list[str] = []
-    objects: list[tuple[str, _Build]] = []
-    defaults: list[tuple[str, Any, Callable[[], Any] | None]] = []
-    for f in dataclasses.fields(cls):
-        tp = hints[f.name]
-        kind: _Kind | None
-        if isinstance(tp, type) and dataclasses.is_dataclass(tp) and getattr(tp, "repeats_across_rows", False):
-            struct_tp, kind = msgspec.Raw, ("object", _shared(*_mirror(tp, lenient)))
-        else:
-            struct_tp, kind = _field(tp, dict(f.metadata), lenient)
-        has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-        if lenient and has_default:
-            fields.append((f.name, struct_tp | msgspec.UnsetType, _ABSENT))
-            factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
-            defaults.append((f.name, f.default, factory))
-        else:
-            fields.append((f.name, struct_tp))
-        if kind is not None:
-            what, how = kind
-            if what == "leaf":
-                leaves.append((f.name, how))
-            elif what == "keys":
-                counted.append(f.name)
-            else:
-                objects.append((f.name, how))
+    plan = _plan(cls, lenient)
+    fields, leaves, counted, objects, defaults = plan.fields, plan.leaves, plan.counted, plan.objects, plan.defaults
     struct = msgspec.defstruct(f"Mirror{cls.__name__}{'Lenient' if lenient else ''}", fields, kw_only=True,
                                gc=False, forbid_unknown_fields=not getattr(cls, "ignore_unknown", False))
     asdict = msgspec.structs.asdict  # the fields in order, not recursive

@@ -264,139 +264,17 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
     out_dir.mkdir(parents=True, exist_ok=True)
     layout = plot_layout(priced, profile)
     points = layout.points
-
-    mem = profile.memory
-    bw_eff = mem.effective if mem else None
-    bw_theo = mem.theoretical if mem else None
-    roofs = [(k, r.theoretical, r.effective) for k, r in profile.compute.items()]
-    peak_max = max((t for _, t, _ in roofs), default=None)
-
-    # Axis ranges: every point and every ridge (where the memory slope meets a roof).
-    bw_ref = bw_theo or bw_eff
-    xs = [pt.x for pt in points]
-    if bw_ref:
-        xs += [t / bw_ref for _, t, _ in roofs] + [e / bw_ref for _, _, e in roofs if e]
-    if not xs:
-        xs = [0.1, 100.0]
-    xmin, xmax = min(xs) / 8, max(xs) * 8
-    if math.log10(xmax / xmin) < 3:
-        mid = math.sqrt(xmin * xmax)
-        xmin, xmax = mid / 10 ** 1.5, mid * 10 ** 1.5
-    ys = [pt.y for pt in points] + [t for _, t, _ in roofs] + [e for _, _, e in roofs if e]
-    if bw_ref:
-        ys.append(bw_ref * xmin)
-    if not ys:
-        ys = [1e9, 1e12]
-    ymin, ymax = min(ys) / 5, max(ys) * 3
-
-    n_rows = len(priced)
+    ceilings = _PlotCeilings.of(profile)
+    box = _axis_box(points, ceilings)
     lines, summary = _table_lines(layout.listed), layout.summary
-    # A fixed geometry in inches (no tight bounding box: that costs a whole extra draw per file): the plot
-    # on the left, the table as wide as its longest line and as tall as its rows on the right.
-    table_w = max(4.0, 0.3 + CHAR_IN * max([len(t) for t, _ in lines] + [0.85 * len(x) for x in summary]))
-    table_h = ROW_IN * (len(lines) + 1.3 * len(summary) + 0.5)
-    width = MARGIN_LEFT + PLOT_W + GAP + table_w + MARGIN_RIGHT
-    height = max(MARGIN_BOTTOM + PLOT_H + MARGIN_TOP, MARGIN_TOP + table_h + 0.2)
-    fig = plt.figure(figsize=(width, height), dpi=110)
-    ax = fig.add_axes((MARGIN_LEFT / width, (height - MARGIN_TOP - PLOT_H) / height, PLOT_W / width,
-                       PLOT_H / height))
-    tax = fig.add_axes(((MARGIN_LEFT + PLOT_W + GAP) / width, (height - MARGIN_TOP - table_h) / height,
-                        table_w / width, table_h / height))
-
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(xmin, xmax)
-    ax.set_ylim(ymin, ymax)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: tick_text(v)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: tick_text(v, "FLOP/s")))
-    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
-    ax.set_ylabel("achieved FLOP/s")
-    ax.grid(True, which="major", alpha=0.3)
-    ax.grid(True, which="minor", alpha=0.08)
-
-    eff_max = max((e for _, _, e in roofs if e), default=None)
-
-    def slope(bw: float, top: float | None, style: str, label: str) -> None:
-        """The memory slope, up to the highest compute roof of the same kind (theoretical/effective)."""
-        x_end = (top / bw) if top else xmax
-        x_end = min(max(x_end, xmin), xmax)
-        ax.plot([xmin, x_end], [bw * xmin, bw * x_end], style, color=MEMORY_COLOR, lw=1.6, label=label)
-
-    handles: list = []
-    if bw_theo:
-        slope(bw_theo, peak_max, "--", f"memory theoretical {columns.si(bw_theo, 'B/s')}")
-    if bw_eff:
-        note = " (measured; nominal unknown)" if mem is not None and not mem.nominal_known else ""
-        slope(bw_eff, eff_max or peak_max, "-", f"memory effective {columns.si(bw_eff, 'B/s')}{note}")
-    for idx, (key, theo, eff) in enumerate(sorted(roofs, key=lambda r: -r[1])):
-        color = ROOF_COLORS[idx % len(ROOF_COLORS)]
-        # With the nominal bandwidth unknown there is no theoretical ridge: the dashed roof spans the plot.
-        for value, bw, style, kind in ((theo, bw_theo, "--", "theoretical"),
-                                       (eff, bw_eff, "-", "effective")):
-            if value is None:
-                continue
-            x0 = value / bw if bw else xmin
-            x0 = min(max(x0, xmin), xmax)
-            ls = (idx * 3, (5, 4)) if style == "--" else "-"
-            ax.plot([x0, xmax], [value, value], ls=ls, color=color, lw=1.6,
-                    label=f"{key} {kind} {columns.si(value, 'FLOP/s')}")
-        if eff is None:
-            ax.plot([], [], " ", label=f"{key}: uncalibrated (no effective line)")
-    handles, _ = ax.get_legend_handles_labels()
-
-    by_verdict: dict[str, list[_Point]] = {}
-    by_kind: dict[tuple[str, str], list[_Point]] = {}
-    for pt in points:
-        by_verdict.setdefault(pt.priced.verdict, []).append(pt)
-        by_kind.setdefault((pt.priced.verdict, pt.priced.record.backend), []).append(pt)
-    for (verdict, backend), pts in by_kind.items():
-        ax.scatter([q.x for q in pts], [q.y for q in pts], s=46, color=VERDICT_COLOR[verdict], zorder=5,
-                   marker=backend_marker(backend), edgecolors="white", linewidths=0.6,
-                   gid=f"points-{backend}-{verdict}")
-    _error_bars(ax, points)
-    backends = list(dict.fromkeys(pt.priced.record.backend for pt in points))
-    breached = [pt for pt in points if pt.priced.breaches]
-    if breached:
-        ax.scatter([q.x for q in breached], [q.y for q in breached], s=180, facecolors="none",
-                   edgecolors="red", linewidths=2.0, zorder=6)
-    span_x, span_y = math.log10(xmax / xmin), math.log10(ymax / ymin)
-    ax_h_in = ax.get_position().height * fig.get_figheight()
-    ax_w_in = ax.get_position().width * fig.get_figwidth()
-    line_h = (8 * 1.3 / 72) / ax_h_in  # one 8-pt text line, in axes fraction
-    char_w = (8 * 0.62 / 72) / ax_w_in  # one 8-pt character
-
-    def to_frac(x: float, y: float) -> tuple[float, float]:
-        return math.log10(x / xmin) / span_x, math.log10(y / ymin) / span_y
-
-    for lab, text in _place_labels(layout.labelled, to_frac, line_h, char_w):
-        moved = abs(lab.ty - lab.fy) > 0.5 * line_h
-        ax.annotate(text, (lab.fx, lab.fy), xycoords="axes fraction", xytext=(lab.fx + 0.012, lab.ty),
-                    textcoords="axes fraction", fontsize=8, va="center", zorder=7,
-                    bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8),
-                    arrowprops=dict(arrowstyle="-", color="#888888", lw=0.6) if moved else None)
-
-    verdict_handles = [Line2D([], [], marker="o", ls="", color=VERDICT_COLOR[v], label=v)
-                       for v in VERDICT_COLOR if v in by_verdict]
-    if breached:
-        verdict_handles.append(Line2D([], [], marker="o", ls="", mfc="none", mec="red", mew=2,
-                                      label="FORMULA ERROR (physics breach)"))
-    leg1 = ax.legend(handles=handles, loc="upper left", fontsize=7.5, title="ceilings", title_fontsize=8,
-                     framealpha=0.9)
-    ax.add_artist(leg1)
-    shapes = bool(backends) and backends != ["torch"]  # shapes say something once a run has another backend
-    if verdict_handles:
-        leg2 = ax.legend(handles=verdict_handles, loc="lower right", fontsize=7.5, title="verdict",
-                         title_fontsize=8, framealpha=0.9)
-        if shapes:  # the next legend replaces the axes' own: keep this one as an artist
-            ax.add_artist(leg2)
-    if shapes:
-        ax.legend(handles=[Line2D([], [], marker=backend_marker(b), ls="", color="#555555", label=b)
-                           for b in backends], loc="lower center", fontsize=7.5, title="backend",
-                  title_fontsize=8, framealpha=0.9)
-    placed = len(points)
-    title = f"Roofline — {profile.name} ({placed} of {n_rows} row(s) placed)"
-    ax.set_title(title, fontsize=11, loc="left")
-
+    fig, ax, tax, table_h = _figure(lines, summary)
+    _style_axes(ax, box)
+    handles = _draw_ceilings(ax, ceilings, box)
+    breached = _draw_points(ax, points)
+    _draw_labels(ax, fig, layout.labelled, box)
+    _draw_legends(ax, handles, points, breached)
+    ax.set_title(f"Roofline — {profile.name} ({len(points)} of {len(priced)} row(s) placed)", fontsize=11,
+                 loc="left")
     _legend_table(tax, layout.listed, lines, summary, ROW_IN / table_h)
     paths = []
     for ext in ("png", "svg"):
@@ -408,18 +286,198 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
     return paths
 
 
+@dataclass(frozen=True)
+class _PlotCeilings:
+    """The profile's ceilings as the plot draws them: the memory slopes and each compute roof's lines."""
+
+    bw_theo: float | None
+    bw_eff: float | None
+    nominal_unknown: bool  # the effective bandwidth was measured, the nominal is not known
+    roofs: list[tuple[str, float, float | None]]  # (key, theoretical, effective)
+
+    @classmethod
+    def of(cls, profile: Profile) -> _PlotCeilings:
+        mem = profile.memory
+        return cls(
+            bw_theo=mem.theoretical if mem else None, bw_eff=mem.effective if mem else None,
+            nominal_unknown=mem is not None and not mem.nominal_known,
+            roofs=[(k, r.theoretical, r.effective) for k, r in profile.compute.items()])
+
+    @property
+    def peak_max(self) -> float | None:
+        return max((t for _, t, _ in self.roofs), default=None)
+
+    @property
+    def eff_max(self) -> float | None:
+        return max((e for _, _, e in self.roofs if e), default=None)
+
+
+@dataclass(frozen=True)
+class _Box:
+    """The axes' ranges (log scales on both)."""
+
+    xmin: float
+    xmax: float
+    ymin: float
+    ymax: float
+
+    def to_frac(self, x: float, y: float) -> tuple[float, float]:
+        """A point's place in axes fractions."""
+        return (math.log10(x / self.xmin) / math.log10(self.xmax / self.xmin),
+                math.log10(y / self.ymin) / math.log10(self.ymax / self.ymin))
+
+
+def _axis_box(points: list[_Point], c: _PlotCeilings) -> _Box:
+    """Axis ranges holding every point and every ridge (where the memory slope meets a roof), three decades
+    wide at least."""
+    bw_ref = c.bw_theo or c.bw_eff
+    xs = [pt.x for pt in points]
+    if bw_ref:
+        xs += [t / bw_ref for _, t, _ in c.roofs] + [e / bw_ref for _, _, e in c.roofs if e]
+    if not xs:
+        xs = [0.1, 100.0]
+    xmin, xmax = min(xs) / 8, max(xs) * 8
+    if math.log10(xmax / xmin) < 3:
+        mid = math.sqrt(xmin * xmax)
+        xmin, xmax = mid / 10 ** 1.5, mid * 10 ** 1.5
+    ys = [pt.y for pt in points] + [t for _, t, _ in c.roofs] + [e for _, _, e in c.roofs if e]
+    if bw_ref:
+        ys.append(bw_ref * xmin)
+    if not ys:
+        ys = [1e9, 1e12]
+    return _Box(xmin, xmax, min(ys) / 5, max(ys) * 3)
+
+
+def _figure(lines: list[tuple[str, bool]], summary: list[str]) -> tuple[Any, Any, Any, float]:
+    """The figure, its plot axes and its table axes, and the table's height in inches.
+
+    A fixed geometry in inches (no tight bounding box: that costs a whole extra draw per file): the plot on
+    the left, the table as wide as its longest line and as tall as its rows on the right."""
+    table_w = max(4.0, 0.3 + CHAR_IN * max([len(t) for t, _ in lines] + [0.85 * len(x) for x in summary]))
+    table_h = ROW_IN * (len(lines) + 1.3 * len(summary) + 0.5)
+    width = MARGIN_LEFT + PLOT_W + GAP + table_w + MARGIN_RIGHT
+    height = max(MARGIN_BOTTOM + PLOT_H + MARGIN_TOP, MARGIN_TOP + table_h + 0.2)
+    fig = plt.figure(figsize=(width, height), dpi=110)
+    ax = fig.add_axes((MARGIN_LEFT / width, (height - MARGIN_TOP - PLOT_H) / height, PLOT_W / width,
+                       PLOT_H / height))
+    tax = fig.add_axes(((MARGIN_LEFT + PLOT_W + GAP) / width, (height - MARGIN_TOP - table_h) / height,
+                        table_w / width, table_h / height))
+    return fig, ax, tax, table_h
+
+
+def _style_axes(ax: Any, box: _Box) -> None:
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(box.xmin, box.xmax)
+    ax.set_ylim(box.ymin, box.ymax)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: tick_text(v)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: tick_text(v, "FLOP/s")))
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("achieved FLOP/s")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.grid(True, which="minor", alpha=0.08)
+
+
+def _draw_ceilings(ax: Any, c: _PlotCeilings, box: _Box) -> list[Any]:
+    """The memory slopes and the compute roofs (dashed: theoretical, solid: effective); their legend handles."""
+    xmin, xmax = box.xmin, box.xmax
+
+    def slope(bw: float, top: float | None, style: str, label: str) -> None:
+        """The memory slope, up to the highest compute roof of the same kind (theoretical/effective)."""
+        x_end = (top / bw) if top else xmax
+        x_end = min(max(x_end, xmin), xmax)
+        ax.plot([xmin, x_end], [bw * xmin, bw * x_end], style, color=MEMORY_COLOR, lw=1.6, label=label)
+
+    if c.bw_theo:
+        slope(c.bw_theo, c.peak_max, "--", f"memory theoretical {columns.si(c.bw_theo, 'B/s')}")
+    if c.bw_eff:
+        note = " (measured; nominal unknown)" if c.nominal_unknown else ""
+        slope(c.bw_eff, c.eff_max or c.peak_max, "-", f"memory effective {columns.si(c.bw_eff, 'B/s')}{note}")
+    for idx, (key, theo, eff) in enumerate(sorted(c.roofs, key=lambda r: -r[1])):
+        color = ROOF_COLORS[idx % len(ROOF_COLORS)]
+        # With the nominal bandwidth unknown there is no theoretical ridge: the dashed roof spans the plot.
+        for value, bw, style, kind in ((theo, c.bw_theo, "--", "theoretical"),
+                                       (eff, c.bw_eff, "-", "effective")):
+            if value is None:
+                continue
+            x0 = value / bw if bw else xmin
+            x0 = min(max(x0, xmin), xmax)
+            ls = (idx * 3, (5, 4)) if style == "--" else "-"
+            ax.plot([x0, xmax], [value, value], ls=ls, color=color, lw=1.6,
+                    label=f"{key} {kind} {columns.si(value, 'FLOP/s')}")
+        if eff is None:
+            ax.plot([], [], " ", label=f"{key}: uncalibrated (no effective line)")
+    handles, _ = ax.get_legend_handles_labels()
+    return list(handles)
+
+
+def _draw_points(ax: Any, points: list[_Point]) -> bool:
+    """The points (one artist per verdict and backend), their error bars, and a red ring round each row that
+    breaches the physics check; whether any does."""
+    by_kind: dict[tuple[str, str], list[_Point]] = {}
+    for pt in points:
+        by_kind.setdefault((pt.priced.verdict, pt.priced.record.backend), []).append(pt)
+    for (verdict, backend), pts in by_kind.items():
+        ax.scatter([q.x for q in pts], [q.y for q in pts], s=46, color=VERDICT_COLOR[verdict], zorder=5,
+                   marker=backend_marker(backend), edgecolors="white", linewidths=0.6,
+                   gid=f"points-{backend}-{verdict}")
+    _error_bars(ax, points)
+    breached = [pt for pt in points if pt.priced.breaches]
+    if breached:
+        ax.scatter([q.x for q in breached], [q.y for q in breached], s=180, facecolors="none",
+                   edgecolors="red", linewidths=2.0, zorder=6)
+    return bool(breached)
+
+
+def _draw_labels(ax: Any, fig: Any, labelled: list[_Point], box: _Box) -> None:
+    """The points' ids, placed without overlap (a label moved off its point keeps a thin line to it)."""
+    ax_h_in = ax.get_position().height * fig.get_figheight()
+    ax_w_in = ax.get_position().width * fig.get_figwidth()
+    line_h = (8 * 1.3 / 72) / ax_h_in  # one 8-pt text line, in axes fraction
+    char_w = (8 * 0.62 / 72) / ax_w_in  # one 8-pt character
+    for lab, text in _place_labels(labelled, box.to_frac, line_h, char_w):
+        moved = abs(lab.ty - lab.fy) > 0.5 * line_h
+        ax.annotate(text, (lab.fx, lab.fy), xycoords="axes fraction", xytext=(lab.fx + 0.012, lab.ty),
+                    textcoords="axes fraction", fontsize=8, va="center", zorder=7,
+                    bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8),
+                    arrowprops=dict(arrowstyle="-", color="#888888", lw=0.6) if moved else None)
+
+
+def _draw_legends(ax: Any, handles: list[Any], points: list[_Point], breached: bool) -> None:
+    """The ceilings' legend, the verdicts' (with the breach ring), and the backends' markers once a run has a
+    backend other than torch."""
+    verdicts = {pt.priced.verdict for pt in points}
+    verdict_handles = [Line2D([], [], marker="o", ls="", color=VERDICT_COLOR[v], label=v)
+                       for v in VERDICT_COLOR if v in verdicts]
+    if breached:
+        verdict_handles.append(Line2D([], [], marker="o", ls="", mfc="none", mec="red", mew=2,
+                                      label="FORMULA ERROR (physics breach)"))
+    leg1 = ax.legend(handles=handles, loc="upper left", fontsize=7.5, title="ceilings", title_fontsize=8,
+                     framealpha=0.9)
+    ax.add_artist(leg1)
+    backends = list(dict.fromkeys(pt.priced.record.backend for pt in points))
+    shapes = bool(backends) and backends != ["torch"]  # shapes say something once a run has another backend
+    if verdict_handles:
+        leg2 = ax.legend(handles=verdict_handles, loc="lower right", fontsize=7.5, title="verdict",
+                         title_fontsize=8, framealpha=0.9)
+        if shapes:  # the next legend replaces the axes' own: keep this one as an artist
+            ax.add_artist(leg2)
+    if shapes:
+        ax.legend(handles=[Line2D([], [], marker=backend_marker(b), ls="", color="#555555", label=b)
+                           for b in backends], loc="lower center", fontsize=7.5, title="backend",
+                  title_fontsize=8, framealpha=0.9)
+
+
 def _error_bars(ax: Any, points: list[_Point]) -> None:
     """One vertical bar per point with an interval: its achieved rate at the slow and the fast end of its time's
     95 % interval, which is its SOL interval on the plot's scale (SOL is this rate over the roof). One artist
     for every bar, as for the points."""
-    with_ci = [q for q in points if q.y_ci is not None]
-    if not with_ci:
+    bars = [(q.x, q.y, q.y_ci) for q in points if q.y_ci is not None]
+    if not bars:
         return
-    ys = [q.y for q in with_ci]
-    lows = [q.y - q.y_ci[0] for q in with_ci]  # type: ignore[index]  # with_ci holds intervals only
-    highs = [q.y_ci[1] - q.y for q in with_ci]  # type: ignore[index]
-    ax.errorbar([q.x for q in with_ci], ys, yerr=[lows, highs], fmt="none", ecolor="#555555", elinewidth=0.9,
-                capsize=2.5, zorder=4, gid="sol-ci")
+    ax.errorbar([x for x, _, _ in bars], [y for _, y, _ in bars],
+                yerr=[[y - lo for _, y, (lo, _) in bars], [hi - y for _, y, (_, hi) in bars]], fmt="none",
+                ecolor="#555555", elinewidth=0.9, capsize=2.5, zorder=4, gid="sol-ci")
 
 
 TABLE_HEADER = ("id", "op", "label", "dtype", "backend", "eff", "verdict")

@@ -12,10 +12,11 @@ stream of any size (and its parts, read in parallel) gives the same health.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 from collections.abc import Iterable
 
-from tileops.roofline.price import NOT_JUDGED_ESTIMATE, NOT_JUDGED_NOISE, NOT_JUDGED_ROOF_ABSENT, BLANK_ERROR, Priced
+from tileops.roofline.price import (NOT_JUDGED_ESTIMATE, NOT_JUDGED_NOISE, NOT_JUDGED_ROOF_ABSENT, BLANK_ERROR, Check,
+                                    Priced)
 
 CeilingState = Literal["held", "breached", "not-judged"]
 HealthState = Literal["held", "partial", "not-judged", "breached"]
@@ -62,7 +63,7 @@ class CeilingHealth:
             return None
         return max(sorted(self.not_judged), key=self.not_judged.__getitem__)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"profile": self.profile, "ceiling": self.ceiling, "state": self.state,
                 "theoretical_per_s": self.theoretical_per_s, "rows_judged": self.judged,
                 "rows_breached": self.breached, "rows_not_judged": sum(self.not_judged.values()),
@@ -125,7 +126,7 @@ class Health:
                 out[reason] = out.get(reason, 0) + n
         return out
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "state": self.state, "rows": self.rows, "by_verdict": dict(self.by_verdict),
                 "blanks_by_reason": dict(self.blanks_by_reason), "breaches": self.breaches,
                 "errors": self.errors, "ceilings": [c.as_dict() for c in self.ceilings]}
@@ -165,6 +166,40 @@ class _CeilingTally:
         self.suspect = later.suspect or self.suspect
         if later.noise_range is not None:
             self.note_noise(*later.noise_range)
+
+    def count(self, k: Check) -> None:
+        """One row's check of this ceiling."""
+        if k.theoretical_per_s is not None:
+            self.theoretical = k.theoretical_per_s
+        if k.suspect is not None:
+            self.suspect = k.suspect
+        if k.not_judged is None:
+            self._count_judged(k)
+        else:
+            self._count_not_judged(k, k.not_judged)
+
+    def _count_judged(self, k: Check) -> None:
+        """A judged check: both the implied rate and the theoretical figure are there (Check.judged)."""
+        self.judged += 1
+        ratio = k.ratio
+        if ratio is not None and (self.max_ratio is None or ratio > self.max_ratio):
+            self.max_ratio = ratio
+        if k.breached:
+            self.breached += 1
+
+    def _count_not_judged(self, k: Check, why: str) -> None:
+        """A check not judged: its reason, and (an estimate's or a suspect ceiling's row) whether it ran above."""
+        self.not_judged[why] = self.not_judged.get(why, 0) + 1
+        theo, implied = k.theoretical_per_s, k.implied_per_s
+        if implied is None or not theo:
+            return
+        if why == NOT_JUDGED_NOISE and k.implied_most_per_s is not None:
+            self.note_noise(implied / theo, k.implied_most_per_s / theo)
+        ratio = implied / theo
+        if self.max_unjudged is None or ratio > self.max_unjudged:
+            self.max_unjudged = ratio
+        if implied > theo:
+            self.above += 1
 
     def suspicion(self) -> str | None:
         """The health note of a ceiling in doubt: its profile's own (a calibration too close to it), and rows
@@ -206,30 +241,7 @@ class HealthTally:
             t = self.ceilings.get(key)
             if t is None:
                 t = self.ceilings[key] = _CeilingTally()
-            theo, why = k.theoretical_per_s, k.not_judged
-            if theo is not None:
-                t.theoretical = theo
-            if k.suspect is not None:
-                t.suspect = k.suspect
-            if why is not None:
-                t.not_judged[why] = t.not_judged.get(why, 0) + 1
-                implied = k.implied_per_s
-                if why == NOT_JUDGED_NOISE and implied is not None and k.implied_most_per_s is not None and theo:
-                    t.note_noise(implied / theo, k.implied_most_per_s / theo)
-                if implied is not None and theo:  # an estimate's or a suspect ceiling's row: was it above?
-                    ratio = implied / theo
-                    if t.max_unjudged is None or ratio > t.max_unjudged:
-                        t.max_unjudged = ratio
-                    if implied > theo:
-                        t.above += 1
-                continue
-            t.judged += 1  # judged: both the implied rate and the theoretical figure are there
-            implied = k.implied_per_s
-            ratio = implied / theo  # type: ignore[operator]  # a judged check holds both (Check.judged)
-            if t.max_ratio is None or ratio > t.max_ratio:
-                t.max_ratio = ratio
-            if implied > theo:  # type: ignore[operator]  # the same test as Check.breached
-                t.breached += 1
+            t.count(k)
 
     def merge(self, later: HealthTally) -> None:
         """Add the counts of another part of the run (read after this one)."""

@@ -51,7 +51,7 @@ from typing import Literal, NamedTuple
 from collections.abc import Iterable, Iterator
 
 from tileops.profiles import Profile, ProfileChooser
-from tileops.records import AuditEntry, Record
+from tileops.records import AuditEntry, Record, Timing
 from tileops.roofline.gap import GapBlank, GapSplit, gap_for
 from tileops.roofline.noise import CI_NO_INTERVAL, fast_times, sol_interval, time_interval, unstable_reasons
 from tileops.roofline.power import BURST, SUSTAINED, Basis, burst_note, wants_sustained
@@ -453,13 +453,26 @@ def _breaches(checks: tuple[Check, ...]) -> tuple[Breach, ...]:
     return out
 
 
+class _Unpriced(NamedTuple):
+    """Why an ok, timed row gets no SOL: its blank reason and the words that say so."""
+
+    reason: str
+    detail: str
+
+
+class _Work(NamedTuple):
+    """An ok, timed row's work and the time each roof allows it."""
+
+    moved_bytes: float  # the row's bytes (its record's)
+    flops: float
+    bandwidth: float
+    memory_time_s: float
+    compute_time_s: float
+
+
 def _price(r: Record, c: _Ceilings | None) -> Priced:
     if r.status != "ok":
-        if r.status == "skipped":
-            return _blank(r, c.profile.name if c else None, BLANK_SKIPPED,
-                          f"skipped: {r.skip_reason or 'no reason recorded'}", verdict="error")
-        msg = f"{r.error.kind}: {r.error.message}" if r.error else "no error detail recorded"
-        return _blank(r, c.profile.name if c else None, BLANK_ERROR, f"error: {msg}", verdict="error")
+        return _price_not_ok(r, c)
     timing = r.timing
     key = r.roof_key
     if c is not None and wants_sustained(r):
@@ -475,76 +488,89 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         return _blank(r, name, BLANK_NO_TIMING, "an ok record without timing; re-run the bench for this row",
                       checks=_checks(r, None, c, roof))
     actual = timing.actual_time_s
-    flops, nbytes = r.flops, r.bytes
     checks = _checks(r, actual, c, roof)
-    if timing.timer != "cupti" and r.env.device_kind == "cuda":
-        why = timing.fallback_reason or ("the run asked for it; re-run with --timer auto or cupti for "
-                                         "device-busy time")
-        return _blank(r, name, BLANK_NO_CUPTI, f"timed with {timing.timer} on a GPU, not CUPTI device-busy "
-                      f"time: {why}", actual=actual, checks=checks, notes=c.notes)
-    if nbytes is None or flops is None:
-        return _blank(r, name, BLANK_NO_ROOFLINE, "the record carries no (flops, bytes) from eval_roofline()",
-                      actual=actual, checks=checks, notes=c.notes)
-    if nbytes == 0:
-        return _blank(r, name, BLANK_BYTES_ZERO, "the bytes formula yields zero; SOL is undefined",
-                      actual=actual, checks=checks, notes=c.notes)
-    bw = c.bandwidth
-    if bw is None:
-        return _blank(r, name, BLANK_MEMORY_UNCALIBRATED,
-                      f"profile {name!r} has no calibrated memory roof; run `tileops calibrate`",
-                      actual=actual, checks=checks, notes=c.notes)
-    memory_time = nbytes / bw
+    work = _work(r, c, roof, timing)
+    if isinstance(work, _Unpriced):
+        return _blank(r, name, work.reason, work.detail, actual=actual, checks=checks, notes=c.notes)
     resolved, peak = roof[0], roof[1]
-    if flops == 0:
-        compute_time = 0.0  # no arithmetic: the compute roof is not needed, nothing is guessed
-    else:
-        if not key:
-            return _blank(r, name, BLANK_ROOF_ABSENT, "the record has FLOPs but no roof key",
-                          actual=actual, checks=checks, notes=c.notes)
-        if resolved is None:
-            return _blank(r, name, BLANK_ROOF_ABSENT,
-                          f"roof key {key!r} is absent from profile {name!r} (no roof, no alias)",
-                          actual=actual, checks=checks, notes=c.notes)
-        if peak is None:
-            via = f" (via alias {resolved!r})" if resolved != key else ""
-            return _blank(r, name, BLANK_ROOF_UNCALIBRATED,
-                          f"roof {key!r}{via} is uncalibrated in profile {name!r}; run `tileops calibrate`",
-                          actual=actual, checks=checks, notes=c.notes)
-        compute_time = flops / peak
     bound: Bound
-    if memory_time >= compute_time:  # a tie is memory-bound
-        sol, bound = memory_time, "memory"
+    if work.memory_time_s >= work.compute_time_s:  # a tie is memory-bound
+        sol, bound = work.memory_time_s, "memory"
     else:
-        sol, bound = compute_time, "compute"
+        sol, bound = work.compute_time_s, "compute"
     eff = sol / actual
-    floor = c.latency_floor_s
     sol_ci = sol_interval(sol, timing)
     basis, why = _basis(c, bound, resolved)
-    unstable: tuple[str, ...] = ()
-    verdict: Verdict
-    if floor is not None and sol < floor and actual < floor:
-        verdict = "latency-bound"
-    elif unstable := unstable_reasons(r, sustained=basis == SUSTAINED):  # a cap its ceiling matches unsettles nothing
-        # an anomaly stands only when even the SOL's low end is one; else a rerun could read it otherwise
-        verdict = "anomaly" if (sol_ci[0] if sol_ci else eff) > ANOMALY + _EPS else "unstable"
-    elif eff > ANOMALY + _EPS:
-        verdict = "anomaly"
-    elif eff >= AT_CEILING - _EPS:
-        verdict = "at-ceiling"
-    else:
-        verdict = "below"
+    verdict, unstable = _verdict(r, c, sol, actual, eff, sol_ci, basis)
     notes = c.notes
     if timing.span_s is not None and timing.span_s > HOST_BOUND_RATIO * timing.median_s:
         notes = notes + (host_bound_note(r),)
     if why:
         notes = notes + (why,)
     return Priced(
-        record=r, profile=name, verdict=verdict, actual_time_s=actual, memory_time_s=memory_time,
-        compute_time_s=compute_time, sol_time_s=sol, efficiency=eff, bound=bound,
-        achieved_bytes_per_s=nbytes / actual, achieved_flops_per_s=flops / actual,
-        effective_bandwidth=bw, effective_peak=peak, breaches=_breaches(checks), roof=resolved, notes=notes,
-        checks=checks, sol_ci=sol_ci, sol_ci_blank=None if sol_ci else CI_NO_INTERVAL,
+        record=r, profile=name, verdict=verdict, actual_time_s=actual, memory_time_s=work.memory_time_s,
+        compute_time_s=work.compute_time_s, sol_time_s=sol, efficiency=eff, bound=bound,
+        achieved_bytes_per_s=work.moved_bytes / actual, achieved_flops_per_s=work.flops / actual,
+        effective_bandwidth=work.bandwidth, effective_peak=peak, breaches=_breaches(checks), roof=resolved,
+        notes=notes, checks=checks, sol_ci=sol_ci, sol_ci_blank=None if sol_ci else CI_NO_INTERVAL,
         unstable=unstable if verdict == "unstable" else (), ceiling_basis=basis)
+
+
+def _price_not_ok(r: Record, c: _Ceilings | None) -> Priced:
+    """A skipped or failed row: an error verdict saying why."""
+    if r.status == "skipped":
+        return _blank(r, c.profile.name if c else None, BLANK_SKIPPED,
+                      f"skipped: {r.skip_reason or 'no reason recorded'}", verdict="error")
+    msg = f"{r.error.kind}: {r.error.message}" if r.error else "no error detail recorded"
+    return _blank(r, c.profile.name if c else None, BLANK_ERROR, f"error: {msg}", verdict="error")
+
+
+def _work(r: Record, c: _Ceilings, roof: _RoofView, timing: Timing) -> _Work | _Unpriced:
+    """The row's work and its memory and compute times on the profile's roofs, or why it cannot be priced: a
+    GPU row not timed by CUPTI, no work formula, no traffic, or a roof the profile lacks or has not measured."""
+    name = c.name
+    if timing.timer != "cupti" and r.env.device_kind == "cuda":
+        why = timing.fallback_reason or ("the run asked for it; re-run with --timer auto or cupti for "
+                                         "device-busy time")
+        return _Unpriced(BLANK_NO_CUPTI, f"timed with {timing.timer} on a GPU, not CUPTI device-busy time: {why}")
+    flops, nbytes = r.flops, r.bytes
+    if nbytes is None or flops is None:
+        return _Unpriced(BLANK_NO_ROOFLINE, "the record carries no (flops, bytes) from eval_roofline()")
+    if nbytes == 0:
+        return _Unpriced(BLANK_BYTES_ZERO, "the bytes formula yields zero; SOL is undefined")
+    bw = c.bandwidth
+    if bw is None:
+        return _Unpriced(BLANK_MEMORY_UNCALIBRATED,
+                         f"profile {name!r} has no calibrated memory roof; run `tileops calibrate`")
+    if flops == 0:  # no arithmetic: the compute roof is not needed, nothing is guessed
+        return _Work(nbytes, flops, bw, nbytes / bw, 0.0)
+    key, (resolved, peak) = r.roof_key, roof[:2]
+    if not key:
+        return _Unpriced(BLANK_ROOF_ABSENT, "the record has FLOPs but no roof key")
+    if resolved is None:
+        return _Unpriced(BLANK_ROOF_ABSENT, f"roof key {key!r} is absent from profile {name!r} (no roof, no alias)")
+    if peak is None:
+        via = f" (via alias {resolved!r})" if resolved != key else ""
+        return _Unpriced(BLANK_ROOF_UNCALIBRATED,
+                         f"roof {key!r}{via} is uncalibrated in profile {name!r}; run `tileops calibrate`")
+    return _Work(nbytes, flops, bw, nbytes / bw, flops / peak)
+
+
+def _verdict(r: Record, c: _Ceilings, sol: float, actual: float, eff: float,
+             sol_ci: tuple[float, float] | None, basis: Basis) -> tuple[Verdict, tuple[str, ...]]:
+    """The row's verdict, with the reasons it is unstable (empty unless it is)."""
+    floor = c.latency_floor_s
+    if floor is not None and sol < floor and actual < floor:
+        return "latency-bound", ()
+    unstable = unstable_reasons(r, sustained=basis == SUSTAINED)  # a cap its ceiling matches unsettles nothing
+    if unstable:
+        # an anomaly stands only when even the SOL's low end is one; else a rerun could read it otherwise
+        return ("anomaly" if (sol_ci[0] if sol_ci else eff) > ANOMALY + _EPS else "unstable"), unstable
+    if eff > ANOMALY + _EPS:
+        return "anomaly", unstable
+    if eff >= AT_CEILING - _EPS:
+        return "at-ceiling", unstable
+    return "below", unstable
 
 
 def _basis(c: _Ceilings, bound: Bound, roof: str | None) -> tuple[Basis, str]:

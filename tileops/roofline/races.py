@@ -4,6 +4,7 @@ how much (the SOL ratios of one call compare implementations directly)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 from collections.abc import Iterable
 
 from tileops.records import Record
@@ -72,7 +73,7 @@ class BackendRace:
         """A ranked backend's SOL ratio (the best and the runner-up are priced by construction)."""
         return None if backend is None else self.efficiency[backend]
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         device, op, label, dtype = self.key
         return {"device": device, "op": op, "label": label, "dtype": dtype, "efficiency": dict(self.efficiency),
                 "best": self.best, "runner_up": self.runner_up, "margin": self.margin, "speedup": self.speedup,

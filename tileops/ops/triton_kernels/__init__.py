@@ -16,7 +16,7 @@ import importlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from collections.abc import Callable
 
 from tileops.errors import BackendUnavailableError
@@ -25,14 +25,23 @@ from tileops.ops.backends import INTERPRETER_NOT_TIMED, interpreting
 if TYPE_CHECKING:
     import torch
 
-    from tileops.ops.base import Op
-
 FLOATS = frozenset({"float16", "bfloat16", "float32"})
 #: tensors a kernel indexes with 32-bit offsets stay under this many elements
 MAX_NUMEL = 2**31 - 1
 
 #: limits(op name, dtypes, input shapes, params) -> why not, or None
 Limits = Callable[[str, Mapping[str, str], Mapping[str, tuple[int, ...]], Mapping[str, Any]], "str | None"]
+
+
+class KernelOp(Protocol):
+    """What a kernel reads of the op it runs (an ``tileops.ops.base.Op``): its name, for the messages, and
+    its bound parameters. Named here so that this package need not import the ops that import it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def params(self) -> Mapping[str, Any]: ...
 
 
 def no_limits(op: str, dtypes: Mapping[str, str], shapes: Mapping[str, tuple[int, ...]],
@@ -64,7 +73,7 @@ class Kernel:
             return f"the Triton kernel for {op} indexes with 32-bit offsets: {', '.join(big)} has over 2^31 elements"
         return self.limits(op, dtypes, shapes, params)
 
-    def __call__(self, op: Op, **inputs: torch.Tensor | None) -> Any:
+    def __call__(self, op: KernelOp, **inputs: torch.Tensor | None) -> Any:
         present = {k: v for k, v in inputs.items() if v is not None}
         if not interpreting() and any(v.device.type == "cpu" for v in present.values()):
             raise BackendUnavailableError(f"{op.name}: {INTERPRETER_NOT_TIMED}")
