@@ -85,11 +85,23 @@ def _module_runs(tree: ast.AST) -> list[tuple[int, str]]:
     return out
 
 
-def _imports(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+def _typing_only(tree: ast.AST) -> set[ast.AST]:
+    """The imports under ``if TYPE_CHECKING:``: names for annotations, never executed."""
+    return {node for block in ast.walk(tree)
+            if isinstance(block, ast.If) and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+            for stmt in block.body for node in ast.walk(stmt)}
+
+
+def _imports(source: str, module: str, is_package: bool, at_run_time: bool = False) -> list[tuple[int, str]]:
+    """What ``module`` imports (any depth) and the ``python -m`` children it starts; ``at_run_time``: without the
+    imports under ``if TYPE_CHECKING:`` (the cycle scan: an annotation's import runs nowhere)."""
     tree = ast.parse(source)
     out = _module_runs(tree)
     package = module if is_package else module.rsplit(".", 1)[0]
+    skipped = _typing_only(tree) if at_run_time else set()
     for node in ast.walk(tree):
+        if node in skipped:
+            continue
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -98,9 +110,14 @@ def _imports(source: str, module: str, is_package: bool) -> list[tuple[int, str]
                 anchor = package.split(".")
                 anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            if base == "tileops":  # `from tileops import exitcodes`: a name that is a module
+            # `from tileops import exitcodes`: a name that is a module. For the cycle scan, `from tileops.device
+            # import nvml` is an import of that module, not of the package (a false circle through __init__); a
+            # name that is not a module is stripped back to the module defining it (import_cycles).
+            if base == "tileops":
                 out += [(node.lineno, f"tileops.{a.name}") for a in node.names
                         if (PKG / f"{a.name}.py").exists() or (PKG / a.name).is_dir()]
+            elif at_run_time:  # each name: the cycle scan needs the submodule, where a name is one
+                out += [(node.lineno, f"{base}.{a.name}") for a in node.names]
             else:
                 out.append((node.lineno, base))
     return out
@@ -163,6 +180,70 @@ def test_the_scan_catches_an_upward_import() -> None:
                "def f():\n    from tileops.report import render\n    return render\n", False)
     assert any("_planted_upward_import.py:2: bench imports tileops.report" in v
                for v in violations([*_package_sources(), planted]))
+
+
+def import_cycles(sources: list[tuple[str, str, bool]] | None = None) -> list[list[str]]:
+    """Every circle of modules importing each other at run time (module level, inside functions, or a
+    ``python -m`` child; not an annotation's import under ``if TYPE_CHECKING:``),
+    as its strongly connected component (Tarjan's), each sorted."""
+    return _circles(_import_graph(_package_sources() if sources is None else sources))
+
+
+def _import_graph(sources: list[tuple[str, str, bool]]) -> dict[str, set[str]]:
+    """Each module and the modules it imports at run time (a name imported is the module defining it)."""
+    names = {rel: ".".join(Path(rel).with_suffix("").parts).removesuffix(".__init__") for rel, _, _ in sources}
+    modules = set(names.values())
+    graph: dict[str, set[str]] = {}
+    for rel, source, is_package in sources:
+        here = names[rel]
+        deps = graph.setdefault(here, set())
+        for _, target in _imports(source, here, is_package, at_run_time=True):
+            while target and target not in modules:  # `tileops.x.name`: the module that defines the name
+                target = target.rpartition(".")[0]
+            if target and target != here:
+                deps.add(target)
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return circles
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    """A circle (a package's __init__ and a module that imports the package back, a launcher and the child it
+    starts) means neither side can be read, tested or moved alone."""
+    assert import_cycles() == []
+
+
+def test_the_cycle_scan_catches_a_circle() -> None:
+    """Two modules planted in memory that import each other, one of them inside a function."""
+    planted = [("tileops/bench/_planted_a.py", "from tileops.bench import _planted_b\n", False),
+               ("tileops/bench/_planted_b.py", "def f():\n    import tileops.bench._planted_a\n", False)]
+    assert ["tileops.bench._planted_a", "tileops.bench._planted_b"] in import_cycles([*_package_sources(), *planted])
 
 
 def command_imports_beyond_the_pipeline(sources: list[tuple[str, str, bool]] | None = None) -> list[str]:
