@@ -34,6 +34,7 @@ from tileops.audit.verdict import Judgement, judge
 from tileops.bench.select import Planned, Selection
 from tileops.device import DeviceInfo, cuda_available, describe_device, host_name
 from tileops.errors import TileOpsError
+from tileops.records import DeviceIdentity
 
 REPORTS_DIR = "ncu"
 DEFAULT_ROW_TIMEOUT_S = 300.0
@@ -114,7 +115,7 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
     version = ncu_version(ncu, opts.row_timeout_s) if ncu else None
     domain = nvtx_domain_available()
     common = {"run_id": run_id, "hostname": host_name(), "ncu_version": version,
-              "device_name": device.name if device else None, "device_uuid": device.uuid if device else None,
+              "device": device.identity if device else None,
               "premise": premise(opts.replay_mode)}
     done: list[AuditEntry] = []
     host_problem: AuditEntry | None = None  # a refusal of the host (permission, no counters): it speaks for every row
@@ -158,6 +159,8 @@ def _finish(entry: AuditEntry, common: dict, started: str) -> None:
     for k, v in common.items():
         if k == "premise" or getattr(entry, k) is None:
             setattr(entry, k, v)
+    if entry.device is not None:
+        entry.hostname = None  # the device names its host; an entry keeps it once
     entry.started_at, entry.finished_at = started, _now()
 
 
@@ -196,7 +199,7 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
     base: dict = {"report": rel}
     if facts is not None:
         base.update(params=dict(facts.params) or dict(p.row.params), data_terms=facts.data_terms,
-                    device_name=facts.device_name, device_uuid=facts.device_uuid)
+                    device=facts_device(facts, device))
 
     def error(kind: str, message: str) -> AuditEntry:
         e = _entry(p, judge(declared=None, measured=None, error=message), error_kind=kind)
@@ -232,12 +235,13 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
         m = _measure(report, ncu, stem.parent / (stem.name + ".csv"), version)
     except ReportError as exc:
         return error(exc.kind, str(exc))
-    e = judged_entry(p, facts, m, config)
+    e = judged_entry(p, facts, m, config, device)
     e.report = rel
     return e
 
 
-def judged_entry(p: Planned, facts: CallFacts, m: Measurement, config: ExemptConfig) -> AuditEntry:
+def judged_entry(p: Planned, facts: CallFacts, m: Measurement, config: ExemptConfig,
+                 device: DeviceInfo | None = None) -> AuditEntry:
     """The entry of a measured row: its call's declared read half against the kernels' summed reads.
 
     The EXEMPT configuration is consulted for the op's rules, its ``when``
@@ -250,7 +254,16 @@ def judged_entry(p: Planned, facts: CallFacts, m: Measurement, config: ExemptCon
                   measured_write_bytes=m.write_bytes, kernels=m.kernels, duration_ns=m.duration_ns,
                   exemption=exemption.where if (exemption and j.verdict == "EXEMPT") else None,
                   params=dict(facts.params) or dict(p.row.params), data_terms=facts.data_terms,
-                  device_name=facts.device_name, device_uuid=facts.device_uuid)
+                  device=facts_device(facts, device))
+
+
+def facts_device(facts: CallFacts, device: DeviceInfo | None) -> DeviceIdentity | None:
+    """The device the audited call ran on, as its own process named it (None: it named none). The audit
+    runs CUDA devices only; the index and host are the planned device's, or this host's."""
+    if facts.device_name is None and facts.device_uuid is None:
+        return None
+    return DeviceIdentity(kind="cuda", name=facts.device_name or "", uuid=facts.device_uuid,
+                          index=device.index if device else None, hostname=device.hostname if device else host_name())
 
 
 def _measure(report: Path, ncu: str, csv_path: Path, version: str | None = None) -> Measurement:
