@@ -18,7 +18,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from tileops.records import Environment, Record, RunInfo, Timing
+from tileops.records import DeviceIdentity, Environment, Record, RunInfo, Timing
 from tileops.export.metrics import collect_samples, exposition
 from tileops.export.snapshot import RunSnapshot, build_snapshots
 from tileops.profiles import Profile, ProfileChooser
@@ -40,8 +40,8 @@ def _profile() -> Profile:
 
 
 def _snapshot(rows: int) -> RunSnapshot:
-    env = Environment(device_kind="cpu", device_name="Bench CPU", torch_version="x", tileops_version="x",
-                      hostname="bench-host", run_id="bench")
+    env = Environment(device=DeviceIdentity(kind="cpu", name="Bench CPU", hostname="bench-host"), torch_version="x",
+                      tileops_version="x", run_id="bench")
     recs = []
     for i in range(rows):
         t = 1e-3 * (1 + i % 7)

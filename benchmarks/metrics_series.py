@@ -24,7 +24,7 @@ from tileops.ledger import (DeviceCalibration, MixMeasurement, RoofMeasurement, 
 from tileops.export.metrics import METRICS, collect_samples
 from tileops.export.snapshot import RunSnapshot, build_snapshots
 from tileops.profiles import ProfileChooser, find_profile
-from tileops.records import Environment, Record, RunInfo, Timing
+from tileops.records import DeviceIdentity, Environment, Record, RunInfo, Timing
 from tileops.roofline import price_all
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -47,8 +47,8 @@ def _calibration(run_id: str, day: int, scale: float) -> DeviceCalibration:
 def _snapshot(rows: int) -> RunSnapshot:
     cal = with_previous(_calibration("cal-2", 7, 0.98), [_calibration("cal-1", 0, 1.0)])
     profile, _ = build_profile(find_profile("H200"), [cal])
-    env = Environment(device_kind="cuda", device_name="NVIDIA H200", device_uuid="GPU-bench", torch_version="x",
-                      tileops_version="x", hostname="gpu-node", run_id="bench")
+    env = Environment(device=DeviceIdentity(kind="cuda", name="NVIDIA H200", uuid="GPU-bench", hostname="gpu-node"),
+                      torch_version="x", tileops_version="x", run_id="bench")
     recs = []
     for i in range(rows):
         t = 1e-4 * (1 + i % 9)

@@ -17,7 +17,7 @@ import datetime as dt
 import random
 import time
 
-from tileops.records import Environment, Record, Timing, parse_record, to_json
+from tileops.records import DeviceIdentity, Environment, Record, Timing, parse_record, to_json
 from tileops.profiles import MemoryRoof, Profile, ProfileChooser, Provenance, Roof
 from tileops.roofline import health, price_all
 
@@ -41,8 +41,8 @@ def profile() -> Profile:
 
 def records(n: int) -> list[Record]:
     rng = random.Random(0)
-    env = Environment(device_kind="cpu", device_name="Bench CPU", torch_version="2.13.0", tileops_version="0.1.0",
-                      hostname="bench", run_id="bench")
+    env = Environment(device=DeviceIdentity(kind="cpu", name="Bench CPU", hostname="bench"), torch_version="2.13.0",
+                      tileops_version="0.1.0", run_id="bench")
     out = []
     for i in range(n):
         kind = rng.random()

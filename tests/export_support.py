@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tileops.records import Environment, ErrorInfo, Record, RunInfo, Timing, append_record, write_run_info
+from tileops.records import (DeviceIdentity, Environment, ErrorInfo, Record, RunInfo, Timing, append_record,
+                             write_run_info)
 from tileops.profiles import Profile
 
 T0 = datetime(2026, 1, 5, 12, 0, 0, tzinfo=timezone.utc)
@@ -44,9 +45,9 @@ def profile(*, bandwidth: float = 100e9, calibration: float = 0.8, name: str = "
 
 def env(*, run_id: str = "run-1", hostname: str = "node-a", device: str = "Test CPU 9000",
         uuid: str | None = None, kind: str = "cpu") -> Environment:
-    return Environment(device_kind=kind, device_name=device, device_uuid=uuid, cpu_model=device, threads=2,
-                       torch_version="2.13.0", tileops_version="0.1.0", git_revision="abc123def456",
-                       hostname=hostname, run_id=run_id)
+    return Environment(device=DeviceIdentity(kind=kind, name=device, uuid=uuid, hostname=hostname),
+                       cpu_model=device, threads=2, torch_version="2.13.0", tileops_version="0.1.0",
+                       git_revision="abc123def456", run_id=run_id)
 
 
 def record(op: str = "relu", label: str = "small", *, bytes_: int | None = 8_000_000, flops: int | None = 1_000_000,

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from tileops.records import Environment, ErrorInfo, Record, Timing, append_record
+from tileops.records import DeviceIdentity, Environment, ErrorInfo, Record, Timing, append_record
 from tileops.profiles import MemoryRoof, Profile, Provenance, Roof
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -42,8 +42,8 @@ def make_record(*, op: str = "relu", label: str = "row", flops: int | None = 100
         run_id=run_id, op=op, family="elementwise", label=label, dtype=dtype, backend=backend, status=status,
         error=error, skip_reason="unsupported dtype" if status == "skipped" else None, timing=timing,
         flops=flops, bytes=bytes, roof_key=roof_key,
-        env=Environment(device_kind=device_kind, device_name=device_name, torch_version="2.13.0",
-                        tileops_version="0.1.0", hostname="test", run_id=run_id),
+        env=Environment(device=DeviceIdentity(kind=device_kind, name=device_name, hostname="test"),
+                        torch_version="2.13.0", tileops_version="0.1.0", run_id=run_id),
         started_at=T0, finished_at=T0, **extra)
 
 

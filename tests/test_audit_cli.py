@@ -379,7 +379,7 @@ def test_an_audit_without_a_gpu_is_published_under_its_host(monkeypatch, tmp_pat
     monkeypatch.setenv("TILEOPS_HOSTNAME", "node-a")
     out = tmp_path / "audit"
     assert audit(monkeypatch, tmp_path, *ROW, "--out", str(out), stub="ncu-permission") == 1
-    assert {(r.device_uuid, r.device_name, r.hostname) for r in _rows(out)} == {(None, None, "node-a")}
+    assert {(r.device, r.hostname) for r in _rows(out)} == {(None, "node-a")}
     cpu_run = write_run(tmp_path / "run", [record("relu", "small")])  # node-a's CPU
     m = export_stdout(capsys, cpu_run, out)
     assert {(s.labels["Hostname"], s.labels["UUID"], s.labels["modelName"]) for s in m["tileops_audit_verdict"]} \
@@ -412,8 +412,7 @@ def test_export_and_alert_on_a_real_audit_output(monkeypatch, tmp_path: Path) ->
     append_entry(failing / AUDIT_FILE, AuditEntry(op="fused_experts", label="cpu-64tok-8e-top2",
                                                   dtype="topk_ids=int64,x=float32", backend="torch", verdict=j.verdict,
                                                   reason=j.reason, expected_read_bytes=3_000_000,
-                                                  measured_read_bytes=1_000_000, device_name="NVIDIA H200",
-                                                  device_uuid="GPU-5e1f", hostname="gpu-node-1"))
+                                                  measured_read_bytes=1_000_000, device=gpu.device))
     samples: list[tuple[dict[str, str], float]] = []
     from prometheus_client.parser import text_string_to_metric_families
 

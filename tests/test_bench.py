@@ -61,7 +61,7 @@ def test_cpu_set_end_to_end(tmp_path: Path, profile_store: dict[str, str]) -> No
         assert rec.timing is not None and rec.timing.timer == "cpu-wall" and rec.timing.n >= 1
         assert rec.timing.min_s <= rec.timing.median_s <= rec.timing.p90_s
         assert rec.flops is not None and rec.bytes is not None and rec.roof_key
-        assert rec.env.device_kind == "cpu" and rec.env.threads and rec.env.run_id == out.name or rec.env.run_id
+        assert rec.env.device.kind == "cpu" and rec.env.threads and rec.env.run_id == out.name or rec.env.run_id
         assert parse_record(to_json(rec)) == rec  # round trip
     from tileops.ops.catalog import load_entries
 

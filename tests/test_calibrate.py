@@ -19,7 +19,7 @@ from tileops.ledger import (HISTORY_KEEP, STREAM_WORDS, DeviceCalibration, MixMe
                             load_device_results, read_device_result, write_device_result)
 from tileops.device import describe_device, parse_cpuinfo
 from tileops.profiles import MIXES, find_profile, load_profile, load_profiles, select_profile, shipped_dir
-from tileops.records import Machine
+from tileops.records import DeviceIdentity, Machine
 from cli_support import tileops
 
 DATA = Path(__file__).parent / "data"
@@ -175,7 +175,7 @@ def _run(key: str, scale: float = 1.0, *, quick: bool = False) -> DeviceCalibrat
              for m, bw in {"copy": 4.3e12, "triad": 4.2e12, "read": 4.4e12, "write": 4.1e12}.items()}
     roofs = {"tensor_core.bf16": RoofMeasurement(flops_per_s=790e12 * scale, flops=1e12, best_s=1e-3, reps=3,
                                                  method="bf16 GEMM")}
-    machine = Machine(device_kind="cuda", device_name="NVIDIA H200", device_uuid=key, hostname="h",
+    machine = Machine(device=DeviceIdentity(kind="cuda", name="NVIDIA H200", uuid=key, hostname="h"),
                       l2_bytes=60 << 20, torch_version="2", tileops_version="0.1.0")
     return DeviceCalibration(run_id="cal-t", started_at=now, finished_at=now, quick=quick, machine=machine,
                              mixes=mixes, roofs=roofs, latency_floor_s=2.5e-6 * scale, latency_method="kernel")

@@ -201,5 +201,5 @@ def test_the_stored_result_yaml_is_what_calibrate_writes(tmp_path: Path) -> None
     """The hand-built result above is the real file format (so the tests feed the command real input)."""
     path = write_device_result(cpu_result(NOW), tmp_path)
     assert path == tmp_path / "devices" / f"{CPU_KEY}.yaml"
-    assert yaml.safe_load(path.read_text())["machine"]["device_kind"] == "cpu"
+    assert yaml.safe_load(path.read_text())["machine"]["device"]["kind"] == "cpu"
     assert read_device_result(path) == cpu_result(NOW)

@@ -323,10 +323,10 @@ def test_the_published_figures_are_measurements_with_their_source() -> None:
 def test_calibrate_warns_of_a_far_calibration_and_keeps_the_warning_in_the_result() -> None:
     from tileops.ledger import DeviceCalibration, MixMeasurement, RoofMeasurement
     from tileops.calibrate.run import physics_warnings
-    from tileops.records import Machine
+    from tileops.records import DeviceIdentity, Machine
 
     now = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
-    machine = Machine(device_kind="cuda", device_name="NVIDIA H200", device_uuid="GPU-h200", hostname="h",
+    machine = Machine(device=DeviceIdentity(kind="cuda", name="NVIDIA H200", uuid="GPU-h200", hostname="h"),
                       torch_version="2", tileops_version="0.1.0")
     # formula-guard: allow a synthetic calibration run: bytes of one repetition of a 1 KiB triad, no op priced
     run = DeviceCalibration(run_id="cal", started_at=now, finished_at=now, quick=True, machine=machine,

@@ -26,4 +26,4 @@ def test_records_and_device_keys_carry_that_name(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("TILEOPS_HOSTNAME", raising=False)
     monkeypatch.setenv("NODE_NAME", "gpu-node-17")
     env = run_environment(describe_device("cpu"), "run-1", threads=2)
-    assert env.hostname == "gpu-node-17" and env.device_key == "cpu-gpu-node-17"
+    assert env.device.hostname == "gpu-node-17" and env.device.key == "cpu-gpu-node-17"

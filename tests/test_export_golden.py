@@ -55,8 +55,8 @@ def varied_run(root: Path) -> Path:
         rec("neg", "small", status="error"),
         # the same CPU once named by an explicit uuid: one device to its labels, two to the race key (two
         # backends under the uuid race; the one under the name does not)
-        rec("relu", "mixed", e=dataclasses.replace(cpu, device_uuid="cpu-node-a")),
-        rec("relu", "mixed", backend="compile", seconds=5e-4, e=dataclasses.replace(cpu, device_uuid="cpu-node-a")),
+        rec("relu", "mixed", e=dataclasses.replace(cpu, device=dataclasses.replace(cpu.device, uuid="cpu-node-a"))),
+        rec("relu", "mixed", backend="compile", seconds=5e-4, e=dataclasses.replace(cpu, device=dataclasses.replace(cpu.device, uuid="cpu-node-a"))),
         rec("relu", "mixed", backend="compile"),
         rec("cast", "tiny", bytes_=8, flops=0, seconds=5e-8),  # under the latency floor
         rec("mul", 'label "x"\\y', e=quoted),

@@ -13,7 +13,7 @@ from tileops.device import DeviceInfo, NvmlSession
 from tileops.audit.ncu import premise
 from tileops.roofline.energy import RATES, energy_rates
 from tileops.roofline.gap import GapBlank, GapSplit, gap_for, split_gap
-from tileops.records import AUDIT_FILE, AuditEntry, parse_record, read_audit, to_json
+from tileops.records import AUDIT_FILE, AuditEntry, DeviceIdentity, parse_record, read_audit, to_json
 
 BW = 4.8e12  # bytes/s: the ceiling the row was priced against
 
@@ -36,7 +36,7 @@ def _entry(**over: object) -> AuditEntry:
     base = dict(op="relu", label="llama3-8b-mlp-act-prefill-4k", dtype="bfloat16", backend="torch", verdict="WARN",
                 reason="reads 2.6x the declared read half", expected_read_bytes=500_000_000,
                 measured_read_bytes=1_300_000_000, measured_write_bytes=200_000_000, kernels=1,
-                device_name="NVIDIA H200")
+                device=DeviceIdentity(kind="cuda", name="NVIDIA H200", hostname="h"))
     base.update(over)
     return AuditEntry(**base)  # type: ignore[arg-type]
 
@@ -116,7 +116,7 @@ def test_an_exempt_shortfall_says_why_it_reads_less(tmp_path: Path) -> None:
     ({"verdict": "SKIPPED", "measured_read_bytes": None, "reason": ""}, {}, "(SKIPPED)"),
     ({"verdict": "NO-VERDICT", "expected_read_bytes": None}, {"read_bytes": None}, "declares no read half"),
     ({"premise": premise("kernel")}, {}, "replayed each kernel"),
-    ({"device_name": "NVIDIA A100-SXM4-80GB"}, {}, "audited on 'NVIDIA A100-SXM4-80GB', timed on 'NVIDIA H200'"),
+    ({"device": DeviceIdentity(kind="cuda", name="NVIDIA A100-SXM4-80GB", hostname="h")}, {}, "audited on 'NVIDIA A100-SXM4-80GB', timed on 'NVIDIA H200'"),
     ({"data_terms": {"nnz": 10}}, {"data_terms": {"nnz": 12}}, "a different call"),
     ({"expected_read_bytes": 400_000_000}, {}, "declares 400000000 read bytes, the timed one 500000000"),
 ])

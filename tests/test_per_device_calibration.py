@@ -15,8 +15,8 @@ import yaml
 
 from tileops.ledger import (STREAM_WORDS, DeviceCalibration, MixMeasurement, RoofMeasurement,
                             device_profile_reader, read_device_result, write_device_result)
-from tileops.profiles import ProfileChooser
-from tileops.records import Machine, iter_records, read_run_info
+from tileops.profiles import ProfileChooser, ProfileError
+from tileops.records import DeviceIdentity, Machine, iter_records, read_run_info
 from cli_support import tileops
 
 UUID_A = "GPU-11111111-2222-3333-4444-555555555555"
@@ -30,8 +30,8 @@ def _h200(uuid: str, scale: float, *, name: str = "NVIDIA H200") -> DeviceCalibr
                                best_s=1e-3, reps=3, kernel=m) for m in ("copy", "triad")}
     roofs = {"tensor_core.bf16": RoofMeasurement(flops_per_s=700e12 * scale, flops=1e12, best_s=1e-3, reps=3,
                                                  method="bf16 GEMM")}
-    machine = Machine(device_kind="cuda", device_name=name, device_uuid=uuid, device_index=0, driver="580.65",
-                      hostname="node-a", torch_version="2.11", tileops_version="0.1.0")
+    machine = Machine(device=DeviceIdentity(kind="cuda", name=name, uuid=uuid, index=0, hostname="node-a"),
+                      driver="580.65", torch_version="2.11", tileops_version="0.1.0")
     return DeviceCalibration(run_id=f"cal-{uuid[-4:]}", started_at=now, finished_at=now, quick=True,
                              machine=machine, mixes=mixes, roofs=roofs,
                              clocks_before={"sm_mhz": 1980, "power_limit_w": 700.0})
@@ -63,7 +63,7 @@ def test_a_result_records_when_how_and_on_what(tmp_path: Path) -> None:
     path = write_device_result(_h200(UUID_A, 1.0), tmp_path)
     data = yaml.safe_load(path.read_text())
     assert data["quick"] is True and data["finished_at"].startswith("2026-11-01")
-    assert data["machine"]["driver"] == "580.65" and data["machine"]["device_uuid"] == UUID_A
+    assert data["machine"]["driver"] == "580.65" and data["machine"]["device"]["uuid"] == UUID_A
     assert data["clocks_before"]["power_limit_w"] == 700.0
 
 
@@ -73,13 +73,31 @@ def test_a_result_written_before_the_shared_machine_description_still_reads(tmp_
     data = json.loads(run.model_dump_json())
     machine = data.pop("machine")
     data.update(schema_version=1, tool_version="tileops 0.1.0", torch_version=machine["torch_version"],
-                kind="cuda", name=machine["device_name"], uuid=UUID_A, index=0, hostname="node-a",
+                kind="cuda", name=machine["device"]["name"], uuid=UUID_A, index=0, hostname="node-a",
                 driver=machine["driver"])
     old = tmp_path / "old.yaml"
     old.write_text(yaml.safe_dump(data))
     back = read_device_result(old)
-    assert back.machine.device_uuid == UUID_A and back.name == "NVIDIA H200" and back.driver == "580.65"
+    assert back.machine.device.uuid == UUID_A and back.name == "NVIDIA H200" and back.driver == "580.65"
     assert back.device_key == UUID_A and back.tool_version == "tileops 0.1.0" and back.schema_version == 2
+
+
+def test_a_result_whose_machine_holds_the_flat_device_reads_as_the_nested_one(tmp_path: Path) -> None:
+    """Schema 2's first results kept the machine's device flat (``device_kind``, ..., ``hostname``), as records
+    did; they read to the same result, and a machine holding both shapes is refused naming the flat field."""
+    run = _h200(UUID_A, 1.0)
+    data = json.loads(run.model_dump_json())
+    device = data["machine"].pop("device")
+    flat = {**data, "machine": {**data["machine"], **{f"device_{k}": v for k, v in device.items() if k != "hostname"},
+                                "hostname": device["hostname"]}}
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(yaml.safe_dump(flat))
+    new.write_text(yaml.safe_dump({**data, "machine": {**data["machine"], "device": device}}))
+    assert read_device_result(old) == read_device_result(new) == run
+    both = tmp_path / "both.yaml"
+    both.write_text(yaml.safe_dump({**flat, "machine": {**flat["machine"], "device": device}}))
+    with pytest.raises(ProfileError, match=r"machine\.device_kind: the older flat device field beside `device`"):
+        read_device_result(both)
 
 
 # --------------------------------------------------------------------------- through `tileops bench`
@@ -109,7 +127,7 @@ def test_bench_calibrates_a_device_it_has_no_calibration_of_first_then_reuses_it
     result = read_device_result(store / "devices" / "cpu-bench-host.yaml")
     assert result.quick and result.machine.hostname == "bench-host"
     (rec,) = list(iter_records(tmp_path / "first"))
-    assert rec.env.device_key == "cpu-bench-host"
+    assert rec.env.device.key == "cpu-bench-host"
     (row,) = json.loads((tmp_path / "first" / "roofline.json").read_text())["rows"]
     assert row["verdict"] != "blank" and row["efficiency"] > 0, row  # priced on what this host reached
     # ... and the summary says the figures rest on a quick (rough) calibration, never silently

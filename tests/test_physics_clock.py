@@ -25,7 +25,7 @@ from tileops.ledger import (ClockMeasurement, DeviceCalibration, MixMeasurement,
 from tileops.calibrate.theoretical import cpu_base_profile
 from tileops.device import parse_cpuinfo
 from tileops.profiles import Profile, write_profile
-from tileops.records import Machine
+from tileops.records import DeviceIdentity, Machine
 from tileops.report.summary import physics_lines
 
 DATA = Path(__file__).parent / "data" / "cpuinfo"
@@ -51,7 +51,7 @@ def _run(*, ghz: float | None, fp32: float, matmul: float | None = None,
                                                 best_s=1e9 / (matmul or fp32 * 0.95), reps=3, method="mm")}
     measured = None if ghz is None else ClockMeasurement(ghz=ghz, per_thread_ghz=[ghz, ghz - 0.01], threads=2,
                                                          load="AVX2 FMA (256-bit)", method="add chain")
-    machine = Machine(device_kind="cpu", device_name="AMD EPYC", hostname="vm", torch_version="2",
+    machine = Machine(device=DeviceIdentity(kind="cpu", name="AMD EPYC", hostname="vm"), torch_version="2",
                       tileops_version="0.1.0", threads=2)
     # formula-guard: allow a synthetic calibration run: STREAM's byte count for a 1 KiB array, no op priced
     mixes = {"copy": MixMeasurement(bytes_per_s=20e9, bytes=2 * 1024, array_bytes=1024, best_s=1e-7, reps=3,

@@ -18,7 +18,7 @@ from tileops.audit.entry import append_entry
 from tileops.device import DeviceInfo, NvmlSession
 from tileops.pipeline.roofline import RooflineOptions, run_roofline
 from tileops.profiles import ProfileError, parse_profile
-from tileops.records import AUDIT_FILE, AuditEntry, CpuConditions, GpuConditions, RowConditions
+from tileops.records import AUDIT_FILE, AuditEntry, CpuConditions, DeviceIdentity, GpuConditions, RowConditions
 from tileops.roofline import price, row_energy
 
 from roofline_fixtures import CALIB, DATASHEET, make_profile, make_record, write_profile, write_records
@@ -145,7 +145,7 @@ def test_a_calibration_under_a_power_cap_records_it_and_warns(tmp_path: Path) ->
     (warning,) = power_warnings(cond)
     assert "measured power-capped under a 700 W limit (sw_power_cap" in warning and "sustained" in warning
     assert power_warnings(_sensed_gpu(tmp_path / "free", [0x1])) == []
-    machine = Machine(device_kind="cuda", device_name=H200, device_uuid="GPU-1", hostname="h", torch_version="2.11",
+    machine = Machine(device=DeviceIdentity(kind="cuda", name=H200, uuid="GPU-1", hostname="h"), torch_version="2.11",
                       tileops_version="0")
     run = DeviceCalibration(run_id="cal-1", started_at="2026-01-01T00:00:00Z", finished_at="2026-01-01T00:01:00Z",
                             quick=True, machine=machine, conditions=cond, power_state=cond.power_state(),
@@ -218,7 +218,8 @@ def test_energy_blank_with_its_reason(tmp_path: Path) -> None:
 def _audit(**over: object) -> AuditEntry:
     base = dict(op="relu", label="llama3-8b", dtype="bfloat16", backend="torch", verdict="WARN",
                 reason="reads 2.6x the declared read half", expected_read_bytes=500_000_000,
-                measured_read_bytes=1_300_000_000, measured_write_bytes=200_000_000, kernels=1, device_name=H200)
+                measured_read_bytes=1_300_000_000, measured_write_bytes=200_000_000, kernels=1,
+                device=DeviceIdentity(kind="cuda", name=H200, hostname="h"))
     base.update(over)
     return AuditEntry(**base)  # type: ignore[arg-type]
 
@@ -398,7 +399,7 @@ def test_a_new_calibration_keeps_a_sustained_fraction_below_it_and_drops_one_abo
     from tileops.records import Machine
 
     base = _profile(bf16_sustained=0.72)
-    machine = Machine(device_kind="cuda", device_name=H200, device_uuid="GPU-1", hostname="h", torch_version="2.11",
+    machine = Machine(device=DeviceIdentity(kind="cuda", name=H200, uuid="GPU-1", hostname="h"), torch_version="2.11",
                       tileops_version="0")
     mix = {"bytes_per_s": 0.85 * BW, "bytes": 3 * 2**30, "array_bytes": 2**30, "best_s": 1e-3, "reps": 5,
            "kernel": "torch"}

@@ -172,7 +172,7 @@ def test_series_arrive_with_dcgm_compatible_labels(stack):
     for r in got:
         m = r["metric"]
         assert m["instance"] == host == m["Hostname"]  # honor_labels kept the pushed job/instance
-        assert m["UUID"] == f"cpu-{host}" and m["modelName"] == rec.env.device_name
+        assert m["UUID"] == f"cpu-{host}" and m["modelName"] == rec.env.device.name
         assert m["backend"] == "torch" and m["dtype"] in {"float32", "bfloat16"} and m["label"]
         assert float(r["value"][1]) > 0
 

@@ -11,9 +11,9 @@ import pytest
 from roofline_fixtures import make_record
 
 from tileops.records.contract import CpuConditions, GpuConditions, RowConditions
-from tileops.records import (AuditEntry, Environment, Machine, Record, RecordFileError, RunInfo, append_record,
-                             from_data, iter_records, load_records, parse_record, read_audit, read_run_info,
-                             to_data, to_json, torn_tail, utcnow, write_run_info)
+from tileops.records import (AuditEntry, DeviceIdentity, Environment, Machine, Record, RecordFileError, RunInfo,
+                             append_record, from_data, iter_records, load_records, parse_record, read_audit,
+                             read_run_info, to_data, to_json, torn_tail, utcnow, write_run_info)
 
 
 def _line(rec: Record, **changes: object) -> str:
@@ -60,7 +60,10 @@ def test_round_trip_is_exact(tmp_path: Path) -> None:
     ({"flops": 2**70}, "flops", "must be <="),
     ({"bytes": True}, "bytes", "whole number"),
     ({"status": "great"}, "status", "expected one of ok, error, skipped"),
-    ({"env__device_kind": "tpu"}, "env.device_kind", "expected one of cpu, cuda"),
+    ({"env__device__kind": "tpu"}, "env.device.kind", "expected one of cpu, cuda"),
+    ({"env__device__index": True}, "env.device.index", "whole number"),
+    ({"env__device": ...}, "env.device", "missing"),
+    ({"env__device_kind": "cpu"}, "env.device_kind", "beside `device`"),  # both shapes in one line
     ({"op": ...}, "op", "missing"),
     ({"colour": "blue"}, "colour", "unknown field"),
     ({"shapes": {"x": [4, "8"]}}, "shapes.x.1", "whole number"),
@@ -143,11 +146,116 @@ def test_audit_entries_ignore_fields_they_do_not_need_but_check_those_they_do(tm
 def test_environment_is_a_machine_and_keys_a_cpu_by_host() -> None:
     env = make_record().env
     assert isinstance(env, Machine) and isinstance(env, Environment)
-    assert env.device_key == "cpu-test"
-    gpu = dataclasses.replace(env, device_kind="cuda", device_uuid="GPU-1")
-    assert gpu.device_key == "GPU-1"
+    assert env.device.key == "cpu-test"
+    gpu = dataclasses.replace(env, device=dataclasses.replace(env.device, kind="cuda", uuid="GPU-1"))
+    assert gpu.device.key == "GPU-1"
     assert from_data(Machine, {k: v for k, v in to_data(env).items()
-                               if k in {f.name for f in dataclasses.fields(Machine)}}).device_name == env.device_name
+                               if k in {f.name for f in dataclasses.fields(Machine)}}).device == env.device
+
+
+# --------------------------------------------------------------------------- the device's older flat shape
+
+_GPU = DeviceIdentity(kind="cuda", name="NVIDIA H200", uuid="GPU-5e1f", index=1, hostname="gpu-node-1")
+
+
+def _flat_env(env: Environment) -> dict:
+    """An environment as files before the device was nested wrote it: ``device_kind``, ..., ``hostname``."""
+    data = to_data(env)
+    device = data.pop("device")
+    return {**data, "device_kind": device["kind"], "device_name": device["name"], "device_uuid": device["uuid"],
+            "device_index": device["index"], "hostname": device["hostname"]}
+
+
+def _both_readers(path: Path, monkeypatch: pytest.MonkeyPatch, read=iter_records) -> list:
+    """What ``read`` makes of ``path`` with msgspec's mirror first (where installed), and with the standard
+    decoder alone; held equal."""
+    from tileops.records import decode
+
+    fast = list(read(path))
+    with monkeypatch.context() as m:
+        m.setattr(decode, "_fast_reader", lambda cls, declined: None)
+        slow = list(read(path))
+    assert fast == slow
+    return fast
+
+
+def test_a_record_with_the_flat_device_reads_as_the_nested_one(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    rec = dataclasses.replace(make_record(), env=dataclasses.replace(make_record().env, device=_GPU))
+    new = json.loads(to_json(rec))
+    assert new["env"]["device"] == {"kind": "cuda", "name": "NVIDIA H200", "uuid": "GPU-5e1f", "index": 1,
+                                    "hostname": "gpu-node-1"}
+    assert not {"device_kind", "device_name", "device_uuid", "device_index", "hostname"} & set(new["env"])
+    old = {**new, "env": _flat_env(rec.env)}
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(old) + "\n" + json.dumps(new) + "\n")
+    from_old, from_new = _both_readers(path, monkeypatch)
+    assert from_old == from_new == rec and from_old.env.device.key == "GPU-5e1f"
+    # an old CPU line (no uuid, no index: keyed by its host) too
+    cpu = make_record()
+    path.write_text(json.dumps({**to_data(cpu), "env": {
+        k: v for k, v in _flat_env(cpu.env).items() if k not in ("device_uuid", "device_index")}}) + "\n")
+    (back,) = _both_readers(path, monkeypatch)
+    assert back == cpu and back.env.device.key == "cpu-test"
+
+
+@pytest.mark.parametrize(("env_change", "field"), [
+    ({"device_uuid": "GPU-other"}, "env.device_uuid"),  # both shapes, and a conflicting pair
+    ({"hostname": "test"}, "env.hostname"),  # both shapes, even agreeing
+])
+def test_a_line_with_both_device_shapes_is_refused_naming_the_flat_field(tmp_path: Path, env_change: dict,
+                                                                         field: str) -> None:
+    data = to_data(make_record())
+    data["env"].update(env_change)
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(data) + "\n")
+    with pytest.raises(RecordFileError, match=rf"records.jsonl:1: .*{re.escape(field)}: the older flat device "
+                                              r"field beside `device`"):
+        list(iter_records(path))
+
+
+def test_a_machine_with_the_flat_device_reads_as_the_nested_one() -> None:
+    env = dataclasses.replace(make_record().env, device=_GPU)
+    machine_fields = {f.name for f in dataclasses.fields(Machine)} | {
+        "device_kind", "device_name", "device_uuid", "device_index", "hostname"}
+    old = {k: v for k, v in _flat_env(env).items() if k in machine_fields}
+    new = {k: v for k, v in to_data(env).items() if k in machine_fields}
+    assert from_data(Machine, old) == from_data(Machine, new) and from_data(Machine, new).device == _GPU
+    with pytest.raises(ValueError, match=r"^device_name: the older flat device field beside `device`"):
+        from_data(Machine, {**new, "device_name": "NVIDIA H200"})
+
+
+_ENTRY = {"op": "relu", "label": "r", "dtype": "float32", "backend": "torch", "verdict": "PASS",
+          "measured_read_bytes": 100, "expected_read_bytes": 100, "kernels": 1}
+
+
+def test_an_audit_entry_with_the_flat_device_reads_as_the_nested_one(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = AuditEntry(**_ENTRY, device=DeviceIdentity(kind="cuda", name="NVIDIA H200", uuid="GPU-5e1f",
+                                                       hostname="gpu-node-1"))
+    new = json.loads(to_json(entry))
+    assert new["device"]["uuid"] == "GPU-5e1f" and new["hostname"] is None and "device_uuid" not in new
+    old = {**_ENTRY, "device_name": "NVIDIA H200", "device_uuid": "GPU-5e1f", "hostname": "gpu-node-1"}
+    # an audit on a host without a GPU named its host alone: it still does
+    no_gpu_old = {**_ENTRY, "device_name": None, "device_uuid": None, "hostname": "node-a"}
+    no_gpu_new = json.loads(to_json(AuditEntry(**_ENTRY, hostname="node-a")))
+    (tmp_path / "audit.jsonl").write_text("".join(json.dumps(d) + "\n" for d in (old, new, no_gpu_old, no_gpu_new)))
+    from_old, from_new, host_old, host_new = _both_readers(tmp_path, monkeypatch, read_audit)
+    assert from_old == from_new == entry
+    assert host_old == host_new and host_new.device is None and host_new.hostname == "node-a"
+
+
+@pytest.mark.parametrize(("line", "field"), [
+    ({"device_uuid": "GPU-other"}, "device_uuid"),
+    ({"hostname": "gpu-node-1"}, "hostname"),  # the device holds the host: an entry keeps it once
+    ({"device_name": None}, "device_name"),
+])
+def test_an_audit_entry_with_both_device_shapes_is_refused_naming_the_flat_field(tmp_path: Path, line: dict,
+                                                                                  field: str) -> None:
+    new = json.loads(to_json(AuditEntry(**_ENTRY, device=_GPU)))
+    (tmp_path / "audit.jsonl").write_text(json.dumps({**new, **line}) + "\n")
+    with pytest.raises(RecordFileError, match=rf"audit.jsonl:1: not a valid audit entry \({field}: the older flat "):
+        read_audit(tmp_path)
 
 
 def test_from_data_names_the_field() -> None:
@@ -225,8 +333,8 @@ _RECORDS = [
     make_record(status="error"),
     make_record(status="skipped", flops=None, bytes=None),
     dataclasses.replace(make_record(), env=dataclasses.replace(
-        make_record().env, device_kind="cuda", device_uuid="GPU-1", threads=4, l2_bytes=1 << 20,
-        clocks_before={"sm_mhz": 1980, "power_w": 300.5})),
+        make_record().env, device=DeviceIdentity(kind="cuda", name="Test GPU", uuid="GPU-1", index=0, hostname="h"),
+        threads=4, l2_bytes=1 << 20, clocks_before={"sm_mhz": 1980, "power_w": 300.5})),
     dataclasses.replace(make_record(), timing=dataclasses.replace(make_record().timing, median_ci_s=[0.9, 1.25]),
                         conditions=RowConditions(
                             window_s=2.5, contended=True, contention=["steal 4 %"], throttled=True,
@@ -327,11 +435,18 @@ def test_every_row_of_a_run_shares_one_environment(tmp_path: Path) -> None:
     different one, or one equal only by Python's 1 == 1.0 == True, is decoded for itself."""
     path = tmp_path / "records.jsonl"
     a, b = make_record(label="a"), make_record(label="b")
-    other = dataclasses.replace(a, env=dataclasses.replace(a.env, hostname="elsewhere"))
+    other = dataclasses.replace(a, env=dataclasses.replace(a.env, device=dataclasses.replace(a.env.device,
+                                                                                             hostname="elsewhere")))
     path.write_text("".join(to_json(r) + "\n" for r in (a, b, other)))
     first, second, third = iter_records(path)
-    assert first.env is second.env and third.env is not first.env and third.env.hostname == "elsewhere"
+    assert first.env is second.env and third.env is not first.env and third.env.device.hostname == "elsewhere"
     threads = to_data(dataclasses.replace(a.env, threads=1))
     path.write_text(_line(a, env=threads) + "\n" + _line(a, env={**threads, "threads": True}) + "\n")
     with pytest.raises(RecordFileError, match=r":2: .*env\.threads: expected a whole number"):
+        list(iter_records(path))
+    # the same inside the nested device: index 0 read, then false (equal to 0 in Python) refused
+    gpu = to_data(dataclasses.replace(a.env, device=dataclasses.replace(a.env.device, kind="cuda", index=0)))
+    wrong = {**gpu, "device": {**gpu["device"], "index": False}}
+    path.write_text(_line(a, env=gpu) + "\n" + _line(a, env=wrong) + "\n")
+    with pytest.raises(RecordFileError, match=r":2: .*env\.device\.index: expected a whole number"):
         list(iter_records(path))

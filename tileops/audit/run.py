@@ -36,6 +36,7 @@ from tileops.device import DeviceInfo, cuda_available, describe_device, host_nam
 from tileops.defaults import AUDIT_DEVICE, AUDIT_WARMUP
 from tileops.defaults import AUDIT_ROW_TIMEOUT_S as DEFAULT_ROW_TIMEOUT_S
 from tileops.errors import TileOpsError
+from tileops.records import DeviceIdentity
 
 REPORTS_DIR = "ncu"
 
@@ -115,7 +116,7 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
     version = ncu_version(ncu, opts.row_timeout_s) if ncu else None
     domain = nvtx_domain_available()
     common = {"run_id": run_id, "hostname": host_name(), "ncu_version": version,
-              "device_name": device.name if device else None, "device_uuid": device.uuid if device else None,
+              "device": device.identity if device else None,
               "premise": premise(opts.replay_mode)}
     done: list[AuditEntry] = []
     host_problem: AuditEntry | None = None  # a refusal of the host (permission, no counters): it speaks for every row
@@ -159,6 +160,8 @@ def _finish(entry: AuditEntry, common: dict, started: str) -> None:
     for k, v in common.items():
         if k == "premise" or getattr(entry, k) is None:
             setattr(entry, k, v)
+    if entry.device is not None:
+        entry.hostname = None  # the device names its host; an entry keeps it once
     entry.started_at, entry.finished_at = started, _now()
 
 
@@ -189,19 +192,19 @@ def _audit_row(p: Planned, i: int, out_dir: Path, ncu: str | None, domain: str |
     facts = CallFacts.read(facts_path) if facts_path.exists() else None
     failure = _run_failure(rc, log, facts, log_path.name, opts)
     if failure is not None:
-        return _error_entry(p, *failure, rel, facts)
+        return _error_entry(p, *failure, rel, facts, device)
     if facts is None:
         message = (f"the audited process left no call facts (ncu exit {rc}); last of ncu's output: "
                    f"{log_tail(log)}; full output: {REPORTS_DIR}/{log_path.name}")
-        return _error_entry(p, "ncu-failed", message, rel, None)
+        return _error_entry(p, "ncu-failed", message, rel, None, device)
     failure = _report_failure(report, log, rc, domain)
     if failure is not None:
-        return _error_entry(p, *failure, rel, facts)
+        return _error_entry(p, *failure, rel, facts, device)
     try:
         m = _measure(report, ncu, stem.parent / (stem.name + ".csv"), version)
     except ReportError as exc:
-        return _error_entry(p, exc.kind, str(exc), rel, facts)
-    e = judged_entry(p, facts, m, config)
+        return _error_entry(p, exc.kind, str(exc), rel, facts, device)
+    e = judged_entry(p, facts, m, config, device)
     e.report = rel
     return e
 
@@ -251,19 +254,21 @@ def _report_failure(report: Path, log: str, rc: int | None, domain: str | None) 
     return "ncu-failed", f"ncu wrote no report (exit {rc}): {log_tail(log)}"
 
 
-def _error_entry(p: Planned, kind: str, message: str, report: str | None, facts: CallFacts | None) -> AuditEntry:
+def _error_entry(p: Planned, kind: str, message: str, report: str | None, facts: CallFacts | None,
+                 device: DeviceInfo | None) -> AuditEntry:
     """A row that could not be measured: its error, with what its call facts say where it left them."""
     e = _entry(p, judge(declared=None, measured=None, error=message), error_kind=kind)
     e.report = report
     if facts is not None:
         e.params = dict(facts.params) or dict(p.row.params)
-        e.data_terms, e.device_name, e.device_uuid = facts.data_terms, facts.device_name, facts.device_uuid
+        e.data_terms, e.device = facts.data_terms, facts_device(facts, device)
         if facts.error_kind is None:
             e.expected_read_bytes = facts.read_bytes
     return e
 
 
-def judged_entry(p: Planned, facts: CallFacts, m: Measurement, config: ExemptConfig) -> AuditEntry:
+def judged_entry(p: Planned, facts: CallFacts, m: Measurement, config: ExemptConfig,
+                 device: DeviceInfo | None = None) -> AuditEntry:
     """The entry of a measured row: its call's declared read half against the kernels' summed reads.
 
     The EXEMPT configuration is consulted for the op's rules, its ``when``
@@ -276,7 +281,16 @@ def judged_entry(p: Planned, facts: CallFacts, m: Measurement, config: ExemptCon
                   measured_write_bytes=m.write_bytes, kernels=m.kernels, duration_ns=m.duration_ns,
                   exemption=exemption.where if (exemption and j.verdict == "EXEMPT") else None,
                   params=dict(facts.params) or dict(p.row.params), data_terms=facts.data_terms,
-                  device_name=facts.device_name, device_uuid=facts.device_uuid)
+                  device=facts_device(facts, device))
+
+
+def facts_device(facts: CallFacts, device: DeviceInfo | None) -> DeviceIdentity | None:
+    """The device the audited call ran on, as its own process named it (None: it named none). The audit
+    runs CUDA devices only; the index and host are the planned device's, or this host's."""
+    if facts.device_name is None and facts.device_uuid is None:
+        return None
+    return DeviceIdentity(kind="cuda", name=facts.device_name or "", uuid=facts.device_uuid,
+                          index=device.index if device else None, hostname=device.hostname if device else host_name())
 
 
 def _measure(report: Path, ncu: str, csv_path: Path, version: str | None = None) -> Measurement:

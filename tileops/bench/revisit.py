@@ -63,7 +63,7 @@ def kind_by_intensity(rec: Record) -> str:
     """``compute`` for a row whose FLOPs per byte reach its device kind's :data:`BALANCE`, else ``memory``:
     the kind a row is pooled with when no profile tells which ceiling bounds it."""
     flops, nbytes = rec.flops or 0, rec.bytes or 0
-    balance = BALANCE.get(rec.env.device_kind, BALANCE["cpu"])
+    balance = BALANCE.get(rec.env.device.kind, BALANCE["cpu"])
     return "compute" if nbytes == 0 and flops > 0 or nbytes > 0 and flops / nbytes >= balance else "memory"
 
 

@@ -3,8 +3,8 @@
 A device is described once per run (``tileops.device.describe_device``) and
 passed around as this object, so nothing parses ``--device`` again and nothing
 re-reads NVML to learn what it already knows. Its :attr:`DeviceInfo.key` is the
-name the store and the metrics use; :meth:`DeviceInfo.machine_fields` is how a
-record keeps it.
+name the store and the metrics use; :attr:`DeviceInfo.identity` is how a
+record, a calibration and an audit entry keep it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tileops.records import device_key
+from tileops.records import DeviceIdentity, device_key
 
 #: Environment variables naming the host a measurement ran on, before the kernel's hostname:
 #: inside a Kubernetes pod the hostname is the pod's (new every run), while the chart passes the
@@ -64,9 +64,13 @@ class DeviceInfo:
         """The device's stable key: its GPU (or MIG) uuid, or ``cpu-<hostname>`` (``tileops.records.device_key``)."""
         return device_key(self.uuid, self.hostname)
 
+    @property
+    def identity(self) -> DeviceIdentity:
+        """The device as files name it (a record's ``env.device``, a calibration's, an audit entry's)."""
+        return DeviceIdentity(kind=self.kind, name=self.name, uuid=self.uuid, index=self.index,
+                              hostname=self.hostname)
+
     def machine_fields(self) -> dict[str, Any]:
         """The fields of ``tileops.records.Machine`` this device decides (records and calibrations share them)."""
-        return {"device_kind": self.kind, "device_name": self.name, "device_uuid": self.uuid,
-                "device_index": self.index, "driver": self.driver, "cuda": self.cuda,
-                "cpu_model": self.cpu_model, "threads": self.threads, "l2_bytes": self.l2_bytes,
-                "hostname": self.hostname}
+        return {"device": self.identity, "driver": self.driver, "cuda": self.cuda,
+                "cpu_model": self.cpu_model, "threads": self.threads, "l2_bytes": self.l2_bytes}

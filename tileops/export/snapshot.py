@@ -31,8 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from tileops.errors import TileOpsError
 from tileops.profiles import Profile, ProfileChooser
-from tileops.records import (AUDIT_FILE, RECORDS_FILE, AuditEntry, Environment, Record, RecordFileError, RunInfo,
-                             read_audit, read_run_info)
+from tileops.records import (AUDIT_FILE, RECORDS_FILE, AuditEntry, DeviceIdentity, Environment, Record,
+                             RecordFileError, RunInfo, read_audit, read_run_info)
 from tileops.report.stream import read_priced
 from tileops.roofline import BackendRace, Health, HealthTally, Priced, RaceTally, race_key
 
@@ -62,17 +62,18 @@ class DeviceLabels:
     kind: str
 
     @classmethod
-    def of(cls, record: Record) -> DeviceLabels:
-        env = record.env
-        return cls(hostname=env.hostname, uuid=env.device_key, model=env.device_name, kind=env.device_kind)
+    def of(cls, device: DeviceIdentity) -> DeviceLabels:
+        """The labels of a device as records, calibrations and audit entries name it: UUID is its key."""
+        return cls(hostname=device.hostname, uuid=device.key, model=device.name, kind=device.kind)
 
     @classmethod
     def of_audit(cls, entry: AuditEntry) -> DeviceLabels:
-        """The device an audit entry names. An audit on a host without a CUDA device names none: its
-        entries keep their host, with UUID and modelName empty (no device was audited, and an
+        """The device an audit entry names (:meth:`of`). An audit on a host without a CUDA device names none:
+        its entries keep their host, with UUID and modelName empty (no device was audited, and an
         empty label is no label in Prometheus), so they never join a run of that host's CPU."""
-        return cls(hostname=entry.hostname or "", uuid=entry.device_uuid or "", model=entry.device_name or "",
-                   kind="cuda" if entry.device_uuid or entry.device_name else "")
+        if entry.device is not None:
+            return cls.of(entry.device)
+        return cls(hostname=entry.hostname or "", uuid="", model="", kind="")
 
     def labels(self) -> tuple[str, str, str]:
         """Values of ``DEVICE_LABELS`` (Hostname, UUID, modelName), in that order."""
@@ -279,15 +280,14 @@ class RunTally:
 
     def __init__(self) -> None:
         self.devices: dict[DeviceLabels, DeviceTally] = {}
-        #: a row's device and race device by its env fields: DeviceLabels and race_key built once per device
-        self._of: dict[tuple, tuple[DeviceTally, str]] = {}
+        #: a row's device and race device by its identity: DeviceLabels and race_key built once per device
+        self._of: dict[DeviceIdentity, tuple[DeviceTally, str]] = {}
 
     def add(self, p: Priced) -> None:
-        env = p.record.env
-        key = (env.hostname, env.device_uuid, env.device_name, env.device_kind)
+        key = p.record.env.device
         hit = self._of.get(key)
         if hit is None:
-            device = DeviceLabels.of(p.record)
+            device = DeviceLabels.of(key)
             tally = self.devices.get(device)
             if tally is None:
                 tally = self.devices[device] = DeviceTally(device, p.record)

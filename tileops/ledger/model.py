@@ -16,7 +16,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from tileops.profiles import ProfileError
-from tileops.records import Machine, RowConditions
+from tileops.records import DeviceIdentity, Machine, RowConditions
+from tileops.records.identity import ShapeError, nest_machine
 
 #: STREAM accounting: words each mix moves per element (reads + writes). STREAM
 #: does not count the write-allocate read of a store's line, and neither does
@@ -104,43 +105,56 @@ class DeviceCalibration(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _schema_1(cls, data: Any) -> Any:
-        """A result written before the machine description was shared (schema 1: flat fields) reads the same."""
-        if not isinstance(data, dict) or "machine" in data or "name" not in data:
+    def _older_schemas(cls, data: Any) -> Any:
+        """A result written before the machine description was shared (schema 1: flat fields), or before its
+        device was nested (schema 2's first files: ``machine.device_kind``, ...), reads the same."""
+        if not isinstance(data, dict):
             return data
-        flat = dict(data)
-        tool = str(flat.pop("tool_version", ""))
-        flat["machine"] = {
-            "device_kind": flat.pop("kind", None), "device_name": flat.pop("name", None),
-            "device_uuid": flat.pop("uuid", None), "device_index": flat.pop("index", None),
-            "driver": flat.pop("driver", None), "cuda": flat.pop("cuda", None),
-            "cpu_model": flat.pop("cpu_model", None), "threads": flat.pop("threads", None),
-            "l2_bytes": flat.pop("l2_bytes", None), "hostname": flat.pop("hostname", None),
-            "torch_version": flat.pop("torch_version", ""), "tileops_version": tool.removeprefix("tileops "),
-        }
-        flat["schema_version"] = RESULTS_SCHEMA
-        return flat
+        if "machine" not in data and "name" in data:
+            flat = dict(data)
+            tool = str(flat.pop("tool_version", ""))
+            flat["machine"] = {
+                "device": {"kind": flat.pop("kind", None), "name": flat.pop("name", None),
+                           "uuid": flat.pop("uuid", None), "index": flat.pop("index", None),
+                           "hostname": flat.pop("hostname", None)},
+                "driver": flat.pop("driver", None), "cuda": flat.pop("cuda", None),
+                "cpu_model": flat.pop("cpu_model", None), "threads": flat.pop("threads", None),
+                "l2_bytes": flat.pop("l2_bytes", None),
+                "torch_version": flat.pop("torch_version", ""), "tileops_version": tool.removeprefix("tileops "),
+            }
+            flat["schema_version"] = RESULTS_SCHEMA
+            return flat
+        if isinstance(data.get("machine"), dict):
+            try:
+                return {**data, "machine": nest_machine(data["machine"])}
+            except ShapeError as exc:
+                raise ValueError(f"machine.{exc}") from None
+        return data
 
     # The device's facts, read through ``machine`` (what most callers want to name).
     @property
+    def device(self) -> DeviceIdentity:
+        return self.machine.device
+
+    @property
     def kind(self) -> str:
-        return self.machine.device_kind
+        return self.machine.device.kind
 
     @property
     def name(self) -> str:
-        return self.machine.device_name
+        return self.machine.device.name
 
     @property
     def uuid(self) -> str | None:
-        return self.machine.device_uuid
+        return self.machine.device.uuid
 
     @property
     def index(self) -> int | None:
-        return self.machine.device_index
+        return self.machine.device.index
 
     @property
     def hostname(self) -> str:
-        return self.machine.hostname
+        return self.machine.device.hostname
 
     @property
     def driver(self) -> str | None:
@@ -161,7 +175,7 @@ class DeviceCalibration(BaseModel):
     @property
     def device_key(self) -> str:
         """The per-device file stem: the GPU uuid, or ``cpu-<hostname>``."""
-        return self.machine.device_key
+        return self.machine.device.key
 
     @property
     def previous(self) -> DeviceCalibration | None:

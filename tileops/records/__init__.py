@@ -1,7 +1,8 @@
 """The records contract (§5.2): what the bench writes and every other layer reads.
 
 Three jobs, one module each: ``contract`` (the dataclasses of a record, a run
-file and an audit entry, with their bounds), ``decode`` (strict JSON to those
+file and an audit entry, with their bounds; the device they name is one
+``identity.DeviceIdentity``), ``decode`` (strict JSON to those
 objects and back: the standard library's decoder, with msgspec's mirror in
 ``fast`` as the one optional fast path, both reading times with ``times``) and ``files`` (``records.jsonl``,
 ``run.json`` and ``audit.jsonl``: appended, read in spans, torn tails set
@@ -12,7 +13,8 @@ from tileops.records.contract import (AUDIT_FILE, AUDIT_PREMISE, AUDIT_VERDICTS,
                                       RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYTES, SCHEMA_VERSION, SELECTION_FIELDS,
                                       AuditEntry, CpuConditions, GpuConditions, RowConditions,
                                       AuditVerdict, Environment, ErrorInfo, ErrorKind, Machine, Record, RunInfo,
-                                      RunOptions, RunStatus, Status, TimerKind, Timing, device_key, utcnow)
+                                      RunOptions, RunStatus, Status, TimerKind, Timing, utcnow)
+from tileops.records.identity import DeviceIdentity, device_key
 from tileops.records.decode import RecordFileError, from_data, to_data, to_json
 from tileops.records.files import (append_record, collecting_rarely, iter_jsonl, iter_records, jsonl_spans,
                                    load_records, parse_record, read_audit, read_run_info, replace_records,
@@ -21,7 +23,7 @@ from tileops.records.times import parse_time
 
 __all__ = [
     "AUDIT_FILE", "AUDIT_PREMISE", "AUDIT_VERDICTS", "CpuConditions", "GpuConditions", "RowConditions",
-    "MAX_COUNT", "MAX_TIME_S", "MIN_TIME_S", "RECORDS_FILE",
+    "MAX_COUNT", "MAX_TIME_S", "MIN_TIME_S", "RECORDS_FILE", "DeviceIdentity",
     "RUN_FILE", "RUN_FILE_MAX_BYTES", "SCHEMA_VERSION", "SELECTION_FIELDS", "AuditEntry", "AuditVerdict",
     "Environment", "ErrorInfo", "ErrorKind", "Machine", "Record", "RecordFileError", "RunInfo", "RunOptions",
     "RunStatus", "Status", "TimerKind", "Timing", "append_record", "collecting_rarely", "device_key", "from_data",

@@ -7,7 +7,9 @@ third-party dependency (§5.2); how they are read strictly is
 ``tileops.records.decode``, how files of them are kept ``tileops.records.files``.
 
 ``Machine`` is the one description of where a measurement ran; a record's
-``Environment`` and a calibration result both carry it.
+``Environment`` and a calibration result both carry it. The device itself is
+one nested ``DeviceIdentity`` (``tileops.records.identity``) in a machine and
+in an audit entry alike; an older file's flat device fields read the same.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import typing
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, ClassVar, Literal
+from collections.abc import Callable
+
+from tileops.records.identity import DeviceIdentity, nest_audit, nest_machine
 
 SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
@@ -52,13 +57,6 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def device_key(uuid: str | None, hostname: str) -> str:
-    """A device's stable key, decided here only: its GPU (or MIG) uuid, or ``cpu-<hostname>`` for a host's
-    CPU (which has no uuid). Records, calibration results, the profile store and the metrics' ``UUID`` label
-    all name a device by it."""
-    return uuid or f"cpu-{hostname}"
-
-
 def relative_half_width(median: float, lo: float, hi: float) -> float:
     """An interval's relative half-width around its median, on the wider side: ``max(hi/m - 1, 1 - lo/m)``."""
     return max(hi / median - 1.0, 1.0 - lo / median)
@@ -83,28 +81,21 @@ def _duration() -> dict[str, Any]:
 class Machine:
     """Where a measurement ran: the fields records and calibration results share.
 
-    The device name is what a profile matches (§1.2). A CPU has no uuid; its
-    stable key is ``cpu-<hostname>`` (:attr:`device_key`).
+    ``device`` is the device and its host: its name is what a profile matches
+    (§1.2), its ``key`` what the store and the metrics name it by.
     """
 
-    device_kind: Literal["cpu", "cuda"]
-    device_name: str
-    device_uuid: str | None = None
-    device_index: int | None = None
+    #: An older file's machine (flat ``device_kind``, ``device_name``, ... beside the rest) reads as this shape.
+    older_shape: ClassVar[Callable[[dict[str, Any]], dict[str, Any]]] = staticmethod(nest_machine)
+    device: DeviceIdentity
     driver: str | None = None
     cuda: str | None = None
     cpu_model: str | None = None
     threads: int | None = field(default=None, metadata=_positive())
     l2_bytes: int | None = field(default=None, metadata=_positive())
-    hostname: str
     torch_version: str
     tileops_version: str
     git_revision: str | None = None
-
-    @property
-    def device_key(self) -> str:
-        """The device's stable key (:func:`device_key`)."""
-        return device_key(self.device_uuid, self.hostname)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -415,6 +406,8 @@ class AuditEntry:
     """
 
     ignore_unknown: ClassVar[bool] = True
+    #: An older entry (flat ``device_name``, ``device_uuid``, ``hostname``) reads as this shape.
+    older_shape: ClassVar[Callable[[dict[str, Any]], dict[str, Any]]] = staticmethod(nest_audit)
     op: str
     label: str
     dtype: str  # the dtype case's name, as records name it ("bfloat16", "ids=int64,weight=bfloat16")
@@ -434,9 +427,8 @@ class AuditEntry:
     params: dict[str, Any] = field(default_factory=dict)
     data_terms: dict[str, Any] = field(default_factory=dict)  # Op.roofline_data_terms() of the call
     report: str | None = None  # the ncu report, relative to the audit's output folder
-    device_name: str | None = None
-    device_uuid: str | None = None
-    hostname: str | None = None
+    device: DeviceIdentity | None = None  # the audited GPU; None where the host had none
+    hostname: str | None = None  # the host, where no device was audited (else ``device.hostname``)
     ncu_version: str | None = None
     run_id: str | None = None
     started_at: str | None = None  # ISO 8601
@@ -445,6 +437,12 @@ class AuditEntry:
     @property
     def key(self) -> tuple[str, str, str, str]:
         return (self.op, self.label, self.dtype, self.backend)
+
+    def contract_check(self) -> tuple[str, str] | None:
+        """The host is kept once: in ``device`` where there is one, else in ``hostname``."""
+        if self.device is not None and self.hostname is not None:
+            return "hostname", "the older flat device field beside `device`, which holds it: keep `device` alone"
+        return None
 
     @property
     def read_ratio(self) -> float | None:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from tileops.errors import TileOpsError
 from tileops.records.times import parse_time
+from tileops.records.identity import ShapeError
 
 class RecordFileError(TileOpsError, ValueError):
     """A results file (records, run file, audit) holds something that is not the contract;
@@ -253,32 +254,48 @@ def _shared(decode: _Decoder) -> _Decoder:
     Every record of a run carries the same environment; decoding it once per run
     instead of once per row is a good part of the reading time saved (docs/architecture.md,
     "Figures behind the code"), and the rows then share one copy in memory. The key holds each
-    value's type as well as the value, because ``1``, ``1.0`` and ``True`` are equal keys but not the same
-    input (a field check may take one and refuse another). An object holding a
-    list or an object (GPU clocks) is unhashable and decoded every time.
+    value's type as well as the value, at every depth (the device is an object inside the environment),
+    because ``1``, ``1.0`` and ``True`` are equal keys but not the same input (a field check may take one
+    and refuse another).
     """
-    seen: dict[tuple[Any, ...], Any] = {}
-    last: list[Any] = [None, (), None]  # the last object's data, its value types, and what it decoded to
+    seen: dict[Any, Any] = {}
+    last: list[Any] = [None, None]  # the last object's key, and what it decoded to
 
     def dec(v: Any) -> Any:
         if type(v) is not dict:
             return decode(v)
-        types_ = tuple(map(type, v.values()))
-        if v == last[0] and types_ == last[1]:  # the usual case: the row before's (a dict compare is cheap)
-            return last[2]
-        try:
-            key = (tuple(v.items()), types_)
-            hit = seen.get(key)
-        except TypeError:
-            return decode(v)
+        key = _typed(v)
+        if key == last[0]:  # the usual case: the row before's
+            return last[1]
+        hit = seen.get(key)
         if hit is None:
             hit = decode(v)  # raises for an invalid object: nothing is remembered
             if len(seen) < SHARED_LIMIT:
                 seen[key] = hit
-        last[:] = (v, types_, hit)
+        last[:] = (key, hit)
         return hit
 
     return dec
+
+
+def _typed(v: Any) -> Any:
+    """Parsed JSON as a hashable key that tells ``1``, ``1.0`` and ``True`` apart wherever they are."""
+    t = type(v)
+    if t is dict:
+        return (dict, tuple([(k, _typed(x)) for k, x in v.items()]))
+    if t is list:
+        return (list, tuple([_typed(x) for x in v]))
+    return (t, v)
+
+
+def _upgraded(older_shape: Callable[[dict[str, Any]], dict[str, Any]], v: dict[str, Any]) -> dict[str, Any]:
+    """An object in an older file's shape, in today's; Invalid naming the field the upgrade refused."""
+    try:
+        return older_shape(v)
+    except ShapeError as exc:
+        refused = Invalid(exc.message)
+        refused.path.insert(0, exc.field)
+        raise refused from None
 
 
 def _field_decoder(cls: type) -> _Decoder:
@@ -293,10 +310,13 @@ def _field_decoder(cls: type) -> _Decoder:
     required = frozenset(required_names)
     ignore_unknown = bool(getattr(cls, "ignore_unknown", False))
     checked = hasattr(cls, "contract_check")  # a check across fields (Timing's interval around its median)
+    older_shape = getattr(cls, "older_shape", None)  # an older file's shape of the object, upgraded first
 
     def dec(v: Any) -> Any:
         if type(v) is not dict:
             raise Invalid(f"expected an object, got {_describe(v)}")
+        if older_shape is not None:
+            v = _upgraded(older_shape, v)
         if not ignore_unknown and not names.issuperset(v):
             unknown = sorted(set(v) - names)
             refused = Invalid("unknown field (remove it, or fix its spelling)")

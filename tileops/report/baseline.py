@@ -104,9 +104,9 @@ def _kept(p: Priced) -> Kept:
     r = p.record
     t = _time(p)
     if t is None or r.timing is None:
-        return (None, p.efficiency, r.env.device_name, None, math.inf, None, None)
+        return (None, p.efficiency, r.env.device.name, None, math.inf, None, None)
     ci, df = level_interval(r.timing)
-    return (t, p.efficiency, r.env.device_name, ci, df, sm_clock_mhz(r), "; ".join(disturbances(r)) or None)
+    return (t, p.efficiency, r.env.device.name, ci, df, sm_clock_mhz(r), "; ".join(disturbances(r)) or None)
 
 
 def _side(k: Kept) -> Side:

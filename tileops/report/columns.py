@@ -285,7 +285,7 @@ def raw_values(p: Priced) -> list[Any]:
     timing = r.timing
     breaches = p.breaches
     return [
-        r.run_id, r.op, r.family, r.label, r.dtype, r.backend, env.device_name, env.device_kind,
+        r.run_id, r.op, r.family, r.label, r.dtype, r.backend, env.device.name, env.device.kind,
         timing.timer if timing is not None else None, p.profile, r.status,
         p.actual_time_s, r.flops, r.bytes, p.intensity, r.roof_key, p.roof,
         p.memory_time_s, p.compute_time_s, p.sol_time_s, p.efficiency, p.bound,

@@ -99,7 +99,7 @@ def row_energy(record: Record) -> EnergyRates:
     c = record.conditions
     if c is None:
         return EnergyRates(window=ROW_WINDOW, blank=dict.fromkeys(RATES, NO_CONDITIONS))
-    gpu = record.env.device_kind == "cuda"
+    gpu = record.env.device.kind == "cuda"
     side = c.gpu if gpu else c.cpu
     if side is None:
         why = "no GPU readings in the record (NVML was not read)" if gpu else "no CPU readings in the record"

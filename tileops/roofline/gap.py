@@ -121,8 +121,9 @@ def gap_for(record: Record, entry: AuditEntry | None, *, actual_time_s: float, b
     if KERNEL_REPLAY in entry.premise:
         return GapBlank("the audit replayed each kernel from cold caches, which reads every intermediate back from "
                         "DRAM: its traffic is the replay's, not the op's (re-audit with the default --replay-mode)")
-    if entry.device_name is not None and entry.device_name != record.env.device_name:
-        return GapBlank(f"audited on {entry.device_name!r}, timed on {record.env.device_name!r}: traffic differs "
+    audited = entry.device.name if entry.device is not None else ""  # "": the entry names no device
+    if audited and audited != record.env.device.name:
+        return GapBlank(f"audited on {audited!r}, timed on {record.env.device.name!r}: traffic differs "
                         "between devices (audit this device)")
     if entry.data_terms != record.data_terms:
         return GapBlank(f"the audit measured a different call (data terms {entry.data_terms} against "

@@ -131,9 +131,9 @@ def unstable_reasons(record: Record, *, sustained: bool = False) -> tuple[str, .
     out: tuple[str, ...] = ()
     if t is not None:
         p = precision(t)
-        limit = unstable_limit(record.env.device_kind)
+        limit = unstable_limit(record.env.device.kind)
         if p is not None and p > limit:
-            where = "GPU" if record.env.device_kind == "cuda" else "CPU"
+            where = "GPU" if record.env.device.kind == "cuda" else "CPU"
             ci = time_interval(t)
             known = "its time is " + (interval_words(t.actual_time_s, *ci, t.ci_df) if ci is not None else "not known")
             out += (f"{known}, wider than the ±{limit * 100:.0f} % a verdict needs on a {where}",)

@@ -41,12 +41,12 @@ def power_state(record: Record) -> str | None:
     """``power-capped``, ``thermal``, ``power-capped+thermal`` or ``uncapped`` for a GPU row whose clock-event
     reasons were read; None where they were not (:func:`power_blank` says why)."""
     c = record.conditions
-    return None if c is None or record.env.device_kind != "cuda" else c.power_state()
+    return None if c is None or record.env.device.kind != "cuda" else c.power_state()
 
 
 def power_blank(record: Record) -> str | None:
     """Why a row has no power state (None: it has one)."""
-    if record.env.device_kind != "cuda":
+    if record.env.device.kind != "cuda":
         return "a CPU row: no GPU clocks or power to read"
     c = record.conditions
     if c is None:

@@ -480,7 +480,7 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
     if c is None:
         actual = timing.actual_time_s if timing else None
         return _blank(r, None, BLANK_NO_PROFILE,
-                      f"no profile matches device {r.env.device_name!r}; calibrate it (`tileops calibrate`) "
+                      f"no profile matches device {r.env.device.name!r}; calibrate it (`tileops calibrate`) "
                       "or pass --profile", actual=actual, checks=_checks(r, actual, None, _NO_ROOF))
     name = c.name
     roof = c.roof(key) if key else _NO_ROOF
@@ -529,7 +529,7 @@ def _work(r: Record, c: _Ceilings, roof: _RoofView, timing: Timing) -> _Work | _
     """The row's work and its memory and compute times on the profile's roofs, or why it cannot be priced: a
     GPU row not timed by CUPTI, no work formula, no traffic, or a roof the profile lacks or has not measured."""
     name = c.name
-    if timing.timer != "cupti" and r.env.device_kind == "cuda":
+    if timing.timer != "cupti" and r.env.device.kind == "cuda":
         why = timing.fallback_reason or ("the run asked for it; re-run with --timer auto or cupti for "
                                          "device-busy time")
         return _Unpriced(BLANK_NO_CUPTI, f"timed with {timing.timer} on a GPU, not CUPTI device-busy time: {why}")
@@ -590,7 +590,8 @@ def with_gap(p: Priced, audit: dict[tuple[str, str, str, str], list[AuditEntry]]
     entries = audit.get(r.key)
     entry = None
     if entries:
-        entry = next((e for e in reversed(entries) if e.device_name == r.env.device_name), entries[-1])
+        name = r.env.device.name
+        entry = next((e for e in reversed(entries) if e.device is not None and e.device.name == name), entries[-1])
     if p.efficiency is None or p.actual_time_s is None or p.effective_bandwidth is None:
         p.gap = GapBlank(f"the row has no SOL to split ({p.blank_reason or p.verdict})")
     else:
@@ -619,7 +620,7 @@ def price_iter(records: Iterable[Record], chooser: ProfileChooser,
     last: _Ceilings | None = None
     for r in records:
         env = r.env
-        device = (env.device_name, env.device_key)
+        device = (env.device.name, env.device.key)
         if device != last_device:
             p = chooser(*device)
             if p is None:

@@ -82,7 +82,7 @@ class BackendRace:
 
 def race_key(record: Record) -> RaceKey:
     """The row a record is one backend of: its device, op, label and dtype."""
-    return (record.env.device_uuid or record.env.device_name, record.op, record.label, record.dtype)
+    return (record.env.device.uuid or record.env.device.name, record.op, record.label, record.dtype)
 
 
 def compare_backends(priced: Iterable[Priced]) -> dict[RaceKey, BackendRace]:
