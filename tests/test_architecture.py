@@ -275,6 +275,83 @@ def test_the_command_check_catches_a_command_that_composes() -> None:
         "tileops/commands/_planted_lazy.py:2: tileops.ops.catalog"]
 
 
+def pipeline_calls(source: str) -> list[str]:
+    """Every call in ``source`` of a function it imports from the pipeline (a lowercase name, PEP 8; a
+    CapWords name is a request's type, built, not called to work), as ``line: name``."""
+    tree = ast.parse(source)
+    functions = {a.asname or a.name for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tileops.pipeline")
+                 for a in node.names if a.name[:1].islower()}
+    modules = {a.asname for node in ast.walk(tree) if isinstance(node, ast.Import)
+               for a in node.names if a.name.startswith("tileops.pipeline") and a.asname}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name) and f.id in functions:
+                found.append(f"{node.lineno}: {f.id}")
+            elif (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules
+                  and f.attr[:1].islower()):
+                found.append(f"{node.lineno}: {f.value.id}.{f.attr}")
+    return sorted(found, key=lambda w: int(w.split(":")[0]))
+
+
+def commands_that_compose(sources: list[tuple[str, str, bool]] | None = None) -> list[str]:
+    """Each module under ``tileops/commands/`` that calls more than one function of the pipeline (it would be
+    composing: making the request, then the printer, then choosing what to run), or prints by itself (a
+    printer or a rich console built there): ``path: what``."""
+    found = []
+    for rel, source, _ in _package_sources() if sources is None else sources:
+        if not rel.startswith("tileops/commands/"):
+            continue
+        calls = pipeline_calls(source)
+        if len(calls) > 1:
+            found.append(f"{rel}: {len(calls)} calls of the pipeline ({'; '.join(calls)})")
+        found += [f"{rel}:{where}" for where in direct_output(source)]
+    return found
+
+
+def test_every_command_is_a_parse_and_one_call() -> None:
+    """A command turns its flags into its workflow's arguments and makes one call; how the output looks
+    (``--output-format``), new or resumed, list or run, is decided by the workflow, where it can be tested
+    without a command line."""
+    assert commands_that_compose() == []
+
+
+def test_the_one_call_check_catches_a_command_that_composes() -> None:
+    composing = ("tileops/commands/_planted_composing.py", textwrap.dedent("""
+        def run(args):
+            from tileops.pipeline.bench import make_printer, new_request, run_bench
+            from tileops.pipeline.listing import list_plan as plan
+
+            req = new_request({})
+            printer = make_printer(args.output_format)
+            return (plan(req, printer) if args.list_only else run_bench(req, printer)).exit_code
+        """), False)
+    printing = ("tileops/commands/_planted_printing.py", textwrap.dedent("""
+        def run(args):
+            import tileops.pipeline.ops as workflow
+            from rich.console import Console
+
+            Console().print("ops")
+            return workflow.run_ops(workflow.OpsRequest()).exit_code
+        """), False)
+    one_call = ("tileops/commands/_planted_one_call.py", textwrap.dedent("""
+        def run(args):
+            from tileops.pipeline.audit import AuditRequest, run_audit
+
+            return run_audit(AuditRequest(ops=args.op)).exit_code
+        """), False)
+    found = commands_that_compose([*_package_sources(), composing, printing, one_call])
+    assert found == [
+        "tileops/commands/_planted_composing.py: 4 calls of the pipeline "
+        "(6: new_request; 7: make_printer; 8: plan; 8: run_bench)",
+        "tileops/commands/_planted_printing.py:4: imports rich.console",
+        "tileops/commands/_planted_printing.py:6: .print()",
+    ]
+    assert pipeline_calls(printing[1]) == ["7: workflow.run_ops"]
+
+
 def direct_output(source: str) -> list[str]:
     """Where ``source`` prints by itself instead of through a printer (``tileops.report.printer``): a call of
     ``print``, of anything's ``.print`` or of ``sys.stdout``/``sys.stderr``'s ``write``, or an import of rich."""

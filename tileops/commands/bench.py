@@ -142,16 +142,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tileops.pipeline.bench import make_printer, new_request, resume_request, run_bench  # torch loads here
+    from tileops.pipeline.bench import bench  # torch loads here
 
-    given = {k: getattr(args, k) for k in args.flags}
-    if args.resume is not None:
-        req = resume_request(args.resume, given, flags=args.flags, out=args.out, argv=sys.argv[1:])
-    else:
-        req = new_request(given, out=args.out, argv=sys.argv[1:])
-    printer = make_printer(args.output_format)
-    if args.list_only:
-        from tileops.pipeline.listing import list_plan
-
-        return list_plan(req, printer).exit_code
-    return run_bench(req, printer).exit_code
+    return bench({k: getattr(args, k) for k in args.flags}, resume=args.resume, out=args.out, flags=args.flags,
+                 argv=sys.argv[1:], output_format=args.output_format, list_only=args.list_only).exit_code

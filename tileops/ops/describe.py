@@ -8,7 +8,7 @@ the same code path. A value-decided op is priced only
 on real tensors, so its rows say so instead; a row the op refuses is shown
 with the error, not a crash of the listing. The descriptions are plain data
 (dicts of strings and numbers): ``--format json`` prints them as they are, and
-the table is drawn from them (``tileops.pipeline.ops``).
+the tables are drawn from them (``tileops.ops.render``).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Mapping
 
 from tileops import exitcodes, interrupts
-from tileops.bench import sweep as bench
+from tileops.bench import sweep
 from tileops.bench.select import Selection
 from tileops.ceilings.runtime import check_device
 from tileops.device import DeviceInfo, describe_device
@@ -42,6 +42,7 @@ from tileops.pipeline.calibrate import DEFAULT_MAX_AGE, ensure_calibrated
 from tileops.defaults import METRICS_DETAIL as DEFAULT_DETAIL
 from tileops.defaults import PUSH_ATTEMPTS, PUSH_BACKOFF_S, PUSH_TIMEOUT_S
 from tileops.pipeline.export import Sinks
+from tileops.pipeline.listing import Listed, list_plan
 from tileops.pipeline.outcome import exit_code
 from tileops.pipeline.progress import RowProgress
 from tileops.profiles import Profile, ProfileChooser
@@ -223,6 +224,22 @@ class BenchResult:
                          push_failed=p is not None and bool(p.failed_pushes))
 
 
+def bench(given: Mapping[str, Any], *, resume: Path | None = None, out: Path | None = None,
+          flags: Mapping[str, str] | None = None, argv: list[str] | None = None, output_format: str = "auto",
+          list_only: bool = False) -> BenchResult | Listed:
+    """``tileops bench`` whole, so the command only parses: the request (a new run from ``given``, or the run in
+    ``resume`` finished, a flag that differs from its own refused before anything is shown), the printer
+    ``output_format`` names, then the ``--list`` plan or the run itself."""
+    if resume is not None:
+        req = resume_request(resume, given, flags=flags, out=out, argv=argv)
+    else:
+        req = new_request(given, out=out, argv=argv)
+    printer = make_printer(output_format)
+    if list_only:
+        return list_plan(req, printer)
+    return run_bench(req, printer)
+
+
 def describe(device: str) -> DeviceInfo:
     """The device a run measures, described once; TileOpsError for one that is not there."""
     try:
@@ -249,7 +266,7 @@ def run_bench(req: BenchRequest, printer: Printer | None = None) -> BenchResult:
         sinks = req.sinks
         sinks.check()
         device = describe(o.device)
-        prep = bench.prepare(o, device, out=req.out, resume=req.resume, argv=req.argv)  # locked from here
+        prep = sweep.prepare(o, device, out=req.out, resume=req.resume, argv=req.argv)  # locked from here
         try:
             return _run(prep, chooser, req, printer)
         except KeyboardInterrupt as exc:  # outside the sweep: calibrating first, or pricing after
@@ -258,14 +275,14 @@ def run_bench(req: BenchRequest, printer: Printer | None = None) -> BenchResult:
             info.reason = f"stopped by {interrupts.signal_name(exc)}"
             info.finished_at = info.finished_at or utcnow()
             return _stopped(prep, printer)
-        except bench.RunWriteError as exc:
+        except sweep.RunWriteError as exc:
             printer.say(str(exc), kind="error")
             return BenchResult(prep.run_dir, prep.info, unwritable=True)
         except OSError as exc:  # an output after the sweep (roofline.json, the plot, a calibrated profile)
             where = f"{exc.filename}: " if exc.filename else ""
             info = prep.info
             info.status = "failed"
-            info.reason = f"cannot write {where}{bench.describe_oserror(exc)}"
+            info.reason = f"cannot write {where}{sweep.describe_oserror(exc)}"
             info.finished_at = info.finished_at or utcnow()
             return _failed(prep, printer)
         except Exception as exc:  # reported by the CLI (TileOpsError: exit 2); run.json must not say "running"
@@ -275,7 +292,7 @@ def run_bench(req: BenchRequest, printer: Printer | None = None) -> BenchResult:
             prep.close()
 
 
-def _mark_failed(prep: bench.PreparedSweep, reason: str) -> None:
+def _mark_failed(prep: sweep.PreparedSweep, reason: str) -> None:
     info = prep.info
     if info.status != "running":
         return
@@ -284,14 +301,14 @@ def _mark_failed(prep: bench.PreparedSweep, reason: str) -> None:
     info.finished_at = utcnow()
     try:
         prep.save(info)
-    except bench.RunWriteError:
+    except sweep.RunWriteError:
         pass  # the error being raised says what went wrong
 
 
-def _stopped(prep: bench.PreparedSweep, printer: Printer) -> BenchResult:
+def _stopped(prep: sweep.PreparedSweep, printer: Printer) -> BenchResult:
     try:
         prep.save(prep.info)
-    except bench.RunWriteError as exc:
+    except sweep.RunWriteError as exc:
         printer.say(str(exc), kind="error")
     printer.say([("interrupted", "yellow"), (f" ({prep.info.reason}): the records written are kept in "
                  f"{prep.records_path}; finish with `tileops bench --resume {prep.run_dir}`", "")], kind="warning",
@@ -299,12 +316,12 @@ def _stopped(prep: bench.PreparedSweep, printer: Printer) -> BenchResult:
     return BenchResult(prep.run_dir, prep.info)
 
 
-def _failed(prep: bench.PreparedSweep, printer: Printer) -> BenchResult:
+def _failed(prep: sweep.PreparedSweep, printer: Printer) -> BenchResult:
     result = BenchResult(prep.run_dir, prep.info)
     prep.info.exit_code = result.exit_code
     try:
         prep.save(prep.info)
-    except bench.RunWriteError as exc:
+    except sweep.RunWriteError as exc:
         printer.say(str(exc), kind="error")
         return result
     printer.say(f"{prep.info.reason}. The records already written in {prep.records_path} are whole and kept; "
@@ -322,7 +339,7 @@ class _Priced:
     facts: Any  # tileops.ceilings.runtime's DeviceFacts: the GPU's own facts against its profile
 
 
-def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, printer: Printer) -> BenchResult:
+def _run(prep: sweep.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, printer: Printer) -> BenchResult:
     device = prep.device
     printer.say([("tileops bench", "bold"), (f" run {prep.info.run_id} on {device.name} ({device.torch_device}"
                  + (f", {prep.threads} threads" if prep.threads else "") + f") -> {prep.run_dir}", "")],
@@ -338,7 +355,7 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, 
         printer.say(f"resuming: {prep.done} row(s) already recorded OK, {len(prep.todo)} to run", result=True)
 
     with printer.rows(len(prep.todo)) as events:
-        swept = bench.run(prep, RowProgress(events))
+        swept = sweep.run(prep, RowProgress(events))
     info = swept.info
     for kind, line in noise_lines(info.host_noise):
         printer.say(line, kind=kind)
@@ -352,7 +369,7 @@ def _run(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, 
     return _after_rows(prep, swept, chooser, req, basis, printer)
 
 
-def _before_rows(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchRequest,
+def _before_rows(prep: sweep.PreparedSweep, chooser: ProfileChooser, req: BenchRequest,
                  printer: Printer) -> _Priced:
     """Calibrate the device where it must be, then settle the profile the rows are priced on and check the
     device against it, saying what the run's figures will rest on."""
@@ -377,7 +394,7 @@ def _before_rows(prep: bench.PreparedSweep, chooser: ProfileChooser, req: BenchR
     return _Priced(profile, quick_note, facts)
 
 
-def _after_rows(prep: bench.PreparedSweep, swept: bench.Sweep, chooser: ProfileChooser, req: BenchRequest,
+def _after_rows(prep: sweep.PreparedSweep, swept: sweep.Sweep, chooser: ProfileChooser, req: BenchRequest,
                 basis: _Priced, printer: Printer) -> BenchResult:
     """Price the records once; from that pricing the table, roofline.json, the plot, the health in run.json
     and the metrics sinks."""
@@ -463,7 +480,7 @@ def noise_lines(noise: dict[str, Any]) -> list[tuple[Kind, str]]:
     return lines
 
 
-def _backends_line(prep: bench.PreparedSweep) -> str:
+def _backends_line(prep: sweep.PreparedSweep) -> str:
     """Which backends run, why when by default, and where compiled code is kept."""
     from tileops.bench.select import DEFAULT_BACKENDS
 
@@ -497,7 +514,7 @@ def _report(priced: list[Priced], h: Health, device: DeviceInfo, profile: Profil
                     paths=[str(p) for p in paths])
 
 
-def _export(swept: bench.Sweep, priced: list[Priced], chooser: ProfileChooser, sinks: Sinks) -> Published:
+def _export(swept: sweep.Sweep, priced: list[Priced], chooser: ProfileChooser, sinks: Sinks) -> Published:
     """Metrics of the run just priced, to the textfile directory and/or the Pushgateway."""
     from tileops.export.calibration import device_calibrations
     from tileops.export.snapshot import build_snapshots

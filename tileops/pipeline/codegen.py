@@ -9,12 +9,15 @@ fails when the module on disk is not what the manifest generates now (CI).
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tileops.errors import TileOpsError
 from tileops.pipeline.outcome import exit_code
+
+if TYPE_CHECKING:
+    from tileops.report.printer import Printer
 
 
 @dataclass(frozen=True)
@@ -40,32 +43,35 @@ class CodegenResult:
         return exit_code(failed=int(not self.current or not self.manifest_ok))
 
 
-def run_codegen(req: CodegenRequest) -> CodegenResult:
-    """Generate the module; what was left out on stderr, what was written or found current on stdout.
-    TileOpsError, before anything is read, for a ``--manifest`` that is not a directory."""
+def run_codegen(req: CodegenRequest, printer: Printer | None = None) -> CodegenResult:
+    """Generate the module, telling ``printer`` (default: plain lines) what was left out (stderr) and what was
+    written or found current (stdout). TileOpsError, before anything is read, for a ``--manifest`` that is not a
+    directory."""
     if req.manifest is not None and not req.manifest.is_dir():
         raise TileOpsError(f"--manifest {req.manifest} is not a directory "
                            "(give the directory that holds the extra manifest's YAML files)")
     from tileops.fsutil import write_atomic
     from tileops.manifest.codegen import generate
+    from tileops.report.printer import make_printer
 
+    printer = printer if printer is not None else make_printer("log")
     target, text, report = generate(req.manifest)
     for a in report.analyses:
         if not a.ok:
-            print(f"skipped {a.name}: {len(a.defects)} defect(s) (see `tileops validate`)", file=sys.stderr)
+            printer.say(f"skipped {a.name}: {len(a.defects)} defect(s) (see `tileops validate`)")
     for u in report.unreadable:
-        print(f"unreadable: {u}", file=sys.stderr)
+        printer.say(f"unreadable: {u}")
     for d in report.file_defects:
-        print(d.render(), file=sys.stderr)
+        printer.say(d.render())
     entries = len(report.entries())
     if req.check:
         current = target.exists() and target.read_text(encoding="utf-8") == text
         if not current:
             again = f" --manifest {req.manifest}" if req.manifest else ""
-            print(f"{target} is stale: run `tileops codegen`{again}", file=sys.stderr)
+            printer.say(f"{target} is stale: run `tileops codegen`{again}")
         else:
-            print(f"{target} is current ({entries} entries)")
+            printer.say(f"{target} is current ({entries} entries)", result=True)
         return CodegenResult(target, entries, current=current, manifest_ok=report.ok)
     write_atomic(target, text)
-    print(f"wrote {target} ({entries} entries)")
+    printer.say(f"wrote {target} ({entries} entries)", result=True)
     return CodegenResult(target, entries, current=True, manifest_ok=report.ok)

@@ -11,13 +11,18 @@ input.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from collections.abc import Sequence
 
 from tileops import exitcodes
 from tileops.pipeline.outcome import exit_code
+
+if TYPE_CHECKING:
+    from tileops.manifest.analysis import Defect
+    from tileops.manifest.load import ManifestReport
+    from tileops.report.printer import Printer
 
 
 @dataclass(frozen=True)
@@ -42,36 +47,43 @@ class ValidateResult:
         return exitcodes.USAGE if self.unreadable else exit_code(failed=self.defects)
 
 
-def run_validate(req: ValidateRequest) -> ValidateResult:
-    """Check the manifest; the defects and the analysis's unreached judgments on stdout (text or JSON), the
-    unreadable files and the count of defects on stderr (text)."""
+def run_validate(req: ValidateRequest, printer: Printer | None = None) -> ValidateResult:
+    """Check the manifest, telling ``printer`` (default: plain lines) the defects and the analysis's unreached
+    judgments (stdout, text or JSON), the unreadable files and the count of defects (stderr, text)."""
     from tileops.manifest.classes import class_defects
     from tileops.manifest.funcs import func_defects
     from tileops.manifest.load import read_manifest
+    from tileops.report.printer import make_printer
 
+    printer = printer if printer is not None else make_printer("log")
     report = read_manifest(req.paths or None)
     extra = [*func_defects(report), *(class_defects(report) if not req.paths else [])]
     defects = [*report.defects, *extra]
-    unreached = [u for a in report.analyses for u in a.unreached]
-    n = len(report.analyses)
     if req.format == "json":
-        print(json.dumps({
+        printer.text(json.dumps({
             "ok": not defects and not report.unreadable,
-            "entries": n,
+            "entries": len(report.analyses),
             "unreadable": report.unreadable,
             "defects": [d.__dict__ for d in defects],
-            "unreached": [u.__dict__ for u in unreached],
-        }, indent=2))
+            "unreached": [u.__dict__ for a in report.analyses for u in a.unreached],
+        }, indent=2) + "\n")
     else:
-        for u in report.unreadable:
-            print(u, file=sys.stderr)
-        for d in defects:
-            print(d.render())
-        for gap in unreached:
-            print(gap.render())
-        if defects or report.unreadable:
-            print(f"\n{len(defects)} defect(s) in {n} entr{'y' if n == 1 else 'ies'}"
-                  + (f"; {len(report.unreadable)} unreadable file(s)" if report.unreadable else ""), file=sys.stderr)
-        else:
-            print(f"ok: {n} entr{'y' if n == 1 else 'ies'}, no defects")
-    return ValidateResult(entries=n, defects=len(defects), unreadable=len(report.unreadable))
+        _say(report, defects, printer)
+    return ValidateResult(entries=len(report.analyses), defects=len(defects), unreadable=len(report.unreadable))
+
+
+def _say(report: ManifestReport, defects: Sequence[Defect], printer: Printer) -> None:
+    """The text form: each unreadable file (stderr), each defect and unreached judgment (stdout), then the count
+    of defects (stderr) or that there were none (stdout)."""
+    n = len(report.analyses)
+    for u in report.unreadable:
+        printer.say(u)
+    for d in defects:
+        printer.say(d.render(), result=True)
+    for gap in (u for a in report.analyses for u in a.unreached):
+        printer.say(gap.render(), result=True)
+    if defects or report.unreadable:
+        printer.say(f"\n{len(defects)} defect(s) in {n} entr{'y' if n == 1 else 'ies'}"
+                    + (f"; {len(report.unreadable)} unreadable file(s)" if report.unreadable else ""))
+    else:
+        printer.say(f"ok: {n} entr{'y' if n == 1 else 'ies'}, no defects", result=True)
