@@ -4,7 +4,7 @@ Two proofs. Statically: nothing in the package calls eval/exec/compile (but the
 records reader, which writes its field checks out as code from the contract
 classes alone, as ``dataclasses`` does, and is held to generated names); only the
 build-time tooling (the manifest analysis, expression checker, codegen and the
-formula guard) imports ``ast``; and only the tooling and the two commands that
+formula guard) imports ``ast``; and only the tooling and the two workflows that
 drive it (``validate``, ``codegen``) import ``tileops.manifest``. Transitively,
 in a fresh interpreter: importing ``tileops.bench`` and running one CPU row end
 to end (instantiate, build inputs, time, price) leaves no manifest loader,
@@ -33,10 +33,10 @@ from tileops.ops.catalog import GENERATED_NAME, load_entries, shipped_manifest_d
 PKG = Path(tileops.__file__).parent
 TOOLING = {"manifest/analysis.py", "manifest/signature.py", "manifest/expr.py", "manifest/codegen.py", "formula_guard.py",
            "audit/condition.py"}
-#: Modules that drive the tooling: the two build-time commands, and the audit's EXEMPT `when`, which is
+#: Modules that drive the tooling: the two build-time workflows (``tileops validate``, ``tileops codegen``), and the audit's EXEMPT `when`, which is
 #: checked by the manifest's own expression rules (it prices nothing; it says whether a measured call
 #: lies inside an exception, by walking the checked tree: nothing is compiled or evaluated as text).
-DRIVES_TOOLING = ("manifest/", "commands/validate.py", "commands/codegen.py", "audit/condition.py")
+DRIVES_TOOLING = ("manifest/", "pipeline/validate.py", "pipeline/codegen.py", "audit/condition.py")
 BUILD_TIME = ("tileops.manifest.load", "tileops.manifest.analysis", "tileops.manifest.signature",
               "tileops.manifest.roofline_fields", "tileops.manifest.workloads", "tileops.manifest.scope",
               "tileops.manifest.facts", "tileops.manifest.values", "tileops.manifest.expr", "tileops.manifest.codegen")

@@ -21,7 +21,7 @@ from tileops.device.cpu import (
     read_cpuinfo,
     usable_cpus,
 )
-from tileops.device.describe import cuda_available, default_device, describe_device, parse_device
+from tileops.device.describe import DeviceError, cuda_available, default_device, describe_device, parse_device
 from tileops.device.identity import HOSTNAME_ENV, DeviceInfo, host_name
 from tileops.device.nvml import NvmlError, NvmlGpu, NvmlSession
 from tileops.device.processes import (
@@ -35,7 +35,8 @@ from tileops.device.processes import (
 )
 
 __all__ = [
-    "ARM_PARTS", "HOSTNAME_ENV", "PROBE_BYTES", "CpuInfo", "DeviceInfo", "NvmlError", "NvmlGpu", "NvmlSession",
+    "ARM_PARTS", "HOSTNAME_ENV", "PROBE_BYTES", "CpuInfo", "DeviceError", "DeviceInfo", "NvmlError", "NvmlGpu",
+    "NvmlSession",
     "ProcessCheck", "cpu_busy_fraction", "cpu_llc_bytes", "cpu_max_mhz", "cuda_available", "default_device",
     "describe_device", "gpu_processes", "host_name", "namespace_pids", "other_gpu_processes", "own_gpu_pids",
     "own_pids_in", "parse_cpuinfo", "parse_device", "read_clocks", "read_cpuinfo", "usable_cpus",

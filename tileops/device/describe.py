@@ -16,6 +16,11 @@ from tileops.device import nvml
 from tileops.device.clocks import gpu_clocks
 from tileops.device.cpu import CpuInfo, cpu_clocks, cpu_llc_bytes, mem_total_bytes, read_cpuinfo
 from tileops.device.identity import DeviceInfo
+from tileops.errors import TileOpsError
+
+
+class DeviceError(TileOpsError, ValueError):
+    """A ``--device`` that names no device here: the command says so and stops (exit 2), before measuring."""
 
 
 def cuda_available() -> bool:
@@ -33,7 +38,7 @@ def default_device() -> str:
 
 
 def parse_device(device: str) -> tuple[Literal["cpu", "cuda"], int | None]:
-    """``auto`` | ``cpu`` | ``cuda`` | ``cuda:N`` -> (kind, index). ValueError naming the accepted forms."""
+    """``auto`` | ``cpu`` | ``cuda`` | ``cuda:N`` -> (kind, index). DeviceError naming the accepted forms."""
     d = (device or "auto").strip().lower()
     if d == "auto":
         d = default_device()
@@ -41,13 +46,14 @@ def parse_device(device: str) -> tuple[Literal["cpu", "cuda"], int | None]:
         return "cpu", None
     m = re.fullmatch(r"cuda(?::(\d+))?", d)
     if not m:
-        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
+        raise DeviceError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
     return "cuda", int(m.group(1) or 0)
 
 
 def describe_device(device: str = "auto") -> DeviceInfo:
     """Describe ``device`` (``auto``, ``cpu``, ``cuda:N``: what ``--device`` says, parsed here and only here).
-    Raises ValueError for a GPU that is not there."""
+    Raises DeviceError (a ValueError, and a TileOpsError the command line reports) for a GPU that is not
+    there."""
     kind, index = parse_device(device)
     cpu = read_cpuinfo()
     if kind == "cpu":
@@ -63,7 +69,7 @@ def _describe_cuda(index: int, cpu: CpuInfo) -> DeviceInfo:  # pragma: no cover 
 
     if not torch.cuda.is_available() or index >= torch.cuda.device_count():
         n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        raise ValueError(f"cuda:{index} is not visible ({n} CUDA device(s)); use --device cpu or a smaller index")
+        raise DeviceError(f"cuda:{index} is not visible ({n} CUDA device(s)); use --device cpu or a smaller index")
     props = torch.cuda.get_device_properties(index)
     raw_uuid = getattr(props, "uuid", None)
     uuid = None if raw_uuid is None else str(raw_uuid)

@@ -240,14 +240,6 @@ def bench(given: Mapping[str, Any], *, resume: Path | None = None, out: Path | N
     return run_bench(req, printer)
 
 
-def describe(device: str) -> DeviceInfo:
-    """The device a run measures, described once; TileOpsError for one that is not there."""
-    try:
-        return describe_device(device)
-    except ValueError as exc:
-        raise TileOpsError(str(exc)) from None
-
-
 def run_bench(req: BenchRequest, printer: Printer | None = None) -> BenchResult:
     """Run ``tileops bench``; its result says how it ended (``exit_code``: tileops.exitcodes).
 
@@ -265,7 +257,7 @@ def run_bench(req: BenchRequest, printer: Printer | None = None) -> BenchResult:
         chooser = profile_chooser(o.profile)
         sinks = req.sinks
         sinks.check()
-        device = describe(o.device)
+        device = describe_device(o.device)
         prep = sweep.prepare(o, device, out=req.out, resume=req.resume, argv=req.argv)  # locked from here
         try:
             return _run(prep, chooser, req, printer)

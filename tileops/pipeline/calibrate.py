@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from collections.abc import Callable, Iterable
 
-from tileops.device import DeviceInfo
+from tileops.device import DeviceInfo, describe_device
 from tileops.errors import TileOpsError
 from tileops.pipeline.outcome import exit_code
 
@@ -361,15 +361,6 @@ def _check_host_name() -> None:
                            "(nothing measured, nothing written)") from None
 
 
-def _describe(device: str) -> DeviceInfo:
-    from tileops.device import describe_device
-
-    try:
-        return describe_device(device)
-    except ValueError as exc:
-        raise TileOpsError(str(exc)) from None
-
-
 def run_calibrate(opts: CalibrateOptions, printer: Printer | None = None) -> CalibrateResult:
     """``tileops calibrate``: measure the device (or every device, each in its own process) and write its
     model's profile and its own result to the store, showing the summary (a table, or JSON) and the progress
@@ -395,7 +386,7 @@ def run_calibrate(opts: CalibrateOptions, printer: Printer | None = None) -> Cal
                                "--profile-dir (or TILEOPS_PROFILE_DIR), or pass --no-write")
     if opts.all_devices:
         return _every_device(cal, max_age)
-    info = _describe(opts.device)  # described once: every step below reads it
+    info = describe_device(opts.device)  # described once: every step below reads it
     fresh = cal.fresh(info, max_age) if max_age is not None else None
     result = cal.kept(fresh) if fresh is not None else cal.one(info)
     if opts.format == "json":

@@ -46,10 +46,10 @@ class Listed:
 
 def list_plan(req: BenchRequest, printer: Printer) -> Listed:
     """Show the rows ``req`` would run and its time budget through ``printer``."""
-    from tileops.pipeline.bench import describe
+    from tileops.device import describe_device
 
     opts = req.options
-    device = describe(opts.device)
+    device = describe_device(opts.device)
     notes: list[str] = []
     planned = sweep.plan_rows(req.selection, device, notes, strict=req.resume is None)
     done: set[tuple[str, str, str, str]] = set()
