@@ -15,13 +15,18 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+# The suite in TEST_WORKERS processes (pytest-xdist), a test file to one process (--dist loadfile: a file's
+# module fixtures, such as one real run several tests read, are made once). TEST_WORKERS=0 runs it in this one.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # For iteration: every test but those marked slow (each about 3 s or more: real runs, docker, Prometheus, the
 # GPU compile check). CI runs `make test`, never this alone.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # ruff (style, imports, bugs) and mypy (types) over the package, configured in pyproject.toml; CI runs it
 # before the tests. mypy keeps its cache in .mypy_cache: the first run takes about half a minute, later ones
