@@ -170,7 +170,7 @@ def test_install_profiles_one_profile_per_model(tmp_path: Path) -> None:
         d = tmp_path / host / "profiles"
         (d / "devices").mkdir(parents=True)
         (d / profile_file.name).write_text(profile_file.read_text())
-        copy = dict(dev, machine=dict(dev["machine"], hostname=host),
+        copy = dict(dev, machine=dict(dev["machine"], device=dict(dev["machine"]["device"], hostname=host)),
                     mixes={k: dict(v, bytes_per_s=v["bytes_per_s"] * scale) for k, v in dev["mixes"].items()})
         (d / "devices" / f"cpu-{host}.yaml").write_text(yaml.safe_dump(copy))
         outcomes.append(fleet.ContainerOutcome(device=fleet.FleetTarget(name=host), exit_code=0, collected=d.parent))

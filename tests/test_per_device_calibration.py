@@ -125,7 +125,7 @@ def test_bench_calibrates_a_device_it_has_no_calibration_of_first_then_reuses_it
     # docs/reliability.md, guarantee 5: the calibration's "wrote" line (its result, the CPU's profile) is stderr's
     assert "wrote " in r.stderr and "cpu-bench-host.yaml" in r.stderr and "wrote " not in r.stdout
     result = read_device_result(store / "devices" / "cpu-bench-host.yaml")
-    assert result.quick and result.machine.hostname == "bench-host"
+    assert result.quick and result.machine.device.hostname == "bench-host"
     (rec,) = list(iter_records(tmp_path / "first"))
     assert rec.env.device.key == "cpu-bench-host"
     (row,) = json.loads((tmp_path / "first" / "roofline.json").read_text())["rows"]

@@ -167,7 +167,7 @@ def test_series_arrive_with_dcgm_compatible_labels(stack):
     base, rec = stack["base"], stack["records"][0]
     got = _eventually("tileops_sol_ratio from the Pushgateway",
                       lambda: _query(base, 'tileops_sol_ratio{job="tileops"}'))
-    host = rec.env.hostname
+    host = rec.env.device.hostname
     assert {r["metric"]["op"] for r in got} == {"relu", "linear"}
     for r in got:
         m = r["metric"]
@@ -223,7 +223,7 @@ def test_inflated_formula_fires_the_breach_alert(stack):
     (breach,) = _eventually("TileOpsPhysicsBreach firing", lambda: firing("TileOpsPhysicsBreach"))
     assert breach["labels"]["severity"] == "critical"
     assert (breach["labels"]["op"], breach["labels"]["label"]) == (op, label)
-    assert breach["labels"]["UUID"] == f"cpu-{stack['records'][0].env.hostname}"
+    assert breach["labels"]["UUID"] == f"cpu-{stack['records'][0].env.device.hostname}"
     assert f"{op} [{label}" in breach["annotations"]["summary"]
     ratios = _query(base, "tileops_physics_breach_ratio")
     assert {r["metric"]["ceiling"] for r in ratios} >= {"memory"} and all(float(r["value"][1]) > 1 for r in ratios)
