@@ -33,9 +33,10 @@ call's own jitter, ``tileops.bench.interval.fast_interval``), which no noise can
 make faster than the call runs: a breach when even the top of the fast end
 (the noise-free call takes at most that long) implies a rate above the ceiling
 plus the ceiling's own uncertainty (``ceiling_tolerance``), so noise cannot
-invent one, however busy the host (the top of the level's interval bounds the
-noise-free time too, and where it is the lower, as for a row of a few samples
-whose jitter cannot be told, it counts instead); held when even the bottom of the fast end
+invent one, however busy the host (the top of the level's interval and the
+measured level itself bound the noise-free time too, and where one is the
+lower, as for a row of a few samples whose jitter cannot be told, it counts
+instead); held when even the bottom of the fast end
 implies a rate at most the ceiling, so no breach hides within the row's stated
 uncertainty; ``NOT_JUDGED_NOISE`` only between the two, and the check then
 carries both rates (the numbers that would decide it). A record without a fast
@@ -420,8 +421,12 @@ def _checks(r: Record, actual: float | None, c: _Ceilings | None, roof: _RoofVie
     if actual and t is not None:  # (fast, slow) times: the most and the least rate the row implies
         fast, level = fast_times(t), time_interval(t)
         times = fast or level
-        if fast is not None and level is not None:  # both tops bound the noise-free time: the lower one counts
-            times = (fast[0], min(fast[1], level[1]))
+        if times is not None:
+            # Every top bounds the noise-free time, the lowest counts: the fast end's and the level interval's
+            # (statistical, and wide where a busy host left few blocks) and the measured level itself (at
+            # least half the calls ran that fast, and noise only slows a call).
+            top = min(times[1], level[1] if level is not None else times[1], actual)
+            times = (min(times[0], top), top)
     row_reason = NOT_JUDGED_NO_PROFILE if c is None else NOT_JUDGED_NO_TIMING if not actual else None
     out: list[Check] = []
     if nbytes != 0:  # no traffic: the memory ceiling is not involved
