@@ -47,11 +47,19 @@ def faulty_path(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 # -- end to end --------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def cpu_set_run(tmp_path_factory: pytest.TempPathFactory,
+                profile_store: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One real quick run of the whole `cpu` row set, which the tests below each read for something else (the
+    records and the table; the file's JSON lines): the run is the cost, the checks are cheap."""
+    out = tmp_path_factory.mktemp("cpu-set") / "run"
+    return tileops("bench", "--quick", "--out", str(out), env=profile_store), out
+
+
 @pytest.mark.slow
-def test_cpu_set_end_to_end(tmp_path: Path, profile_store: dict[str, str]) -> None:
+def test_cpu_set_end_to_end(cpu_set_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     """The whole `cpu` row set: every row recorded OK with a valid schema, then the SOL table and plot."""
-    out = tmp_path / "run"
-    r = tileops("bench", "--quick", "--out", str(out), env=profile_store)
+    r, out = cpu_set_run
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     recs = list(iter_records(out))
     assert recs, "no records"
@@ -177,13 +185,28 @@ def test_quantile_interpolates() -> None:
 
 
 @pytest.mark.slow
-def test_records_in_a_run_are_json_lines(tmp_path: Path, profile_store: dict[str, str]) -> None:
-    out = tmp_path / "run"
-    r = tileops("bench", "--quick", "--op", "relu", "--dtype", "float32", "--out", str(out), "--no-plot",
-                env=profile_store)
-    assert r.returncode == 0, r.stderr
+def test_records_in_a_run_are_json_lines(cpu_set_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """records.jsonl is one JSON object per line, each the record the reader makes of it, in the order written.
+    (The run of the whole `cpu` set, shared; what `--op relu --dtype float32` selects, which this test's own run
+    used to show, is checked on the plan below.)"""
+    r, out = cpu_set_run
+    assert r.returncode == 0, r.stderr[-3000:]
     lines = (out / "records.jsonl").read_text().splitlines()
-    assert len(lines) >= 1
-    for line in lines:
+    records = list(iter_records(out))
+    assert len(lines) == len(records) >= 1
+    for line, rec in zip(lines, records):
         obj = json.loads(line)
-        assert obj["op"] == "relu" and obj["dtype"] == "float32" and obj["status"] == "ok"
+        assert (obj["op"], obj["label"], obj["dtype"], obj["status"]) == (rec.op, rec.label, rec.dtype, "ok")
+        assert parse_record(line) == rec
+    assert {(o["op"], o["dtype"]) for o in map(json.loads, lines)} >= {("relu", "float32")}
+
+
+def test_op_and_dtype_select_only_those_rows() -> None:
+    """`--op relu --dtype float32`: relu's CPU rows, each in float32 only (the plan the bench runs)."""
+    from tileops.bench.select import Selection
+    from tileops.bench.sweep import plan_rows
+    from tileops.device import describe_device
+
+    planned = plan_rows(Selection(ops=["relu"], dtypes=["float32"]), describe_device("cpu"))
+    assert planned and {(p.op, p.case_name) for p in planned} == {("relu", "float32")}
+    assert len(plan_rows(Selection(ops=["relu"]), describe_device("cpu"))) > len(planned)  # the filter filtered
