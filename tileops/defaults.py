@@ -11,6 +11,24 @@ use it. There is no second copy for a test to hold equal.
 
 from __future__ import annotations
 
+# --- the bench (tileops.bench.sweep, tileops.bench.interval, tileops.pipeline.calibrate)
+
+#: Seconds before a row is killed and recorded as a timeout, by device kind (``--row-timeout``).
+BENCH_ROW_TIMEOUT_S: dict[str, float] = {"cpu": 60.0, "cuda": 180.0}
+#: How long a compiled backend's first call (its compile) may take before the row is a timeout; the timing
+#: after it has the row timeout of its own. A MoE composite compiles tens of graphs (minutes on 2 cores).
+BENCH_COMPILE_TIMEOUT_S = 600.0
+#: How old a device's calibration may be before the bench measures it again (the chart's default too), in days.
+CALIBRATION_MAX_AGE_DAYS = 7
+#: The stopping rule's settings a person may change (``--target-precision``, ``--min-time``, ``--max-time``,
+#: ``--min-samples``), for a CPU, a GPU and ``--quick``; the rest of each rule is the bench's
+#: (``tileops.bench.interval``: blocks, pauses, warm-up).
+STOPPING: dict[str, dict[str, float]] = {
+    "cpu": {"target_precision": 0.02, "min_time_s": 0.1, "max_time_s": 1.0, "min_samples": 10},
+    "cuda": {"target_precision": 0.01, "min_time_s": 0.2, "max_time_s": 5.0, "min_samples": 10},
+    "quick": {"target_precision": 0.05, "min_time_s": 0.02, "max_time_s": 0.15, "min_samples": 6},
+}
+
 # --- ops (tileops.ops.backends)
 
 #: The implementations an op can run behind the same contract; ``--backend`` also takes ``all``.

@@ -52,7 +52,9 @@ import statistics
 import time
 from dataclasses import dataclass, field, replace
 from collections.abc import Callable, Sequence
+from typing import Any
 
+from tileops.defaults import STOPPING
 from tileops.stats import median_variance_factor, robust_scale, t_quantile, two_sided_t
 from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP
 
@@ -223,12 +225,17 @@ def visit_rule(rule: BlockRule, visits: int = 2) -> BlockRule:
                    min_blocks=max(2, rule.min_blocks // visits))
 
 
-CPU_BLOCKS = BlockRule(target_precision=0.02, min_time_s=0.1, max_time_s=1.0, min_samples=10, warmup_s=0.01,
-                       min_blocks=8, block_time_s=0.02, pause_s=0.01)
-GPU_BLOCKS = BlockRule(target_precision=0.01, min_time_s=0.2, max_time_s=5.0, min_samples=10, warmup_s=0.025,
-                       min_blocks=8, block_time_s=0.05, pause_s=0.02, min_block_samples=10)
-QUICK_BLOCKS = BlockRule(target_precision=0.05, min_time_s=0.02, max_time_s=0.15, min_samples=6, warmup_s=0.002,
-                         min_blocks=5, block_time_s=0.01, pause_s=0.005)
+def _settable(rule: str) -> dict[str, Any]:
+    """The settings of ``rule`` a person may change, as the command line shows them (``tileops.defaults``)."""
+    got = dict(STOPPING[rule])
+    got["min_samples"] = int(got["min_samples"])
+    return got
+
+
+CPU_BLOCKS = BlockRule(**_settable("cpu"), warmup_s=0.01, min_blocks=8, block_time_s=0.02, pause_s=0.01)
+GPU_BLOCKS = BlockRule(**_settable("cuda"), warmup_s=0.025, min_blocks=8, block_time_s=0.05, pause_s=0.02,
+                       min_block_samples=10)
+QUICK_BLOCKS = BlockRule(**_settable("quick"), warmup_s=0.002, min_blocks=5, block_time_s=0.01, pause_s=0.005)
 
 
 @dataclass

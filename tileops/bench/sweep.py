@@ -42,14 +42,13 @@ from tileops.interrupts import deferred, exit_code, signal_name
 from tileops.ops.backends import cache_env
 from tileops.ops.catalog import load_entries
 from tileops.ops.registry import load_all
+from tileops.defaults import BENCH_COMPILE_TIMEOUT_S, BENCH_ROW_TIMEOUT_S
 from tileops.records import (RECORDS_FILE, RUN_FILE, Environment, Record, RunInfo, RunOptions, append_record,
                              iter_records, read_run_info, replace_records, set_aside_torn_tail, utcnow,
                              write_run_info)
 
-DEFAULT_ROW_TIMEOUT_S = {"cpu": 60.0, "cuda": 180.0}
-#: How long a compiled backend's first call (its compile) may take before the row is a timeout; the timing
-#: after it has the row timeout of its own. A MoE composite compiles tens of graphs (minutes on 2 cores).
-DEFAULT_COMPILE_TIMEOUT_S = 600.0
+DEFAULT_ROW_TIMEOUT_S = BENCH_ROW_TIMEOUT_S
+DEFAULT_COMPILE_TIMEOUT_S = BENCH_COMPILE_TIMEOUT_S
 #: The compile caches' folder, beside the run directories (``results/.compile-cache``), shared by the
 #: runs written there: a nightly job loads yesterday's compiled code instead of compiling again.
 COMPILE_CACHE_DIR = ".compile-cache"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tileops.commands import argtypes
-from tileops.defaults import BACKENDS
+from tileops.defaults import (BACKENDS, BENCH_COMPILE_TIMEOUT_S, BENCH_ROW_TIMEOUT_S, CALIBRATION_MAX_AGE_DAYS,
+                              STOPPING)
 
 EPILOG = """\
 default rows: on a CPU the rows tagged `cpu`; on a GPU every row the device can run.
@@ -43,6 +45,14 @@ def add_backend_argument(group: argparse._ArgumentGroup, default: object, what: 
     group.add_argument("--backend", dest="backends", action="append", default=default,
                        choices=BACKENDS + ("all",), help=f"backend: {', '.join(BACKENDS)}, or all (every backend the "
                                                          f"op has); {what} (docs/ops.md, Backends)")
+
+
+def _per_rule(setting: str, show: Callable[[float], str] = lambda v: f"{v:g}", quick: bool = True) -> str:
+    """A stopping-rule setting's defaults as ``--help`` says them: "2% CPU, 1% GPU, 5% --quick" (one number where
+    the CPU's and the GPU's agree), from ``tileops.defaults.STOPPING``."""
+    cpu, gpu = show(STOPPING["cpu"][setting]), show(STOPPING["cuda"][setting])
+    said = cpu if cpu == gpu else f"{cpu} CPU, {gpu} GPU"
+    return f"{said}, {show(STOPPING['quick'][setting])} --quick" if quick else said
 
 
 def _duration_s(text: str) -> float:
@@ -86,22 +96,24 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="finish a stopped run: its selection and options come from DIR/run.json; skips rows "
                         "already recorded OK")
     p.add_argument("--row-timeout", dest="row_timeout_s", type=argtypes.seconds(example="60"), default=None,
-                   metavar="S", help="seconds before a row is killed and recorded as a timeout "
-                                     "(default 60 CPU, 180 GPU)")
+                   metavar="S", help="seconds before a row is killed and recorded as a timeout (default "
+                                     f"{BENCH_ROW_TIMEOUT_S['cpu']:g} CPU, {BENCH_ROW_TIMEOUT_S['cuda']:g} GPU)")
     p.add_argument("--quick", action="store_true", default=None,
                    help="loose stopping rule: a smoke run, not a measurement")
     rule = p.add_argument_group("stopping rule (default: the device's, or --quick's; docs/timing.md)")
     rule.add_argument("--target-precision", dest="target_precision", type=argtypes.precision, default=None,
                       metavar="P", help="stop a visit of a row once its level is known to +-P (the 95 %% "
-                                        "interval's half-width from its blocks of samples): 2%% or 0.02 (default 2%% "
-                                        "CPU, 1%% GPU, 5%% --quick)")
+                                        "interval's half-width from its blocks of samples): 2%% or 0.02 (default "
+                                        + _per_rule("target_precision", lambda v: f"{v:.0%}".replace("%", "%%"))
+                                        + ")")
     rule.add_argument("--min-time", dest="min_time_s", type=argtypes.seconds(allow_zero=True, example="0.1"),
-                      default=None, metavar="S", help="time each row at least S seconds (default 0.1 CPU, 0.2 GPU)")
+                      default=None, metavar="S",
+                      help=f"time each row at least S seconds (default {_per_rule('min_time_s', quick=False)})")
     rule.add_argument("--max-time", dest="max_time_s", type=argtypes.seconds(example="1"), default=None,
-                      metavar="S", help="stop timing a row after S seconds whatever its precision (default 1 CPU, "
-                                        "5 GPU, 0.15 --quick)")
+                      metavar="S", help="stop timing a row after S seconds whatever its precision (default "
+                                        f"{_per_rule('max_time_s')})")
     rule.add_argument("--min-samples", dest="min_samples", type=argtypes.samples, default=None, metavar="N",
-                      help="time each row at least N repetitions (default 10, 6 --quick)")
+                      help=f"time each row at least N repetitions (default {_per_rule('min_samples')})")
     rule.add_argument("--passes", dest="passes", type=int, choices=(1, 2), default=None,
                       help="2 (the default): visit every eager row again after the first pass, in a fresh worker "
                            "process, so each interval also covers what moves between processes and over the sweep "
@@ -120,7 +132,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compile-timeout", dest="compile_timeout_s", type=argtypes.seconds(example="600"),
                    default=None, metavar="S",
                    help="seconds a compile or triton row's first call (its compile) may take before the row is "
-                        "recorded as a timeout (default 600); the timing after it has --row-timeout of its own")
+                        f"recorded as a timeout (default {BENCH_COMPILE_TIMEOUT_S:g}); the timing after it has "
+                        "--row-timeout of its own")
     p.add_argument("--keep-traces", dest="keep_traces", action="store_true", default=None,
                    help="keep each CUPTI row's last profiled batch as a Chrome trace in <run>/traces/ (evidence "
                         "for a timing: open it in Perfetto; docs/timing.md)")
@@ -132,7 +145,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration-max-age", dest="calibration_max_age_s", type=_duration_s, default=None,
                    metavar="DURATION",
                    help="how old a device's calibration may be before it is measured again: 12h, 7d, 1d12h "
-                        "(default 7d)")
+                        f"(default {CALIBRATION_MAX_AGE_DAYS}d)")
     p.add_argument("--no-plot", dest="plot", action="store_false", default=None,
                    help="do not write the roofline plot")
     from tileops.commands.export import add_sink_arguments

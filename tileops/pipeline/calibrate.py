@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from collections.abc import Callable, Iterable
 
+from tileops.defaults import CALIBRATION_MAX_AGE_DAYS
 from tileops.device import DeviceInfo, describe_device
 from tileops.errors import TileOpsError
 from tileops.pipeline.outcome import exit_code
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from tileops.profiles import Profile, ProfileChooser
 
 #: How old a device's calibration may be before the bench measures it again (the chart's default too).
-DEFAULT_MAX_AGE = dt.timedelta(days=7)
+DEFAULT_MAX_AGE = dt.timedelta(days=CALIBRATION_MAX_AGE_DAYS)
 POLICIES = ("auto", "quick", "full", "never")
 
 
