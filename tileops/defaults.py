@@ -29,6 +29,11 @@ STOPPING: dict[str, dict[str, float]] = {
     "quick": {"target_precision": 0.05, "min_time_s": 0.02, "max_time_s": 0.15, "min_samples": 6},
 }
 
+# --- output (tileops.report.printer)
+
+#: ``--output-format``: auto is the console where stdout or stderr is a terminal, else the plain log.
+OUTPUT_FORMATS: tuple[str, ...] = ("auto", "console", "log", "jsonl")
+
 # --- ops (tileops.ops.backends)
 
 #: The implementations an op can run behind the same contract; ``--backend`` also takes ``all``.

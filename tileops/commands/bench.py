@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tileops.commands import argtypes
 from tileops.defaults import (BACKENDS, BENCH_COMPILE_TIMEOUT_S, BENCH_ROW_TIMEOUT_S, CALIBRATION_MAX_AGE_DAYS,
-                              STOPPING)
+                              OUTPUT_FORMATS, STOPPING)
 
 EPILOG = """\
 default rows: on a CPU the rows tagged `cpu`; on a GPU every row the device can run.
@@ -29,9 +29,6 @@ the host was busy (nothing measured: retry later); 130 interrupted by Ctrl-C, 14
 #: run can tell a flag given again from one left out.
 NOT_RESTORED = frozenset({"help", "list_only", "out", "resume", "output_format"})
 
-#: ``--output-format``'s choices, written here so ``--help`` shows them without importing the report; a test
-#: holds them equal to ``tileops.report.printer.OUTPUT_FORMATS``.
-OUTPUT_FORMATS = ("auto", "console", "log", "jsonl")
 
 
 def restored_flags(parser: argparse.ArgumentParser) -> dict[str, str]:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Literal, Protocol
 
+from tileops.defaults import OUTPUT_FORMATS
 from tileops.report.texttable import TextTable, colour_wanted
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
     from tileops.report.baseline import Comparison
     from tileops.roofline import Health, Priced
 
-#: The choices of ``--output-format``: auto is the console where stdout or stderr is a terminal, else the log.
-OUTPUT_FORMATS = ("auto", "console", "log", "jsonl")
 
 #: What an event is: a message's kind sets the word before it (``note: ...``) and its JSON ``kind``.
 Kind = Literal["message", "note", "warning", "error"]
