@@ -80,6 +80,8 @@ AUDIT_REPLAY_MODES: dict[str, str] = {
               "one kernel writes is read back from DRAM by the next",
 }
 AUDIT_REPLAY_MODE = "app-range"
+#: What every premise adds to its replay mode's: the audit judges reads only.
+AUDIT_READ_SIDE = "read side only: DRAM writes are measured and reported, never judged"
 #: ``--clock-control`` choices, the default first: leave the clocks alone (the device's rule), or lock to base.
 AUDIT_CLOCK_CONTROLS: tuple[str, ...] = ("none", "base")
 #: Seconds before a row under ncu is killed and recorded as ERROR.

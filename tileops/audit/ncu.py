@@ -45,6 +45,7 @@ from pathlib import Path
 from tileops.audit.reports import METRICS, NOT_COLLECTABLE
 from tileops.defaults import AUDIT_CLOCK_CONTROLS as CLOCK_CONTROLS  # --clock-control's choices, the default first
 from tileops.defaults import AUDIT_REPLAY_MODE as DEFAULT_REPLAY_MODE
+from tileops.defaults import AUDIT_READ_SIDE
 from tileops.defaults import AUDIT_REPLAY_MODES as REPLAY_MODES  # --replay-mode's choices and each one's premise
 
 #: The NVTX domain and range the child opens around the audited call.
@@ -112,7 +113,7 @@ def ncu_version(ncu: str, timeout_s: float = 60.0) -> str | None:
 
 def premise(replay_mode: str) -> str:
     """What every reading of an audit replayed in ``replay_mode`` rests on (the entries' ``premise``)."""
-    return f"{REPLAY_MODES[replay_mode]}; read side only: DRAM writes are measured and reported, never judged"
+    return f"{REPLAY_MODES[replay_mode]}; {AUDIT_READ_SIDE}"
 
 
 def profile_command(ncu: str, report: Path, child_args: list[str], *, domain: str | None,

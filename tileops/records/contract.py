@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from typing import Any, ClassVar, Literal
 from collections.abc import Callable
 
+from tileops.defaults import AUDIT_READ_SIDE, AUDIT_REPLAY_MODE, AUDIT_REPLAY_MODES
 from tileops.records.identity import DeviceIdentity, nest_audit, nest_machine
 
 SCHEMA_VERSION = 1
@@ -38,10 +39,8 @@ RunStatus = Literal["running", "completed", "interrupted", "failed"]
 AuditVerdict = Literal["PASS", "FAIL", "WARN", "EXEMPT", "SKIPPED", "ERROR", "NO-VERDICT"]
 AUDIT_VERDICTS: tuple[str, ...] = typing.get_args(AuditVerdict)
 #: The premises every audit reading rests on (§4.5); each verdict states them.
-#: (The default replay's: tileops.audit.ncu.premise gives each replay mode's, and a test holds them equal.)
-AUDIT_PREMISE = ("cold caches at the start of the call, its kernels sharing the caches as in a real run "
-                 "(ncu --cache-control all --replay-mode app-range); read side only: DRAM writes are measured and "
-                 "reported, never judged")
+#: (The default replay's, from the words tileops.audit.ncu.premise gives each replay mode.)
+AUDIT_PREMISE = f"{AUDIT_REPLAY_MODES[AUDIT_REPLAY_MODE]}; {AUDIT_READ_SIDE}"
 
 #: Counts (FLOPs, bytes) above this are not a measurement of anything: int64 is what
 #: every consumer (JSON readers, Prometheus, float arithmetic) can carry exactly enough.
