@@ -60,17 +60,20 @@ FIX_PERMISSION = (
     "--cap-drop ALL --cap-add SYS_ADMIN`; the Helm chart's audit Job), or load the NVIDIA driver with "
     "NVreg_RestrictProfilingToAdminUsers=0 on the host (docs/deploy.md)")
 FIX_BUSY = (
-    "another tool holds the GPU's profiler (a driver resource was unavailable): usually DCGM's profiling "
-    "metrics (dcgm-exporter's DCGM_FI_PROF_* fields), or another ncu/nsys. Pause DCGM profiling with "
-    "`dcgmi profile --pause`, run the audit, then `dcgmi profile --resume` (docs/deploy.md)")
+    "another tool holds the GPU's performance monitors (ncu: a driver resource was unavailable), usually DCGM's "
+    "profiling metrics (dcgm-exporter's DCGM_FI_PROF_* fields) or another ncu/nsys, so pause DCGM's profiling "
+    "with `dcgmi profile --pause`, run the audit, then `dcgmi profile --resume` (or let `tileops audit "
+    "--pause-dcgm` do both; docs/deploy.md)")
 FIX_COUNTERS_UNAVAILABLE = (
     "ncu could not start its profiler here (\"Failed to initialize the profiler: LibraryNotLoaded\"): this "
     "container runtime does not give ncu the GPU's performance counters (the device machines' gVisor runtime "
     "answers so; their Firecracker runtime reads them). Run the audit where the counters can be read: a VM or "
     "bare-metal host, a container runtime that passes the GPU through (runc with the NVIDIA container toolkit, "
     "CAP_SYS_ADMIN or NVreg_RestrictProfilingToAdminUsers=0; docs/deploy.md)")
-#: Problems of the host, not of a row: the first row that meets one speaks for every row after it.
-HOST_PROBLEMS = frozenset({"permission", "counters-unavailable"})
+#: Problems of the host, not of a row: the first row that meets one speaks for every row after it. The
+#: profiler held by DCGM is the node's state for as long as DCGM collects, not a row's: ncu is not started
+#: again for each of the rows only to be refused.
+HOST_PROBLEMS = frozenset({"permission", "counters-unavailable", "profiler-busy"})
 FIX_MISSING = (
     "Nsight Compute's `ncu` was not found on PATH (nor at /usr/local/cuda/bin/ncu): install Nsight Compute "
     "(the CUDA *devel* images ship it) or pass --ncu PATH")

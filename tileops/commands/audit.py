@@ -16,7 +16,9 @@ default rows: every row of every implemented op that declares a read half (an op
 is audited even without one: its rows get NO-VERDICT with their reads reported).
 verdicts: PASS, FAIL, WARN, EXEMPT, SKIPPED, ERROR, NO-VERDICT (docs/audit.md).
 exit codes: 0 no FAIL and no ERROR; 1 any FAIL or ERROR (every row is still written);
-2 bad arguments, an unknown op, or an invalid EXEMPT configuration (nothing run); 130 interrupted.
+1 also when --pause-dcgm's `dcgmi profile --resume` failed (DCGM's profiling left paused);
+2 bad arguments, an unknown op, an invalid EXEMPT configuration, or --pause-dcgm without dcgmi or
+with a pause that failed (nothing run); 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 """
 
 
@@ -58,6 +60,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "jobs need; base locks them to base clocks)")
     p.add_argument("--format", choices=AUDIT_FORMATS, default="table",
                    help="what to print: the table (default), or json, csv, md of every row")
+    p.add_argument("--pause-dcgm", action="store_true",
+                   help="run `dcgmi profile --pause` before the audit and `dcgmi profile --resume` after it, "
+                        "however it ends (DCGM's profiling metrics hold the counters ncu needs; docs/audit.md)")
+    p.add_argument("--dcgmi", default=None, metavar="PATH",
+                   help="the dcgmi executable for --pause-dcgm (default: dcgmi on PATH)")
     p.set_defaults(func=run)
 
 
@@ -67,5 +74,6 @@ def run(args: argparse.Namespace) -> int:
     req = AuditRequest(ops=args.op, families=args.family, labels=args.label, tags=args.tag, backends=args.backends,
                        dtypes=args.dtype, device=args.device, out=args.out, config=args.config, ncu=args.ncu,
                        row_timeout_s=args.row_timeout, warmup=args.warmup, replay_mode=args.replay_mode,
-                       clock_control=args.clock_control, format=args.format)
+                       clock_control=args.clock_control, format=args.format, pause_dcgm=args.pause_dcgm,
+                       dcgmi=args.dcgmi)
     return run_audit(req).exit_code
