@@ -12,7 +12,8 @@ verifies on the machine itself (device-check's setup step).
     python3 scripts/device_packages.py carried     # name==version per line (this environment's versions)
     python3 scripts/device_packages.py needs       # what carried packages ask of the machine's own
     python3 scripts/device_packages.py download DIR    # pip download of the carried wheels into DIR
-    python3 scripts/device_packages.py check       # on the machine: every run-time requirement is met
+    python3 scripts/device_packages.py check       # on the machine: what tileops needs is met (the image's
+                                                   # other pins are reported, one line each, not fatal)
 
 Standard library plus ``packaging`` (on the machine's list; pip's own dependency here).
 """
@@ -24,6 +25,7 @@ import importlib.metadata as md
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,30 +141,88 @@ def download_command(out_dir: str, python: str = sys.executable) -> list[str]:
     return cmd + ["-d", out_dir] + [f"{c.name}=={c.version}" for c in carried]
 
 
-def unmet_requirements() -> list[str]:
-    """On the machine, after the carried wheels are on the path: every run-time requirement of tileops,
-    transitively, checked against what is installed; each problem as a sentence with its fix."""
-    problems = []
+@dataclass(frozen=True)
+class Dist:
+    """An installed distribution as the check sees it: its version and its ``Requires-Dist`` lines."""
+
+    version: str
+    requires: tuple[str, ...]
+
+
+def installed_distribution(name: str) -> Dist | None:
+    """This interpreter's distribution ``name`` (None when not installed): the check's default view."""
+    try:
+        dist = md.distribution(name)
+    except md.PackageNotFoundError:
+        return None
+    return Dist(dist.version, tuple(dist.requires or ()))
+
+
+@dataclass
+class RequirementCheck:
+    """The setup step's verdict. ``unmet`` is fatal: what tileops itself needs (pyproject.toml's run-time
+    dependencies, and every package the carried wheels need, present and, among the carried, at the version
+    asked). ``image_pins`` is reported only: a version one package asks of an image package that tileops does
+    not pin (torch's ``setuptools<82``, ``cuda-toolkit==13.0.2``; pydantic's ``typing-extensions>=4.16.0``) --
+    the image ships these unmet and works, and the steps that import the packages show whether it does."""
+
+    unmet: list[str]
+    image_pins: list[str]
+
+
+def _judge(req: Requirement, who: str, dist: Dist | None, image: set[str], check: RequirementCheck) -> None:
+    name = canonicalize_name(req.name)
+    ours = who == "pyproject.toml" or who not in image  # tileops' own requirement, or a carried wheel's
+    if dist is None:
+        problem = f"{name} (needed by {who}) is not installed"
+        if ours:
+            check.unmet.append(problem + ": carry its wheel (scripts/device_packages.py carried lists them)")
+        else:
+            check.image_pins.append(problem + " (the image's own requirement; tileops does not need it)")
+    elif req.specifier and not req.specifier.contains(dist.version, prereleases=True):
+        problem = f"{name} {dist.version} is installed, {who} asks {name}{req.specifier}"
+        if who == "pyproject.toml" or (who not in image and name not in image):  # ours, or between carried wheels
+            check.unmet.append(problem + f": carry a {name} wheel that satisfies it")
+        else:
+            check.image_pins.append(problem + " (a pin on the image's own packages; tileops does not need it)")
+
+
+def check_requirements(lookup: Callable[[str], Dist | None] = installed_distribution,
+                       image: set[str] | None = None,
+                       requirements: list[Requirement] | None = None) -> RequirementCheck:
+    """On the machine, after the carried wheels are on the path: tileops' run-time requirements, transitively,
+    against what is installed (``lookup``), split into what tileops needs (fatal) and the image's other pins
+    (reported). ``image`` is the machine's package names (its list), which tells a carried package from the
+    image's own."""
+    image = set(device_packages()) if image is None else image
+    check = RequirementCheck([], [])
     seen: set[str] = set()
-    todo = [(r, "pyproject.toml") for r in runtime_requirements()]
+    todo = [(r, "pyproject.toml") for r in (runtime_requirements() if requirements is None else requirements)]
     while todo:
         req, who = todo.pop()
         if not _applies(req):
             continue
         name = canonicalize_name(req.name)
-        try:
-            dist = md.distribution(name)
-        except md.PackageNotFoundError:
-            problems.append(f"{name} (needed by {who}) is not installed: carry its wheel "
-                            "(scripts/device_packages.py carried lists them)")
-            continue
-        if req.specifier and not req.specifier.contains(dist.version, prereleases=True):
-            problems.append(f"{name} {dist.version} is installed, {who} needs {name}{req.specifier}: carry a "
-                            f"{name} wheel that satisfies it")
-        if name not in seen:
+        dist = lookup(name)
+        _judge(req, who, dist, image, check)
+        if dist is not None and name not in seen:
             seen.add(name)
-            todo += [(Requirement(r), name) for r in dist.requires or () if "extra ==" not in r]
-    return problems
+            todo += [(Requirement(r), name) for r in dist.requires if "extra ==" not in r]
+    return check
+
+
+def _report(check: RequirementCheck) -> int:
+    """Print the verdict, one line a finding; exit 1 only for what tileops needs."""
+    for pin in check.image_pins:
+        print(f"device_packages: not required: {pin}")
+    for problem in check.unmet:
+        print(f"device_packages: UNMET: {problem}")
+    if check.unmet:
+        return 1
+    print("device_packages: every run-time requirement of tileops is met"
+          + (f" ({len(check.image_pins)} of the image's own pins not met: reported above, not required)"
+             if check.image_pins else ""))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,12 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         print("$ " + " ".join(cmd), flush=True)
         return subprocess.run(cmd).returncode
     else:
-        problems = unmet_requirements()
-        for p in problems:
-            print(f"device_packages: {p}")
-        if problems:
-            return 1
-        print("device_packages: every run-time requirement of tileops is met")
+        return _report(check_requirements())
     return 0
 
 

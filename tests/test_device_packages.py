@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from device_support import ROOT, allowed_distributions, sandbox_env, top_level_modules
-from device_packages import (DEVICE_LIST, Carried, carried_set, device_packages, download_command,
+from device_packages import (DEVICE_LIST, Carried, Dist, RequirementCheck, _report, carried_set,
+                             check_requirements, device_packages, download_command, installed_distribution,
                              runtime_requirements)
 
 STUBS = Path(__file__).parent / "data" / "audit" / "ncu-stubs"
@@ -153,3 +155,69 @@ def test_calibrate_bench_and_audit_run_with_only_the_device_packages_and_the_car
     assert report["rcs"]["roofline"] == 0 and report["rcs"]["export"] == 0, log
     assert "tileops_sol_ratio" in "".join(p.read_text() for p in (tmp_path / "textfile").glob("*.prom"))
     assert "msgspec" not in allowed_distributions() and os.environ.get("TILEOPS_SANDBOX_ALLOWED") is None
+
+
+#: torch 2.11.0+cu130's pins on the image's own packages (its wheel metadata, as issue 36 quotes them).
+TORCH_211_PINS = ("setuptools<82", "cuda-toolkit[cublas,cudart]==13.0.2; platform_system == 'Linux'",
+                  "typing-extensions>=4.10.0", "filelock")
+#: Versions the image's list leaves out, chosen to break each pin the issue names, as the image does.
+IMAGE_VERSIONS = {"setuptools": "82.0.1", "cuda-toolkit": "13.0.1", "typing-extensions": "4.15.0"}
+
+
+def _image_lookup(overrides: dict[str, Dist | None] | None = None) -> Callable[[str], Dist | None]:
+    """The H200 image as the check would see it: the real list's packages (its versions; this environment's
+    requirements where installed here, torch's own 2.11 pins) plus the carried wheels, nothing else."""
+    image = device_packages()
+    carried = {c.name for c in carried_set()[0]}
+
+    def lookup(name: str) -> Dist | None:
+        if overrides and name in overrides:
+            return overrides[name]
+        here = installed_distribution(name)
+        if name in carried:
+            return here
+        if name not in image:
+            return None
+        if name == "torch":
+            return Dist(image[name] or "2.11.0", TORCH_211_PINS)
+        version = image[name] or IMAGE_VERSIONS.get(name) or (here.version if here else "0")
+        return Dist(version, here.requires if here else ())
+
+    return lookup
+
+
+def test_the_check_on_the_image_requires_what_tileops_needs_and_reports_the_images_own_pins() -> None:
+    """With the real h200-image-packages.txt: torch's setuptools<82 and cuda-toolkit==13.0.2 and pydantic's
+    typing-extensions>=4.16.0 are unmet there, and the image works; each is one reported line, not a failure."""
+    check = check_requirements(_image_lookup())
+    assert check.unmet == []
+    pins = "\n".join(check.image_pins)
+    for pin in ("setuptools 82.0.1 is installed, torch asks setuptools<82",
+                "cuda-toolkit 13.0.1 is installed, torch asks cuda-toolkit==13.0.2",
+                "typing-extensions 4.15.0 is installed, pydantic asks typing-extensions>=4.16.0"):
+        assert pin in pins, pins
+    assert all("tileops does not need it" in p and "\n" not in p for p in check.image_pins)
+
+
+def test_the_check_fails_on_what_tileops_needs() -> None:
+    """A run-time dependency missing or too old, a carried wheel's dependency missing, carried wheels that
+    disagree: each is unmet (exit 1), with its fix."""
+    pydantic = installed_distribution("pydantic")
+    assert pydantic is not None
+    cases = {
+        "torch 2.10.0 is installed, pyproject.toml asks torch>=2.11": {"torch": Dist("2.10.0", TORCH_211_PINS)},
+        "pydantic (needed by pyproject.toml) is not installed": {"pydantic": None},
+        "annotated-types (needed by pydantic) is not installed": {"annotated-types": None},
+        "pydantic-core 2.0.0 is installed, pydantic asks pydantic-core==": {"pydantic-core": Dist("2.0.0", ())},
+    }
+    for expected, overrides in cases.items():
+        check = check_requirements(_image_lookup(overrides))
+        assert any(expected in p for p in check.unmet), (expected, check.unmet)
+
+
+def test_the_check_command_prints_one_line_a_finding(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _report(RequirementCheck([], ["setuptools 82.0.1 is installed, torch asks setuptools<82 (...)"])) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("device_packages: not required: setuptools") and "1 of the image's own pins" in out[1]
+    assert _report(RequirementCheck(["pydantic (needed by pyproject.toml) is not installed"], [])) == 1
+    assert "UNMET: pydantic" in capsys.readouterr().out

@@ -342,6 +342,24 @@ def test_the_live_path_reads_the_saved_trace_with_only_the_api_torch_2_11_has(to
         assert json.load(f) == profile  # the evidence kept is the trace read
 
 
+def test_the_torch_2_11_stub_is_the_corrected_one_and_refuses_legacy_events() -> None:
+    """The stub follows the real torch 2.11 objects, not the wheel's .pyi: ``_ProfilerResult`` has no
+    ``legacy_events`` (a live path calling it would break on the H200 machine) and ``_KinetoEvent`` has
+    ``nbytes``. Where the project's shared fixture is present, the stub declares exactly its methods."""
+    text = TORCH_211_API.read_text()
+    event_api, result_api = _api(text, "_KinetoEvent"), _api(text, "_ProfilerResult")
+    assert "legacy_events" not in result_api and {"events", "save"} <= result_api
+    assert "nbytes" in event_api
+    shared = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / TORCH_211_API.name
+    if shared.exists():
+        fixture = shared.read_text()
+        for cls in ("_KinetoEvent", "_ProfilerResult"):
+            assert _api(text, cls) == _api(fixture, cls), cls
+    result = _Shaped(result_api, {})
+    with pytest.raises(AttributeError, match="legacy_events"):  # what the live-path test does to such a call
+        result.legacy_events()
+
+
 def test_the_live_path_on_this_machines_real_profiler(tmp_path: Path) -> None:
     """torch.profiler on this CPU writes the trace the timer reads: the same ranges a GPU profile carries,
     without device activity, so the rule fails closed here."""
