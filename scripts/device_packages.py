@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata as md
+import os
 import re
 import subprocess
 import sys
@@ -52,8 +53,8 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x
              "manylinux1_x86_64")
 #: What the device tool carries at most (the working tree and its carried paths together).
 WHEELS_LIMIT_BYTES = 64 * 2**20
-#: The folder device-check installs from, and `make device-wheels` writes.
-WHEELS_DIR = ROOT / ".whl"
+#: The folder device-check installs from, and `make device-wheels` writes (DEVICE_WHEELS names another).
+WHEELS_DIR = Path(os.environ.get("DEVICE_WHEELS") or ROOT / ".whl")
 
 
 def device_packages(path: Path = DEVICE_LIST) -> dict[str, str | None]:
@@ -118,7 +119,7 @@ def _wheel_metadata(wheel: Path) -> tuple[str, list[str]]:
     return (next(v for k, v in fields if k == "Version"), [v for k, v in fields if k == "Requires-Dist"])
 
 
-def _wheel_for(name: str, folder: Path) -> Path | None:
+def wheel_for(name: str, folder: Path) -> Path | None:
     """The wheel of ``name`` in ``folder`` (wheel file names spell the name with underscores)."""
     for wheel in sorted(folder.glob("*.whl")):
         if canonicalize_name(wheel.name.split("-", 1)[0]) == name:
@@ -134,7 +135,7 @@ def installed_or_wheel_metadata(wheels: Path = WHEELS_DIR) -> MetadataSource:
             dist = md.distribution(name)
             return dist.version, list(dist.requires or ())
         except md.PackageNotFoundError:
-            wheel = _wheel_for(name, wheels)
+            wheel = wheel_for(name, wheels)
             if wheel is None:
                 raise LookupError(f"{name} (needed by {who}) is neither installed here nor in {wheels}/, so its "
                                   "version and requirements are unknown: run `make device-wheels` (or "
@@ -143,7 +144,7 @@ def installed_or_wheel_metadata(wheels: Path = WHEELS_DIR) -> MetadataSource:
     return source
 
 
-def pip_download_metadata(dest: Path, python: str = sys.executable) -> MetadataSource:
+def pip_download_metadata(dest: Path, python: str = sys.executable, python_version: str = "3.12") -> MetadataSource:
     """pip downloads the machine's wheel of each requirement into ``dest`` and its METADATA answers: the
     version installed here where there is one (the one the tests ran), else the newest pip picks."""
     def source(req: Requirement, who: str) -> tuple[str, list[str]]:
@@ -153,11 +154,12 @@ def pip_download_metadata(dest: Path, python: str = sys.executable) -> MetadataS
         except md.PackageNotFoundError:
             spec = f"{name}{req.specifier}"
         with tempfile.TemporaryDirectory() as tmp:
-            cmd = _pip_download(python, tmp) + [spec]
+            cmd = _pip_download(python, tmp, python_version) + [spec]
             res = subprocess.run(cmd, capture_output=True, text=True)
-            wheel = _wheel_for(name, Path(tmp))
+            wheel = wheel_for(name, Path(tmp))
             if res.returncode != 0 or wheel is None:
-                raise LookupError(f"pip found no CPython 3.12 manylinux x86-64 wheel of {spec} (needed by {who}):\n"
+                raise LookupError(f"pip found no CPython {python_version} manylinux x86-64 wheel of {spec} "
+                                  f"(needed by {who}):\n"
                                   f"$ {' '.join(cmd)}\n{res.stdout[-1500:]}{res.stderr[-1500:]}")
             dest.mkdir(parents=True, exist_ok=True)
             target = dest / wheel.name
@@ -199,9 +201,9 @@ def carried_set(device: dict[str, str | None] | None = None,
             [Need(n, s, tuple(sorted(set(w)))) for (n, s), w in sorted(needs.items())])
 
 
-def _pip_download(python: str, out_dir: str) -> list[str]:
-    cmd = [python, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-           "--implementation", "cp"]
+def _pip_download(python: str, out_dir: str, python_version: str = "3.12") -> list[str]:
+    cmd = [python, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+           "--python-version", python_version, "--implementation", "cp"]
     for tag in PLATFORMS:
         cmd += ["--platform", tag]
     return cmd + ["-d", out_dir]
@@ -213,15 +215,16 @@ def download_command(out_dir: str, python: str = sys.executable) -> list[str]:
     return _pip_download(python, out_dir) + [f"{c.name}=={c.version}" for c in carried]
 
 
-def build_device_wheels(out_dir: Path, python: str = sys.executable,
-                        limit: int = WHEELS_LIMIT_BYTES) -> list[tuple[str, int]]:
+def build_device_wheels(out_dir: Path, python: str = sys.executable, limit: int = WHEELS_LIMIT_BYTES,
+                        python_version: str = "3.12") -> list[tuple[str, int]]:
     """``make device-wheels``: ``out_dir`` emptied of wheels, then the project's own wheel and every carried
-    one for the machine (pip resolves each from the index: nothing needs to be installed here). Returns
+    one for the machine (pip resolves each from the index: nothing needs to be installed here; another
+    ``python_version`` builds the same set for another interpreter, as the tests do for theirs). Returns
     (file, bytes) sorted by name; raises ValueError with every size when the set is over ``limit``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("*.whl"):
         old.unlink()
-    carried_set(metadata=pip_download_metadata(out_dir, python))
+    carried_set(metadata=pip_download_metadata(out_dir, python, python_version))
     res = subprocess.run([python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out_dir), str(ROOT)],
                          capture_output=True, text=True)
     if res.returncode != 0:
@@ -250,8 +253,9 @@ def unmet_requirements() -> list[str]:
         try:
             dist = md.distribution(name)
         except md.PackageNotFoundError:
-            problems.append(f"{name} (needed by {who}) is not installed: carry its wheel "
-                            "(scripts/device_packages.py carried lists them)")
+            problems.append(f"{name} (needed by {who}) is not installed: carry its wheel (`make device-wheels` "
+                            "writes .whl/, which device-check installs; scripts/device_packages.py carried lists "
+                            "them)")
             continue
         if req.specifier and not req.specifier.contains(dist.version, prereleases=True):
             problems.append(f"{name} {dist.version} is installed, {who} needs {name}{req.specifier}: carry a "
@@ -262,9 +266,9 @@ def unmet_requirements() -> list[str]:
     return problems
 
 
-def _print_wheels(out_dir: Path) -> int:
+def _print_wheels(out_dir: Path, python_version: str) -> int:
     try:
-        sizes = build_device_wheels(out_dir)
+        sizes = build_device_wheels(out_dir, python_version=python_version)
     except (LookupError, ValueError, RuntimeError) as exc:
         print(f"device_packages wheels: {exc}", file=sys.stderr)
         return 1
@@ -284,8 +288,17 @@ def main(argv: list[str] | None = None) -> int:
     dl.add_argument("dir")
     wh = sub.add_parser("wheels", help="make device-wheels: the project's wheel and the carried ones into DIR")
     wh.add_argument("dir", nargs="?", default=str(WHEELS_DIR))
+    wh.add_argument("--python-version", default="3.12", help="the interpreter the wheels are for (the machine's: 3.12)")
     sub.add_parser("check", help="on the machine: every run-time requirement is met (exit 1 when not)")
     args = ap.parse_args(argv)
+    try:
+        return _run(args)
+    except LookupError as exc:
+        print(f"device_packages {args.cmd}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.cmd == "carried":
         for c in carried_set()[0]:
             print(f"{c.name}=={c.version}  # for {', '.join(c.needed_by)}")
@@ -297,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         print("$ " + " ".join(cmd), flush=True)
         return subprocess.run(cmd).returncode
     elif args.cmd == "wheels":
-        return _print_wheels(Path(args.dir))
+        return _print_wheels(Path(args.dir), args.python_version)
     else:
         problems = unmet_requirements()
         for p in problems:
