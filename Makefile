@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast lint bench codegen validate clean image base-image
+.PHONY: install test test-fast lint bench codegen validate clean image base-image device-wheels
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check tileops tests benchmarks scripts
 	$(BIN)/mypy
+
+# What travels to the GPU machine (docs/gpu-validation.md): .whl/ (git-ignored) with the project's wheel and
+# every run-time dependency the machine's Python lacks (tests/data/device/h200-image-packages.txt), for
+# CPython 3.12 on manylinux x86-64, resolved by pip from the index; fails with the sizes over 64 MiB.
+device-wheels:
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/device_packages.py wheels .whl
 
 bench: $(STAMP)
 	$(BIN)/tileops bench $(BENCH_ARGS)

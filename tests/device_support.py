@@ -28,6 +28,20 @@ import json, os, sys
 from importlib.machinery import PathFinder
 
 _ALLOWED = frozenset(json.load(open(os.environ["TILEOPS_SANDBOX_ALLOWED"], encoding="utf-8")))
+# wheels-only mode: the carried packages' modules and distributions, found only outside this environment's own
+# site folders (as on the machine, where only the carried wheels' site folder has them)
+_WHEELS_ONLY = json.load(open(os.environ["TILEOPS_SANDBOX_WHEELS_ONLY"], encoding="utf-8")) \
+    if os.environ.get("TILEOPS_SANDBOX_WHEELS_ONLY") else None
+
+
+def _outside_host(paths):
+    host = set(_WHEELS_ONLY["host_site"])
+    return [p for p in paths if os.path.realpath(p or os.getcwd()) not in host]
+
+
+def _inside_repo(paths):
+    repo = _WHEELS_ONLY["repo"] + os.sep
+    return [p for p in paths if (os.path.realpath(p or os.getcwd()) + os.sep).startswith(repo)]
 
 
 class DeviceOnlyFinder:
@@ -35,13 +49,30 @@ class DeviceOnlyFinder:
 
     @classmethod
     def find_spec(cls, name, path=None, target=None):
-        if path is None and name.partition(".")[0] not in _ALLOWED:
-            return None
+        top = name.partition(".")[0]
+        if path is None and top not in _ALLOWED:  # wheels-only mode: the repository's own modules travel too
+            return PathFinder.find_spec(name, _inside_repo(sys.path), target) if _WHEELS_ONLY else None
+        if path is None and _WHEELS_ONLY and top in _WHEELS_ONLY["modules"]:
+            return PathFinder.find_spec(name, _outside_host(sys.path), target)
         return PathFinder.find_spec(name, path, target)
 
     @classmethod
     def invalidate_caches(cls):
         PathFinder.invalidate_caches()
+
+    if _WHEELS_ONLY:
+        @classmethod
+        def find_distributions(cls, context=None):
+            from importlib.metadata import DistributionFinder
+            context = context or DistributionFinder.Context()
+            host = set(_WHEELS_ONLY["host_site"])
+            carried = set(_WHEELS_ONLY["distributions"])
+            for dist in PathFinder.find_distributions(context):
+                name = (dist.metadata["Name"] or "").lower().replace("_", "-").replace(".", "-")
+                where = os.path.realpath(str(getattr(dist, "_path", "")) + "/..")
+                if name in carried and where in host:
+                    continue
+                yield dist
 
 
 sys.meta_path[:] = [DeviceOnlyFinder if f is PathFinder else f for f in sys.meta_path]
@@ -82,12 +113,34 @@ def top_level_modules() -> tuple[set[str], set[str]]:
     return allowed, blocked - allowed
 
 
-def sandbox_env(where: Path) -> dict[str, str]:
-    """The environment of a sandboxed interpreter (its sitecustomize and allowed list written under ``where``)."""
+def _wheels_only() -> dict[str, list[str]]:
+    """The carried distributions, their top-level modules, and this environment's site folders."""
+    import site
+    import sysconfig
+
+    carried = {c.name for c in carried_set()[0]}
+    modules = sorted(top for top, dists in md.packages_distributions().items()
+                     if any(canonicalize_name(d) in carried for d in dists))
+    host = {os.path.realpath(p) for p in [*site.getsitepackages(), sysconfig.get_paths()["purelib"],
+                                           sysconfig.get_paths()["platlib"]]}
+    return {"distributions": sorted(carried), "modules": modules, "host_site": sorted(host),
+            "repo": os.path.realpath(ROOT)}
+
+
+def sandbox_env(where: Path, wheels_only: bool = False) -> dict[str, str]:
+    """The environment of a sandboxed interpreter (its sitecustomize and allowed list written under ``where``).
+
+    ``wheels_only``: the carried packages (pydantic, platformdirs, docker, ...) are importable, and their
+    metadata readable, only from outside this environment's site folders: from the carried wheels that
+    ``scripts/device-check`` installs, as on the machine; and the repository's own modules (scripts/,
+    tests/: they travel with it) import from it."""
     allowed, _ = top_level_modules()
     where.mkdir(parents=True, exist_ok=True)
     (where / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
     (where / "allowed.json").write_text(json.dumps(sorted(allowed)), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSTARTUP")}
     env.update(PYTHONPATH=str(where), TILEOPS_SANDBOX_ALLOWED=str(where / "allowed.json"), PYTHONNOUSERSITE="1")
+    if wheels_only:
+        (where / "wheels-only.json").write_text(json.dumps(_wheels_only()), encoding="utf-8")
+        env["TILEOPS_SANDBOX_WHEELS_ONLY"] = str(where / "wheels-only.json")
     return env

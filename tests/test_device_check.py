@@ -137,3 +137,45 @@ def test_a_step_that_recorded_an_error_fails(tmp_path: Path) -> None:
     assert _verify("ncu", str(log)).returncode == 0
     log.write_text("==ERROR== The application returned an error code (1).\n")
     assert _verify("ncu", str(log)).returncode == 1
+
+
+GPU_STEPS = ["calibrate", "bench", "do-bench", "backends"]
+
+
+@pytest.mark.slow
+def test_the_dry_run_fails_without_the_carried_wheels_and_passes_with_them(tmp_path: Path) -> None:
+    """In a sandbox where pydantic, platformdirs, docker (the carried packages) import only from the wheels
+    device-check installs, and msgspec not at all: with no wheels the dry run fails each GPU step, naming the
+    packages and `make device-wheels`, as the real run would fail; with the wheel set built by the real
+    command (`scripts/device_packages.py wheels`, from PyPI, for this interpreter's version) it passes."""
+    from device_support import sandbox_env
+
+    env = {**sandbox_env(tmp_path / "sandbox", wheels_only=True), "PYTHON": sys.executable}
+    bare = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "bare"), "--dry-run"], capture_output=True, text=True,
+                          timeout=600, env={**env, "DEVICE_WHEELS": str(tmp_path / "no-wheels")})
+    log = bare.stdout[-6000:] + bare.stderr[-2000:]
+    assert bare.returncode == 1, log
+    summary = bare.stdout[bare.stdout.index("===== device-check summary"):]
+    for name in GPU_STEPS:
+        assert re.search(rf"^{name}\s+FAILED: its real run would not import .*make device-wheels", summary, re.M), \
+            (name, summary)
+    for package in ("pydantic", "platformdirs", "docker"):
+        assert re.search(rf"device_imports: calibrate: {package} .*not installed.*make device-wheels.*no wheel in",
+                         bare.stdout), (package, log)
+    assert "msgspec absent (an optional extra" in bare.stdout  # hidden too, and optional: named, not a failure
+    assert re.search(r"^setup\s+FAILED", summary, re.M)
+
+    wheels = tmp_path / "wheels"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"  # the machine's is 3.12: `make device-wheels`
+    built = subprocess.run([sys.executable, str(ROOT / "scripts" / "device_packages.py"), "wheels", str(wheels),
+                            "--python-version", version], capture_output=True, text=True, timeout=600, env=env)
+    assert built.returncode == 0, built.stdout + built.stderr
+    carried = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "carried"), "--dry-run"], capture_output=True,
+                             text=True, timeout=600, env={**env, "DEVICE_WHEELS": str(wheels)})
+    log = carried.stdout[-6000:] + carried.stderr[-2000:]
+    assert carried.returncode == 0, log
+    summary = carried.stdout[carried.stdout.index("===== device-check summary"):]
+    assert re.search(r"^setup\s+passed", summary, re.M), summary
+    for name in GPU_STEPS:
+        assert re.search(rf"^{name}\s+skipped: no GPU \(its command starts, its imports load\)", summary, re.M), \
+            (name, summary)

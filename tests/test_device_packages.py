@@ -221,3 +221,41 @@ def test_the_check_command_prints_one_line_a_finding(capsys: pytest.CaptureFixtu
     assert out[0].startswith("device_packages: not required: setuptools") and "1 of the image's own pins" in out[1]
     assert _report(RequirementCheck(["pydantic (needed by pyproject.toml) is not installed"], [])) == 1
     assert "UNMET: pydantic" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_make_device_wheels_builds_the_machines_set_where_none_of_it_is_installed(tmp_path: Path) -> None:
+    """`scripts/device_packages.py wheels` (make device-wheels) in a sandbox where the carried packages are
+    neither importable nor have metadata: pip resolves them for CPython 3.12 on manylinux x86-64, the project's
+    wheel joins them, and the files and sizes are printed; `carried` then reads the wheels' metadata."""
+    env = sandbox_env(tmp_path / "sandbox", wheels_only=True)
+    script = str(ROOT / "scripts" / "device_packages.py")
+    bare = subprocess.run([sys.executable, script, "carried"], capture_output=True, text=True, timeout=120,
+                          env={**env, "DEVICE_WHEELS": str(tmp_path / "none")})
+    assert bare.returncode == 1 and "make device-wheels" in bare.stderr and "Traceback" not in bare.stderr, bare.stderr
+    wheels = tmp_path / "wheels"
+    res = subprocess.run([sys.executable, script, "wheels", str(wheels)], capture_output=True, text=True,
+                         timeout=600, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    files = sorted(wheels.glob("*.whl"))
+    names = {canonicalize_name(f.name.split("-", 1)[0]) for f in files}
+    assert names == {"tileops", "pydantic", "pydantic-core", "annotated-types", "typing-inspection", "platformdirs",
+                     "docker"}
+    for f in files:
+        tags = f.name[:-4].split("-")[-3:]
+        assert tags[0] in ("py3", "cp312") and (tags[2] == "any" or "manylinux" in tags[2] and "x86_64" in tags[2]), f
+        assert f"{f.stat().st_size / 2**20:7.2f} MiB  {f.name}" in res.stdout
+    assert sum(f.stat().st_size for f in files) <= 64 * 2**20 and "limit 64 MiB" in res.stdout
+    listed = subprocess.run([sys.executable, script, "carried"], capture_output=True, text=True, timeout=120,
+                            env={**env, "DEVICE_WHEELS": str(wheels)})
+    assert listed.returncode == 0, listed.stderr
+    assert {line.split("==")[0] for line in listed.stdout.splitlines()} == names - {"tileops"}
+
+
+@pytest.mark.slow
+def test_a_wheel_set_over_the_limit_fails_with_every_size(tmp_path: Path) -> None:
+    """Over the device tool's 64 MiB the build fails, listing each wheel's size and the fix."""
+    from device_packages import build_device_wheels
+
+    with pytest.raises(ValueError, match=r"over the device tool's 0 MiB(.|\n)*pydantic_core-.*\.whl(.|\n)*fix: "):
+        build_device_wheels(tmp_path, limit=1)
