@@ -26,7 +26,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from device_packages import ROOT, WHEELS_DIR, wheel_for, runtime_requirements, unmet_requirements
+from device_packages import ROOT, WHEELS_DIR, check_requirements, runtime_requirements, wheel_for
 
 try:
     import tomllib
@@ -75,7 +75,7 @@ def missing_imports(entries: list[str]) -> dict[str, str]:
 def wheel_problems(wheels: Path) -> list[str]:
     """Every run-time requirement this interpreter does not meet, each with whether ``wheels`` has its wheel."""
     problems = []
-    for problem in unmet_requirements():
+    for problem in check_requirements().unmet:  # what tileops needs; the image's own pins are not its business
         name = problem.split(" ", 1)[0]
         wheel = wheel_for(name, wheels)
         where = f"its wheel {wheel.name} is in {wheels}/ but not on this path" if wheel else f"no wheel in {wheels}/"
