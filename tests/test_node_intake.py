@@ -115,6 +115,7 @@ def test_an_unknown_sku_has_no_floor_and_says_so(tmp_path: Path) -> None:
     result, said = judge([run], tmp_path)
     assert result.exit_code == exitcodes.NO_FLOOR == 7
     assert "intake NO FLOOR" in said and "no profile matches 'NVIDIA Mystery 96GB'" in said
+    assert "add a floors file" in said
     # and nothing to judge at all is no pass either
     assert judge([], tmp_path)[0].exit_code == exitcodes.NO_FLOOR
 
@@ -155,6 +156,7 @@ def test_a_cpu_without_enough_history_has_no_floor(tmp_path: Path) -> None:
     result, said = judge([current], tmp_path)
     assert result.exit_code == exitcodes.NO_FLOOR
     assert "2 earlier quick calibration(s)" in said and "3 needed" in said
+    assert "calibrate it again until its history holds enough results" in said
 
 
 @pytest.mark.slow

@@ -62,9 +62,10 @@ def _below(v: IntakeVerdict, c: CeilingCheck) -> str:
 
 def _say(v: IntakeVerdict, printer: Printer, result: bool) -> None:
     if v.state == "no_floor":
+        fix = ("add a floors file for it (docs/profiles.md, 'Node intake floors')" if v.sku is None else
+               "calibrate it again until its history holds enough results")
         printer.say(f"intake NO FLOOR: {v.device_key} ({v.device_name}): {v.reason}; nothing was judged "
-                    "(exit 7): add a floors file (docs/profiles.md, 'Node intake floors')", kind="error",
-                    result=result, bare=True)
+                    f"(exit 7): {fix}", kind="error", result=result, bare=True)
         return
     for c in v.failing:
         printer.say(_below(v, c), kind="error", result=result, bare=True)
