@@ -207,3 +207,9 @@ def test_a_site_floors_file_overrides_the_shipped_one(tmp_path: Path) -> None:
     run = planted(tmp_path, h200_result({"tensor_core.bf16": 0.1, "memory.read": 0.6}))
     result, said = judge([run], tmp_path)
     assert result.exit_code == exitcodes.OK and "meets all 1 floors" in said
+
+
+def test_textfile_without_check_is_refused_before_anything_is_measured(tmp_path: Path) -> None:
+    res = tileops("calibrate", "--device", "cpu", "--textfile", str(tmp_path), env={"TILEOPS_PROFILE_DIR": str(tmp_path)})
+    assert res.returncode == exitcodes.USAGE and "give --check with it" in res.stderr
+    assert not (tmp_path / "devices").exists()

@@ -392,6 +392,8 @@ def run_calibrate(opts: CalibrateOptions, printer: Printer | None = None) -> Cal
         if why:
             raise TileOpsError(f"cannot write profiles to {cal.target} ({why}); give a writable "
                                "--profile-dir (or TILEOPS_PROFILE_DIR), or pass --no-write")
+    if opts.textfile_dir is not None and not opts.check:
+        raise TileOpsError("--textfile writes the node intake's metrics: give --check with it")
     if opts.textfile_dir is not None and (why := unwritable_dir(opts.textfile_dir)):
         raise TileOpsError(f"--textfile {opts.textfile_dir}: {why}; give a writable directory")
     if opts.all_devices:
