@@ -38,7 +38,8 @@ def test_the_alerts_exist_with_severity_and_annotations():
     alerts = _alerts()
     assert set(alerts) == {"TileOpsPhysicsBreach", "TileOpsPhysicsNotJudged", "TileOpsSOLRegression",
                            "TileOpsCalibrationDrift", "TileOpsCalibrationDrop", "TileOpsBenchStale",
-                           "TileOpsAuditFail", "TileOpsStragglerSOL", "TileOpsStragglerBandwidth"}
+                           "TileOpsAuditFail", "TileOpsStragglerSOL", "TileOpsStragglerBandwidth",
+                           "TileOpsNodeBelowFloor", "TileOpsNodeNoFloor"}
     assert alerts["TileOpsPhysicsBreach"]["labels"]["severity"] == "critical"
     for name, rule in alerts.items():
         text = rule["annotations"]["summary"] + rule["annotations"]["description"]

@@ -39,7 +39,7 @@ PROM_DIR = REPO / "exporters" / "prometheus"
 RULES = PROM_DIR / "rules" / "tileops-alerts.rules.yml"
 
 #: Who is woken, who gets a ticket (docs/deploy.md, "Alerts reach a person").
-PAGES = {"TileOpsPhysicsBreach", "TileOpsAuditFail"}
+PAGES = {"TileOpsPhysicsBreach", "TileOpsAuditFail", "TileOpsNodeBelowFloor"}
 
 
 def need_binary(name: str, package: str) -> str:

@@ -370,3 +370,24 @@ def test_the_compile_cache_persists_on_the_results_claim(helm) -> None:
     assert set(env) == {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
     for path in env.values():
         assert Path(path).is_relative_to("/data/results/.compile-cache")
+
+
+def test_node_intake_is_off_by_default_and_a_job_per_chosen_sku_when_on(helm) -> None:
+    """Issue 36 item 6: `tileops calibrate --check` as a Job before a node takes work; its exit code fails it."""
+    assert not of_kind(render(helm, yaml.safe_load((CHART / "ci" / "default-values.yaml").read_text())), "Job")
+    values = yaml.safe_load((CHART / "ci" / "intake-values.yaml").read_text())
+    (job,) = of_kind(render(helm, values), "Job")
+    assert job["metadata"]["labels"]["app.kubernetes.io/component"] == "intake"
+    assert job["metadata"]["labels"]["tileops.dev/sku"] == "h200" and job["spec"]["backoffLimit"] == 0
+    spec = pod_spec(job)
+    assert spec["nodeName"] == "gpu-node-7" and spec["restartPolicy"] == "Never"
+    assert "initContainers" not in spec  # the Job's container is the calibration
+    (ctr,) = spec["containers"]
+    assert ctr["args"] == ["calibrate", "--all-devices", "--max-age", "7d", "--check", "--textfile", "/textfile"]
+    assert {"name": "textfile", "mountPath": "/textfile"} in ctr["volumeMounts"]
+    assert {"name": "textfile", "hostPath": {"path": "/var/lib/node_exporter/textfile", "type": "Directory"}} \
+        in spec["volumes"]
+    assert ctr["resources"]["limits"]["nvidia.com/gpu"] == 8  # the SKU's GPUs, every one checked
+    values["intake"]["skus"] = ["h100"]
+    with pytest.raises(Exception, match="values.intake.skus"):
+        render(helm, values)

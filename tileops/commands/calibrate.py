@@ -7,7 +7,8 @@ default under the user's data dir), plus a per-device raw result under
 in its own process, and writes one profile per device model (median over its
 devices) plus every device's own result. ``--max-age 7d`` measures only the
 devices whose stored result is missing, rough (quick) or older than that: what
-an init container runs before every benchmark. The workflow is
+an init container runs before every benchmark. ``--check`` then holds each device's result against its
+SKU's floors (node intake: exit 6 below one, 7 when there is none). The workflow is
 ``tileops.pipeline.calibrate``; this module parses its arguments.
 """
 
@@ -46,6 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cpu-ghz", type=argtypes.positive, metavar="GHZ",
                    help="CPU all-core clock for the peak estimate")
     p.add_argument("--format", choices=("table", "json"), default="table", help="summary format (stdout)")
+    p.add_argument("--check", action="store_true",
+                   help="node intake: hold each device's stored result against its SKU's floors "
+                        "(profiles/floors/); exit 6 below a floor, 7 when no floor holds the SKU")
+    p.add_argument("--textfile", type=Path, metavar="DIR", dest="textfile_dir",
+                   help="with --check: write tileops_<device>.intake.prom (tileops_node_intake) to DIR for "
+                        "node_exporter's textfile collector")
     p.set_defaults(func=run)
 
 
@@ -55,5 +62,6 @@ def run(args: argparse.Namespace) -> int:
     opts = CalibrateOptions(device=args.device, all_devices=args.all_devices, quick=args.quick, max_age=args.max_age,
                             profile_dir=args.profile_dir, write_shipped=args.write_shipped, write=not args.no_write,
                             dram_bandwidth=args.dram_bandwidth, dram_bandwidth_file=args.dram_bandwidth_file,
-                            cpu_ghz=args.cpu_ghz, format=args.format)
+                            cpu_ghz=args.cpu_ghz, format=args.format,
+                            check=args.check, textfile_dir=args.textfile_dir)
     return run_calibrate(opts).exit_code

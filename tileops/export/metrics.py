@@ -56,7 +56,8 @@ class MetricSpec:
     name: str
     help: str
     labels: tuple[str, ...]
-    scope: str  # "row", "run", "physics", "calibration", "profile", "audit", "build": its docs/metrics.md section
+    # "row", "run", "physics", "calibration", "profile", "intake", "audit", "build": its docs/metrics.md section
+    scope: str
     detail: str = "lean"  # the lowest detail level that exports it
 
 
@@ -188,6 +189,13 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
           DEVICE_LABELS + ("profile", "roof"), "profile"),
     _spec("tileops_profile_latency_floor_seconds", "The profile's latency floor.", DEVICE_LABELS + ("profile",),
           "profile"),
+    # ---- node intake (tileops calibrate --check): the device's calibration against its SKU's floors
+    _spec("tileops_node_intake", "The device's intake against its SKU's floors: 1 on its state (pass, "
+          "below_floor, no_floor), 0 on the others.", DEVICE_LABELS + ("sku", "state"), "intake"),
+    _spec("tileops_node_intake_gap_ratio", "Per ceiling with a floor: measured / floor - 1 (negative: below the "
+          "floor); absent where the ceiling was not measured.", DEVICE_LABELS + ("sku", "ceiling"), "intake"),
+    _spec("tileops_node_intake_timestamp_seconds", "When the intake was judged (Unix time).",
+          DEVICE_LABELS + ("sku",), "intake"),
     # ---- read-side bytes audit
     _spec("tileops_audit_verdict", "The audit's verdict for a row (value 1): PASS, FAIL, WARN, EXEMPT, SKIPPED, "
           "ERROR, NO-VERDICT.", ROW_LABELS + ("verdict",), "audit"),

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from tileops.report.printer import Printer
 
     from tileops.ledger import DeviceCalibration, Freshness
+    from tileops.pipeline.intake import IntakeOutcome
     from tileops.calibrate.theoretical import TheoryOptions
     from tileops.profiles import Profile, ProfileChooser
 
@@ -212,6 +213,8 @@ class CalibrateOptions:
     dram_bandwidth_file: Path | None = None  # a file stating it (dram_bandwidth: 76.8GB/s)
     cpu_ghz: float | None = None  # the all-core clock of a CPU's peak estimate
     format: str = "table"
+    check: bool = False  # node intake: each device's result against its SKU's floors (tileops.pipeline.intake)
+    textfile_dir: Path | None = None  # --check's metrics for node_exporter's textfile collector
 
 
 @dataclass
@@ -224,17 +227,21 @@ class CalibrateResult:
     written: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     skipped: list[Freshness] = field(default_factory=list)
+    intake: IntakeOutcome | None = None  # --check: each device against its SKU's floors
 
     @property
     def exit_code(self) -> int:
-        return exit_code(failed=len(self.failed))
+        intake = self.intake
+        return exit_code(failed=len(self.failed), below_floor=intake is not None and intake.below_floor,
+                         no_floor=intake is not None and intake.no_floor)
 
     def as_json(self) -> str:
         return json.dumps({
             "profile": self.profile.model_dump(mode="json") if self.profile else None,
             "devices": [r.model_dump(mode="json") for r in self.runs],
             "warnings": self.warnings, "written": self.written, "failed": self.failed,
-            "skipped": [{"device": f.key, "reason": f.reason} for f in self.skipped]}, indent=2)
+            "skipped": [{"device": f.key, "reason": f.reason} for f in self.skipped],
+            **({"intake": self.intake.as_json()} if self.intake is not None else {})}, indent=2)
 
 
 class _Calibration:
@@ -385,11 +392,16 @@ def run_calibrate(opts: CalibrateOptions, printer: Printer | None = None) -> Cal
         if why:
             raise TileOpsError(f"cannot write profiles to {cal.target} ({why}); give a writable "
                                "--profile-dir (or TILEOPS_PROFILE_DIR), or pass --no-write")
+    if opts.textfile_dir is not None and not opts.check:
+        raise TileOpsError("--textfile writes the node intake's metrics: give --check with it")
+    if opts.textfile_dir is not None and (why := unwritable_dir(opts.textfile_dir)):
+        raise TileOpsError(f"--textfile {opts.textfile_dir}: {why}; give a writable directory")
     if opts.all_devices:
         return _every_device(cal, max_age)
     info = describe_device(opts.device)  # described once: every step below reads it
     fresh = cal.fresh(info, max_age) if max_age is not None else None
     result = cal.kept(fresh) if fresh is not None else cal.one(info)
+    _intake(cal, result)
     if opts.format == "json":
         printer.text(result.as_json() + "\n")
     elif result.profile is not None:
@@ -402,11 +414,21 @@ def run_calibrate(opts: CalibrateOptions, printer: Printer | None = None) -> Cal
     return result
 
 
+def _intake(cal: _Calibration, result: CalibrateResult) -> None:
+    """``--check``: every device's result (just written, or kept under --max-age) against its SKU's floors."""
+    if cal.opts.check:
+        from tileops.pipeline.intake import check_intake
+
+        result.intake = check_intake(result.runs, cal.store, cal.printer, cal.opts.textfile_dir,
+                                     on_stdout=cal.opts.format != "json")
+
+
 def _every_device(cal: _Calibration, max_age: dt.timedelta | None) -> CalibrateResult:
     """``--all-devices``: each device in its own process, then each model's profile and the devices' table."""
     from tileops.calibrate.summary import devices_table, profile_view
 
     result = cal.every_device(max_age)
+    _intake(cal, result)
     printer = cal.printer
     if cal.opts.format == "json":
         printer.text(result.as_json() + "\n")

@@ -12,15 +12,17 @@ from tileops import exitcodes
 
 
 def exit_code(*, stopped: int | None = None, unwritable: bool = False, breached: bool = False, failed: int = 0,
-              sinks_unwritable: bool = False, push_failed: bool = False) -> int:
+              below_floor: bool = False, no_floor: bool = False, sinks_unwritable: bool = False,
+              push_failed: bool = False) -> int:
     """The exit code of a workflow's result, in the order a reader should worry.
 
     ``stopped``: the signal's exit code (130 Ctrl-C, 143 SIGTERM) when the work was interrupted: what
     finished is kept, and the resume is what matters. ``unwritable``: the work's own files could not be
     written (a full disk): exit 2. ``breached``: a physics-check breach (a formula claims the impossible):
     exit 3. ``failed``: rows, regressions, audit verdicts or devices that failed while the work finished:
-    exit 1. Then the sinks, which never hide the above: a textfile directory that could not be written
-    (exit 2), or a push that failed after its retries (exit 4).
+    exit 1. ``below_floor``: a node's intake found a ceiling under its SKU's floor: exit 6; ``no_floor``: no
+    floor judged it: exit 7 (never a silent pass). Then the sinks, which never hide the above: a textfile
+    directory that could not be written (exit 2), or a push that failed after its retries (exit 4).
     """
     if stopped is not None:
         return stopped
@@ -30,6 +32,10 @@ def exit_code(*, stopped: int | None = None, unwritable: bool = False, breached:
         return exitcodes.PHYSICS
     if failed:
         return exitcodes.FAILED
+    if below_floor:
+        return exitcodes.BELOW_FLOOR
+    if no_floor:
+        return exitcodes.NO_FLOOR
     if sinks_unwritable:
         return exitcodes.USAGE
     if push_failed:
