@@ -40,8 +40,10 @@ def _outside_host(paths):
 
 
 def _inside_repo(paths):
+    # the repository's own folders, not this environment's site folders inside it (a checkout's .venv): a
+    # package installed there is the host's, as absent on the machine as anywhere else
     repo = _WHEELS_ONLY["repo"] + os.sep
-    return [p for p in paths if (os.path.realpath(p or os.getcwd()) + os.sep).startswith(repo)]
+    return [p for p in _outside_host(paths) if (os.path.realpath(p or os.getcwd()) + os.sep).startswith(repo)]
 
 
 class DeviceOnlyFinder:
