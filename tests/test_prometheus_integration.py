@@ -204,7 +204,8 @@ def test_the_lean_set_and_what_the_physics_check_judged(stack):
               for r in _query(base, 'tileops_physics_check_judged{job="tileops"}')}
     # judged, or (issue 26) a quick row's interval straddled the ceiling on this shared host: noise alone
     assert {judged["memory"], judged["cpu.fp32"]} <= {("1", ""), ("1", "within-noise")}, judged
-    noisy = ("1", "within-noise") in judged.values()  # then those rows are not judged, and the run partly
+    # then those rows are not judged, and the run partly: on any ceiling the run touched (cpu.fp32_matmul too)
+    noisy = any(reason == "within-noise" for _, reason in judged.values())
     (state,) = _query(base, 'tileops_run_physics_check{job="tileops"} == 1')
     assert state["metric"]["state"] == "held" or (noisy and state["metric"]["state"] == "partial"), state
     states = {r["metric"]["physics"] for r in _query(base, 'tileops_row_verdict{job="tileops"}')}
