@@ -23,6 +23,7 @@ from tileops.interrupts import exit_code, signal_name
 COMMANDS: dict[str, str] = {
     "bench": "run the benchmarks and print SOL efficiency (the main job)",
     "roofline": "price benchmark records against a device profile: SOL efficiency, verdicts, physics check",
+    "report": "write a run's report as one HTML page to open in a browser: plot, table, health, host",
     "calibrate": "measure this device's bandwidth mixes, compute roofs and latency floor",
     "profile": "list and show device profiles (theoretical, calibration, effective)",
     "export": "publish priced runs to Prometheus: Pushgateway, node_exporter textfile, or stdout",
