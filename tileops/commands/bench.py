@@ -144,7 +144,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how old a device's calibration may be before it is measured again: 12h, 7d, 1d12h "
                         f"(default {CALIBRATION_MAX_AGE_DAYS}d)")
     p.add_argument("--no-plot", dest="plot", action="store_false", default=None,
-                   help="do not write the roofline plot")
+                   help="do not write the roofline plot (roofline.png, roofline.svg) or report.html")
     from tileops.commands.export import add_sink_arguments
 
     add_sink_arguments(p.add_argument_group("metrics at the end of the run (docs/metrics.md)"), restorable=True)

@@ -403,6 +403,8 @@ def _after_rows(prep: sweep.PreparedSweep, swept: sweep.Sweep, chooser: ProfileC
     info.health["device_facts"] = basis.facts.as_dict()
     info.exit_code = result.exit_code
     prep.save(info)  # the run's final state, before any network work
+    if req.options.plot:  # the page to open in a browser, from the same pricing and the run.json just saved
+        _html_report(swept.run_dir, priced, basis.profile, info, printer)
 
     if req.sinks.wanted:
         result.published = _export(swept, priced, chooser, req.sinks)
@@ -504,6 +506,16 @@ def _report(priced: list[Priced], h: Health, device: DeviceInfo, profile: Profil
         paths = write_plot(priced, profile, run_dir)
         printer.say("roofline plot: " + ", ".join(str(p) for p in paths), result=True,
                     paths=[str(p) for p in paths])
+
+
+def _html_report(run_dir: Path, priced: list[Priced], profile: Profile | None, info: RunInfo,
+                 printer: Printer) -> None:
+    """report.html, linked from the summary as the plot is: the run as a person reads it in a browser."""
+    from tileops.pipeline.report import write_run_report
+    from tileops.records import to_data
+
+    path = write_run_report(run_dir, priced, [profile] if profile is not None else [], to_data(info))
+    printer.say(f"report: {path} (open it in a browser)", result=True, path=str(path))
 
 
 def _export(swept: sweep.Sweep, priced: list[Priced], chooser: ProfileChooser, sinks: Sinks) -> Published:
