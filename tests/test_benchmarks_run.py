@@ -20,6 +20,8 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 @pytest.mark.parametrize("script, args, expect", [
     ("roofline_plot.py", ["--n", "40", "--repeat", "1"], ["plot of 40 rows", "goal < 5 s"]),
     ("roofline_pricing.py", ["--n", "300", "--repeat", "1"], ["300"]),
+    ("report_html.py", ["--size-rows", "40", "--n", "60", "--repeat", "1"],
+     ["page of 40 rows (with a baseline)", "written for 60 rows", "goal <= 2 s"]),
     ("attribution.py", ["--ranges", "100", "--per-range", "10", "--repeat", "1"],
      ["1,000 launches over 100 ranges", "goal < 1 s", "scan/sorted"]),
     ("serve_scrape.py", ["--records", "300", "--scrapes", "2"], ["first scrape", "goal < 200 ms"]),

@@ -52,3 +52,5 @@ def test_installed_wheel_validates_from_outside_the_checkout(tmp_path: Path) -> 
     assert "no defects" in r.stdout
     for data in ("manifest", "profiles", "audit", "exporters"):
         assert Path(manifest_dir).parent.joinpath(data).is_dir(), f"{data}/ is missing from the wheel"
+    # the HTML report's page (its style and script) beside the module that fills it (tileops.report.html)
+    assert Path(pkg_file).parent.joinpath("report", "html_page.html").is_file(), "report/html_page.html is missing"
