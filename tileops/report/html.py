@@ -119,7 +119,7 @@ def _finite(value: Any) -> Any:
 def _extra(p: Priced) -> dict[str, Any]:
     """What the hover adds to a row's cells: what disturbed it (contention, throttling) apart from the rest of
     why it is unstable."""
-    return {"conditions": list(disturbances(p.record)), "verdict": shown_verdict(p)}
+    return {"conditions": list(disturbances(p.record))}
 
 
 def _changes(inp: ReportInput) -> list[dict[str, Any] | None]:
