@@ -72,6 +72,7 @@ def test_every_row_is_in_the_table_and_the_data_is_the_json_reports_rows() -> No
     assert page.count('class="pt ') == 10  # every row placed on the plot, each point knowing its row
     assert {int(i) for i in re.findall(r'class="pt [^"]*" data-i="(\d+)"', page)} == set(range(10))
     assert "health: OK" in page and "PARTLY" not in page
+    assert not re.search(r"\b(src|href)=|https?://|@import", page)  # nothing fetched when it is opened
     # the filters offer what the rows hold
     assert re.search(r'data-filter="op">.*<option value="add">add</option><option value="relu">relu</option>', page)
 
