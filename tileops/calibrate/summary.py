@@ -198,6 +198,8 @@ def profile_view(profile: Profile, run: DeviceCalibration | None = None) -> Rend
                                    Text("; ".join(extra))]
     if profile.memory_note:
         parts.append(Text(profile.memory_note, style="yellow"))
+    if profile.calibration_marked:
+        parts.append(Text(f"MARKED: {profile.calibration_marked}", style="bold yellow"))
     if profile.notes:
         parts.append(Text(profile.notes, style="dim"))
     return Group(*parts)
