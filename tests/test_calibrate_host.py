@@ -348,3 +348,24 @@ def test_a_refused_device_is_said_not_judged() -> None:
     say_not_judged(KEY, ["measured contended: load 3.1 on 2 CPUs"], 5, LogPrinter(out, out), True)
     assert out.getvalue().startswith(f"intake NOT JUDGED: {KEY}: its calibration was refused and not stored "
                                      "(measured contended: load 3.1 on 2 CPUs); nothing was judged (exit 5)")
+
+
+@pytest.mark.slow
+def test_the_bench_stores_its_own_dropped_calibration_marked_and_its_rows_say_so(tmp_path: Path) -> None:
+    """The bench cannot refuse its run: a calibration it measures below the stored one is stored marked."""
+    store, out = tmp_path / "store", tmp_path / "run"
+    stale = result(day=1, scale=100.0, name=describe_device("cpu").name)  # finished long ago: over --max-age
+    write_device_result(stale, store)
+    env = {**os.environ, "TILEOPS_PROFILE_DIR": str(store), "TILEOPS_HOSTNAME": HOST, "COLUMNS": "200"}
+    proc = subprocess.run(tileops_argv("bench", "--quick", "--op", "relu", "--device", "cpu", "--calibrate",
+                                       "quick", "--no-plot", "--out", str(out)),
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    current = read_device_result(store / "devices" / f"{KEY}.yaml")
+    assert current.run_id != stale.run_id and current.marked is not None
+    assert current.marked.by.startswith("the bench's calibration step") and current.marked.compared_with == "cal-01"
+    assert any(r.startswith("memory.copy measured ") for r in current.marked.reasons)
+    assert f"calibration of {KEY} stored marked" in proc.stderr
+    doc = json.loads((out / "roofline.json").read_text())
+    note = f"priced on calibration {current.run_id} of {KEY}, stored marked (the bench's calibration step"
+    assert doc["rows"] and all(any(n.startswith(note) for n in row["notes"]) for row in doc["rows"])
