@@ -369,3 +369,11 @@ def test_the_bench_stores_its_own_dropped_calibration_marked_and_its_rows_say_so
     doc = json.loads((out / "roofline.json").read_text())
     note = f"priced on calibration {current.run_id} of {KEY}, stored marked (the bench's calibration step"
     assert doc["rows"] and all(any(n.startswith(note) for n in row["notes"]) for row in doc["rows"])
+
+
+def test_a_device_whose_current_result_was_removed_is_calibrated_afresh(tmp_path: Path) -> None:
+    """docs/deploy.md: after a roll-out, removing devices/<key>.yaml recalibrates; its history is not held against it."""
+    path = write_device_result(result(day=1), tmp_path)
+    assert judge_calibration(result(day=2, scale=0.5), tmp_path).drops
+    path.unlink()
+    assert judge_calibration(result(day=2, scale=0.5), tmp_path).ok

@@ -14,7 +14,8 @@ Two findings, either enough:
   per step and over the whole measurement) found other work competing with it;
 - **a drop**: a ceiling (a memory mix or a compute roof) measured below the same ceiling of the stored
   calibration of the same mode (quick with quick, full with full: they measure different sizes; the newest
-  that is not itself marked) by more than its noise. A ceiling's noise is the largest of (a) the two
+  kept that is not itself marked; none once the device's current result was removed, which is how a device is
+  calibrated afresh) by more than its noise. A ceiling's noise is the largest of (a) the two
   calibrations' own spreads (each measurement's median repetition over its best: how far this one and the
   stored one wandered, ``spread``), combined, (b) ``HISTORY_SDS`` robust standard deviations of the ceiling
   over the device's own kept history of that mode (at least ``MIN_HISTORY`` results), and (c) the documented
@@ -103,14 +104,17 @@ def _ceilings(run: DeviceCalibration) -> dict[str, tuple[float, float | None]]:
 
 
 def stored_results(device_key: str, store: Path | None = None) -> list[DeviceCalibration]:
-    """The device's kept results, newest first: its history and its current file (a store written before
-    history existed has only the latter). Unreadable files are skipped: they cannot be compared with."""
-    runs = {r.run_id: r for r in load_device_history(device_key, store)}
+    """The device's kept results, newest first: its current file and its history (a store written before
+    history existed has only the former). None at all when the current file is gone: removing it is how a
+    device is calibrated afresh (docs/deploy.md, after a driver or firmware roll-out), so nothing older is held
+    against it. Unreadable files are skipped: they cannot be compared with."""
     current = devices_dir(store) / f"{device_key}.yaml"
+    if not current.is_file():
+        return []
+    runs = {r.run_id: r for r in load_device_history(device_key, store)}
     try:
-        if current.is_file():
-            cur = read_device_result(current)
-            runs.setdefault(cur.run_id, cur)
+        cur = read_device_result(current)
+        runs.setdefault(cur.run_id, cur)
     except ProfileError:
         pass
     return sorted(runs.values(), key=lambda r: r.finished_at, reverse=True)
