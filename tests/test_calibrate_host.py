@@ -284,6 +284,7 @@ def test_forced_beside_a_busy_core_it_is_stored_marked_and_a_priced_row_says_so(
         proc = _calibrate(store, "--force", cpu=cpu)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"{KEY}: stored marked (--force)" in proc.stderr and "MARKED: priced on calibration" in proc.stdout
+    assert "host: contended (" in proc.stdout  # the summary says how the host was
     current = read_device_result(store / "devices" / f"{KEY}.yaml")
     assert current.marked is not None and current.marked.by == "tileops calibrate --force"
     assert current.marked.reasons[0].startswith("measured contended: ")
