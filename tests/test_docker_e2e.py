@@ -123,7 +123,7 @@ def test_docker_run_bench_prints_the_sol_table(client, image: str, tmp_path: Pat
 def calibrated_store(image: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     base = tmp_path_factory.mktemp("fleet-calibrate")
     result = ok(tileops("fleet", "calibrate", "--cpu", "--image", image, "--out", str(base / "out"),
-                        "--profile-dir", str(base / "store"), "--", "--quick"))
+                        "--profile-dir", str(base / "store"), "--", "--quick", "--force"))
     return base, result.stdout
 
 

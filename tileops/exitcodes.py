@@ -9,9 +9,11 @@ FAILED = 1  # defects, failed rows, a baseline regression, an audit FAIL/ERROR: 
 USAGE = 2  # bad arguments, unreadable input or an unwritable output (a full disk): nothing (more) was done
 PHYSICS = 3  # a physics-check breach: a roofline formula claims the impossible (§4.3)
 PUSH = 4  # results written, but the Pushgateway push failed
-BUSY = 5  # `bench --require-quiet` and the host was busy before the first row: nothing was measured, retry later
+BUSY = 5  # the host was busy: `bench --require-quiet` before the first row (nothing measured), or a `calibrate`
+# measured contended (nothing stored, the stored calibration stands): retry later
 BELOW_FLOOR = 6  # `calibrate --check`: a ceiling measured below its SKU's floor (or not measured): keep the node out
 NO_FLOOR = 7  # `calibrate --check`: no floor holds this SKU (or its history is too short): nothing was judged
+BELOW_STORED = 8  # `calibrate`: a ceiling fell below the stored calibration's beyond noise: nothing stored (--force)
 INTERRUPTED = 130  # Ctrl-C (SIGINT): what finished is kept (`tileops bench --resume DIR`)
 TERMINATED = 143  # SIGTERM (docker stop, Kubernetes): as INTERRUPTED; 128 + 15, as a shell reports it
 PIPE_CLOSED = 141  # stdout's reader went away (`tileops roofline ... | head`): stopped quietly; 128 + SIGPIPE (13)

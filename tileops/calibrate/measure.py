@@ -20,7 +20,7 @@ import torch
 
 from tileops.ledger import STREAM_WORDS, MixMeasurement, RoofMeasurement
 from tileops.calibrate.streaming import StreamingKernels, load_kernels
-from tileops.calibrate.timing import best_time
+from tileops.calibrate.timing import best_time, rep_times, spread
 from tileops.profiles import MIXES
 from tileops.tf32 import tf32_matmul
 
@@ -92,9 +92,11 @@ def _arrays(device: torch.device, n: int) -> tuple[torch.Tensor, torch.Tensor, t
     return array(), array(), array()
 
 
-def _record(mix: str, n: int, t: float, reps: int, kernel: str) -> MixMeasurement:
+def _record(mix: str, n: int, times: list[float], kernel: str) -> MixMeasurement:
     moved = STREAM_WORDS[mix] * n * F32
-    return MixMeasurement(bytes_per_s=moved / t, bytes=moved, array_bytes=n * F32, best_s=t, reps=reps, kernel=kernel)
+    t = min(times)
+    return MixMeasurement(bytes_per_s=moved / t, bytes=moved, array_bytes=n * F32, best_s=t, reps=len(times),
+                          kernel=kernel, spread=spread(times))
 
 
 def torch_mixes(device: torch.device, sizes: Sizes,
@@ -114,7 +116,7 @@ def torch_mixes(device: torch.device, sizes: Sizes,
     out: dict[str, MixMeasurement] = {}
     for mix, (desc, fn) in kernels.items():
         step(f"bandwidth: {mix}")
-        out[mix] = _record(mix, n, best_time(fn, device, reps=sizes.mix_reps), sizes.mix_reps, desc)
+        out[mix] = _record(mix, n, rep_times(fn, device, reps=sizes.mix_reps), desc)
     return out
 
 
@@ -129,8 +131,8 @@ def streaming_mixes(kernels: StreamingKernels, sizes: Sizes, threads: int | None
     out: dict[str, MixMeasurement] = {}
     for mix in MIXES:
         step(f"bandwidth: {mix}")
-        best, _ = kernels.run(mix, a, b, c, reps=sizes.mix_reps, threads=threads)
-        out[mix] = _record(mix, n, best, sizes.mix_reps, kernels.describe(mix, threads))
+        times, _ = kernels.passes(mix, a, b, c, reps=sizes.mix_reps, threads=threads)
+        out[mix] = _record(mix, n, times, kernels.describe(mix, threads))
     return out
 
 
@@ -159,8 +161,10 @@ def measure_mixes(device: torch.device, sizes: Sizes,
 
 def _gemm_rate(fn: Callable[[], object], flops: float, device: torch.device, reps: int, warmup: int,
                method: str) -> RoofMeasurement:
-    t = best_time(fn, device, reps=reps, warmup=warmup)
-    return RoofMeasurement(flops_per_s=flops / t, flops=flops, best_s=t, reps=reps, method=method)
+    times = rep_times(fn, device, reps=reps, warmup=warmup)
+    t = min(times)
+    return RoofMeasurement(flops_per_s=flops / t, flops=flops, best_s=t, reps=reps, method=method,
+                           spread=spread(times))
 
 
 def cpu_fma_path(sizes: Sizes) -> RoofMeasurement:

@@ -17,11 +17,13 @@ import torch
 
 from tileops import __version__
 from tileops.calibrate import measure
-from tileops.calibrate.clock import highest, measure_clock
+from tileops.calibrate.clock import highest, load_clock_kernel, measure_clock
+from tileops.calibrate.host import HostWatch
+from tileops.calibrate.streaming import load_kernels
 from tileops.calibrate.theoretical import TheoryOptions, base_profile
 from tileops.bench.sensors import RowSensors
 from tileops.ledger import ClockMeasurement, DeviceCalibration, build_profile, new_run_id
-from tileops.device import DeviceInfo, cpu_busy_fraction, describe_device, other_gpu_processes, read_clocks
+from tileops.device import DeviceInfo, describe_device, read_clocks
 from tileops.profiles import Profile
 from tileops.records import Machine, RowConditions
 from tileops.revision import git_revision
@@ -32,7 +34,6 @@ Progress = Callable[[str, int, int], None]
 CPU_ROOFS = ("cpu.fp32", "cpu.fp32_matmul")
 GPU_ROOFS = ("cuda_core.fp32", "tensor_core.tf32", "tensor_core.bf16", "tensor_core.fp16", "tensor_core.fp8",
              "tensor_core.int8")
-BUSY_LOAD = 0.5  # load average per usable CPU above which a CPU calibration warns
 
 
 @dataclass
@@ -53,21 +54,12 @@ def _steps(kind: str) -> list[str]:
 
 
 def idle_warnings(info: DeviceInfo) -> list[str]:
-    """The device must be idle: other processes would make its ceilings look lower than they are."""
-    if info.kind == "cpu":
-        load = cpu_busy_fraction()
-        if load is not None and load > BUSY_LOAD:
-            return [f"the host is busy (1-minute load {load:.2f} per usable CPU): other work competes with the "
-                    "calibration, so its figures may be low; calibrate on an idle host"]
-        return []
-    procs, why = other_gpu_processes(info)
-    if procs is None:
-        return [f"could not check that {info.torch_device} is idle: {why}"]
-    if procs:
-        pids = ", ".join(str(p["pid"]) for p in procs)
-        return [f"{len(procs)} other process(es) on {info.torch_device} (pid {pids}): the GPU is not idle, so its "
-                "figures may be low; calibrate an idle device"]
-    return []
+    """Why the device may not be idle before a calibration starts (the bench's look before its first row:
+    load and steal on a CPU, other processes on a GPU), and what could not be checked. A calibration keeps
+    these in its host check (``tileops.calibrate.host``), where contention refuses or marks it."""
+    watch = HostWatch(info)
+    blank = watch.look_before()
+    return [*watch.before_reasons, *blank]
 
 
 def measure_device(info: DeviceInfo, *, quick: bool = False, progress: Progress | None = None,
@@ -75,7 +67,11 @@ def measure_device(info: DeviceInfo, *, quick: bool = False, progress: Progress 
     """Measure the device's mixes, roofs and latency floor. Writes nothing."""
     dev = torch.device(info.torch_device)
     started = dt.datetime.now(dt.timezone.utc)
-    warnings = idle_warnings(info)
+    if info.kind == "cpu":  # built before the host is watched: the compiler is this calibration's, no neighbour
+        load_kernels()
+        load_clock_kernel()
+    watch = HostWatch(info)
+    warnings = watch.look_before()
     steps = _steps(info.kind)
     done = [0]
 
@@ -83,6 +79,7 @@ def measure_device(info: DeviceInfo, *, quick: bool = False, progress: Progress 
         if progress is not None:
             progress(what, done[0], len(steps))
         done[0] += 1
+        watch.step(what)
 
     clocks_before = read_clocks(info)  # now, not when the device was described
     sensors = sensors_for(info)
@@ -127,6 +124,7 @@ def measure_device(info: DeviceInfo, *, quick: bool = False, progress: Progress 
             floor, how = measure.gpu_latency_floor(dev, sizes)
     finally:
         conditions = sensors.stop()
+    host = watch.finish(conditions)
     warnings += power_warnings(conditions)
     if progress is not None:
         progress("done", len(steps), len(steps))
@@ -138,7 +136,7 @@ def measure_device(info: DeviceInfo, *, quick: bool = False, progress: Progress 
         mixes=mixes,
         roofs=roofs, not_measured=not_measured, latency_floor_s=floor, latency_method=how, clock=clock,
         clock_not_measured=clock_why or None, warnings=warnings, conditions=conditions,
-        power_state=conditions.power_state(), power_blank=conditions.power_blank())
+        power_state=conditions.power_state(), power_blank=conditions.power_blank(), host=host)
 
 
 def sensors_for(info: DeviceInfo) -> RowSensors:

@@ -132,9 +132,10 @@ void tileops_touch(float *a, long n, float value, int threads) {
     }
 }
 
-/* Best seconds of `reps` timed passes of `mix` (after one untimed pass); *sum gets the read mix's sum. */
+/* Best seconds of `reps` timed passes of `mix` (after one untimed pass); *sum gets the read mix's sum, and
+ * times[k] (when not NULL, `reps` of them) each timed pass's seconds. */
 double tileops_mix(int mix, float *a, const float *b, const float *c, long n, float s, int reps, int threads,
-                   double *sum) {
+                   double *sum, double *times) {
     double best = 1e300, total = 0.0;
     for (int k = 0; k <= reps; k++) {
         total = 0.0;
@@ -151,6 +152,7 @@ double tileops_mix(int mix, float *a, const float *b, const float *c, long n, fl
             }
         }
         double t = omp_get_wtime() - t0;
+        if (k > 0 && times) times[k - 1] = t;
         if (k > 0 && t < best) best = t;
     }
     if (sum) *sum = total;

@@ -53,14 +53,24 @@ class StreamingKernels:
 
         copy: a = b; triad: a = b + scalar*c; read: sum(b); write: a = scalar.
         """
+        times, total = self.passes(mix, a, b, c, reps=reps, threads=threads, scalar=scalar)
+        return min(times), total
+
+    def passes(self, mix: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, reps: int, threads: int,
+               scalar: float = TRIAD_SCALAR) -> tuple[list[float], float]:
+        """(seconds of each of ``reps`` timed passes, the read mix's sum): as :meth:`run`, every pass kept (their
+        spread is the measurement's own noise)."""
         for t in (a, b, c):
             _check(t)
         if not a.numel() == b.numel() == c.numel():
             raise ValueError("the three arrays must have the same length")
+        if reps < 1:
+            raise ValueError("reps must be at least 1")
         total = ctypes.c_double(0.0)
-        best = self.lib.tileops_mix(MIX_CODES[mix], a.data_ptr(), b.data_ptr(), c.data_ptr(), a.numel(), scalar,
-                                    reps, threads, ctypes.byref(total))
-        return best, total.value
+        times = (ctypes.c_double * reps)()
+        self.lib.tileops_mix(MIX_CODES[mix], a.data_ptr(), b.data_ptr(), c.data_ptr(), a.numel(), scalar, reps,
+                             threads, ctypes.byref(total), times)
+        return list(times), total.value
 
     def describe(self, mix: str, threads: int) -> str:
         """``a[i] = b[i] [streaming.c: <stores>, <n> OpenMP threads, <compiler and flags>]``: the bracket
@@ -82,7 +92,8 @@ def build(compiler: str) -> StreamingKernels:
     lib.tileops_touch.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_float, ctypes.c_int]
     lib.tileops_touch.restype = None
     lib.tileops_mix.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
-                                ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
+                                ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double),
+                                ctypes.POINTER(ctypes.c_double)]
     lib.tileops_mix.restype = ctypes.c_double
     return StreamingKernels(lib=lib, compiler=Path(compiler).name, flags=flags,
                             stores=lib.tileops_stores().decode())

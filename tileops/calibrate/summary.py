@@ -183,6 +183,17 @@ def peak_lines(profile: Profile) -> list[Text]:
     return out
 
 
+def host_text(run: DeviceCalibration) -> str:
+    """The host as the calibration saw it, in a few words (the reasons, when contended, are said by the refusal
+    or the mark)."""
+    h = run.host
+    assert h is not None
+    if h.contended:
+        return f"host: contended ({len(h.reasons)} reason(s))"
+    share = f", other processes {h.others_busy:.0%} of its {len(h.cpus)} CPU(s)" if h.others_busy is not None else ""
+    return f"host: quiet{share}"
+
+
 def profile_view(profile: Profile, run: DeviceCalibration | None = None) -> RenderableType:
     head = Text()
     head.append(f"{profile.name}", style="bold")
@@ -194,10 +205,14 @@ def profile_view(profile: Profile, run: DeviceCalibration | None = None) -> Rend
              + (f" ({fmt_source(profile.latency_floor_source)})" if profile.latency_floor_source else "")]
     if run is not None and (run.power_state or run.power_blank):
         extra.append(power_text(run))
+    if run is not None and run.host is not None:
+        extra.append(host_text(run))
     parts: list[RenderableType] = [head, memory_table(profile, run), compute_table(profile, run),
                                    Text("; ".join(extra))]
     if profile.memory_note:
         parts.append(Text(profile.memory_note, style="yellow"))
+    if profile.calibration_marked:
+        parts.append(Text(f"MARKED: {profile.calibration_marked}", style="bold yellow"))
     if profile.notes:
         parts.append(Text(profile.notes, style="dim"))
     return Group(*parts)

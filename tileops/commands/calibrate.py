@@ -8,8 +8,10 @@ in its own process, and writes one profile per device model (median over its
 devices) plus every device's own result. ``--max-age 7d`` measures only the
 devices whose stored result is missing, rough (quick) or older than that: what
 an init container runs before every benchmark. ``--check`` then holds each device's result against its
-SKU's floors (node intake: exit 6 below one, 7 when there is none). The workflow is
-``tileops.pipeline.calibrate``; this module parses its arguments.
+SKU's floors (node intake: exit 6 below one, 7 when there is none). A calibration measured
+on a busy host, or with a ceiling below the stored one beyond noise, is refused, nothing stored (exit 5 or 8),
+unless ``--force`` stores it marked. The workflow is ``tileops.pipeline.calibrate``; this module parses its
+arguments.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--write-shipped", action="store_true",
                    help="write the model profile into the shipped profiles/ folder instead of the store")
     p.add_argument("--no-write", action="store_true", help="measure and print only")
+    p.add_argument("--force", action="store_true",
+                   help="store a calibration that would be refused (measured on a busy host: exit 5; a ceiling "
+                        "below the stored calibration's beyond noise: exit 8), marked with why: every row priced "
+                        "on it says so")
     # One nominal, one source: both flags at once is exit 2 from the parser, never one silently winning.
     nominal = p.add_mutually_exclusive_group()
     nominal.add_argument("--dram-bandwidth", metavar="BW",
@@ -63,5 +69,5 @@ def run(args: argparse.Namespace) -> int:
                             profile_dir=args.profile_dir, write_shipped=args.write_shipped, write=not args.no_write,
                             dram_bandwidth=args.dram_bandwidth, dram_bandwidth_file=args.dram_bandwidth_file,
                             cpu_ghz=args.cpu_ghz, format=args.format,
-                            check=args.check, textfile_dir=args.textfile_dir)
+                            check=args.check, textfile_dir=args.textfile_dir, force=args.force)
     return run_calibrate(opts).exit_code

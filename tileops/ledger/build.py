@@ -85,6 +85,7 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
                                "are priced on the measured envelope and the physics check cannot judge bandwidth; "
                                "give it with `tileops calibrate --dram-bandwidth`")
     data["compute"] = _compute_roofs(base, runs, prov, warnings)
+    data["calibration_marked"] = marked_note(runs)
 
     l2 = [r.l2_bytes for r in runs if r.l2_bytes]
     if l2:
@@ -94,6 +95,13 @@ def build_profile(base: Profile, runs: list[DeviceCalibration]) -> tuple[Profile
         data["latency_floor_s"] = _median(floors)
         data["latency_floor_source"] = prov(first.latency_method or "trivial op")
     return Profile.model_validate(data), warnings
+
+
+def marked_note(runs: list[DeviceCalibration]) -> str | None:
+    """The note every row priced on ``runs`` carries when any of them was stored marked (contended, or below
+    the stored calibration beyond noise, and stored anyway); None when none was."""
+    marked = [r.marked.sentence(r.run_id, r.device_key) for r in runs if r.marked is not None]
+    return " | ".join(marked) or None
 
 
 def _memory_roof(mem: MemoryRoof | None, runs: list[DeviceCalibration], prov: Callable[[str], Provenance],

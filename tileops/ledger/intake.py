@@ -9,13 +9,18 @@ floors of its SKU (``tileops.ledger.floors``). Three outcomes, none of them sile
 - ``below_floor``: one or more ceilings measured below their floor (or not measured at all: an
   unmeasured ceiling is not an accepted one), each named with its measured value, floor and gap;
 - ``no_floor``: no floors file holds this SKU, or the history it needs is too short: nothing was judged.
+
+A calibration stored marked (``--force`` over a contended measurement or a drop beyond noise) is judged as
+measured, its verdict naming the mark; it never joins the history a floor is the median of, so a figure a
+neighbour lowered cannot lower the bar the next calibration must clear. (One refused is never stored, so it
+is never judged: ``tileops.pipeline.intake``.)
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from tileops.ledger.floors import SkuFloors
@@ -63,6 +68,7 @@ class IntakeVerdict:
     sku: str | None = None
     checks: list[CeilingCheck] = field(default_factory=list)
     reason: str = ""  # no_floor: why there is none
+    marked: str = ""  # why the calibration judged was stored marked ("" when it was not)
 
     @property
     def failing(self) -> list[CeilingCheck]:
@@ -112,10 +118,11 @@ def history_floors(floors: SkuFloors, run: DeviceCalibration,
     """The median of each ceiling over the device's earlier results of the same mode, less the margin; and,
     when there are fewer than ``min_history`` of them, no floors and the reason."""
     earlier = [h for h in history if h.run_id != run.run_id and h.quick == run.quick
-               and h.finished_at < run.finished_at]
+               and h.finished_at < run.finished_at and h.marked is None]
     mode = "quick" if run.quick else "full"
     if len(earlier) < floors.min_history:
-        return [], (f"{len(earlier)} earlier {mode} calibration(s) of {run.device_key} in its history, "
+        return [], (f"{len(earlier)} earlier {mode} calibration(s) of {run.device_key} in its history (marked ones "
+                    "left out), "
                     f"{floors.min_history} needed for a history floor (floors {floors.sku})")
     ceilings = [f"memory.{m}" for m in run.mixes] + list(run.roofs)
     out = []
@@ -142,6 +149,14 @@ def _floors_of(run: DeviceCalibration, all_floors: Sequence[SkuFloors],
 def judge_intake(run: DeviceCalibration, all_floors: Sequence[SkuFloors], profile: Profile | None,
                  history: Sequence[DeviceCalibration] = ()) -> IntakeVerdict:
     """``run`` against the floors of its SKU (``profile``: the one its device name selects, or None)."""
+    verdict = _judge(run, all_floors, profile, history)
+    if run.marked is None:
+        return verdict
+    return replace(verdict, marked="; ".join(run.marked.reasons) + f" ({run.marked.by})")
+
+
+def _judge(run: DeviceCalibration, all_floors: Sequence[SkuFloors], profile: Profile | None,
+           history: Sequence[DeviceCalibration]) -> IntakeVerdict:
     floors = _floors_of(run, all_floors, profile)
     if floors is None:
         sku = profile.name if profile is not None else f"no profile matches {run.name!r}"

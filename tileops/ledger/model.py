@@ -42,6 +42,9 @@ class MixMeasurement(BaseModel):
     best_s: float = Field(gt=0)
     reps: int = Field(ge=1)
     kernel: str
+    #: the measurement's own noise: its median repetition's time over its best, less 1 (None in a result
+    #: written before it was kept): what a later calibration's drop is weighed against (``tileops.ledger.judge``)
+    spread: float | None = Field(None, ge=0)
 
 
 class RoofMeasurement(BaseModel):
@@ -51,6 +54,7 @@ class RoofMeasurement(BaseModel):
     best_s: float = Field(gt=0)
     reps: int = Field(ge=1)
     method: str
+    spread: float | None = Field(None, ge=0)  # as MixMeasurement.spread
 
 
 class ClockMeasurement(BaseModel):
@@ -63,6 +67,41 @@ class ClockMeasurement(BaseModel):
     threads: int = Field(ge=1)
     load: str = Field(description="the vector load run beside the chain")
     method: str
+
+
+class HostCheck(BaseModel):
+    """What a calibration saw of its host, as the bench looks at it (``tileops.calibrate.host``): a look before
+    the first step (load, steal; other processes on a GPU), each step's share of this calibration's own CPUs
+    that other processes took, and the whole measurement's window (the bench's sensors). ``contended``: a
+    reason was found; a contended calibration is refused, or stored marked (``CalibrationMark``)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    contended: bool
+    reasons: list[str] = Field(default_factory=list, description="one phrase per reason, naming when it was seen")
+    cpus: list[int] = Field(default_factory=list, description="the CPUs this calibration could run on")
+    #: the look before the first step (``tileops.bench.quiet.QuietCheck.as_dict``)
+    before: dict[str, Any] | None = None
+    #: step -> other processes' share of this calibration's CPUs during it (None: too short to tell)
+    steps: dict[str, float | None] = Field(default_factory=dict)
+    #: other processes' share of this calibration's CPUs from its first step to its last (None: not told)
+    others_busy: float | None = None
+    blank: dict[str, str] = Field(default_factory=dict, description="what could not be read, and why")
+
+
+class CalibrationMark(BaseModel):
+    """Why a calibration was stored although it should not price rows unsaid: it was measured contended, or a
+    ceiling fell below the stored calibration's by more than their noise. Stored so with ``--force`` (or by the
+    bench's own calibration step, which cannot refuse its run); every row priced on it says so."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    reasons: list[str] = Field(min_length=1)
+    by: str = Field(description="what stored it anyway: `tileops calibrate --force`, or the bench's calibration step")
+    compared_with: str | None = Field(None, description="the run id of the stored calibration it fell below")
+
+    def sentence(self, run_id: str, device_key: str) -> str:
+        """The note a row priced on it carries (one string for every row of the device: a summary prints it once)."""
+        return (f"priced on calibration {run_id} of {device_key}, stored marked ({self.by}): "
+                + "; ".join(self.reasons) + "; calibrate again on an idle host (docs/profiles.md)")
 
 
 class DeviceCalibration(BaseModel):
@@ -98,6 +137,10 @@ class DeviceCalibration(BaseModel):
     #: Its power state (``RowConditions.power_state``: power-capped, thermal, ...), or why there is none
     power_state: str | None = None
     power_blank: str | None = None
+    #: What the calibration saw of its host (None in a result written before calibrations looked)
+    host: HostCheck | None = None
+    #: Set when it was stored although contended or below the stored one beyond noise (None: stored clean)
+    marked: CalibrationMark | None = None
 
     #: The device's calibration before this one, as :func:`with_previous` found it in the store's history;
     #: not part of the file.

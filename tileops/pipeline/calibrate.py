@@ -42,7 +42,7 @@ from tileops.pipeline.outcome import exit_code
 if TYPE_CHECKING:
     from tileops.report.printer import Printer
 
-    from tileops.ledger import DeviceCalibration, Freshness
+    from tileops.ledger import DeviceCalibration, Freshness, Judgement
     from tileops.pipeline.intake import IntakeOutcome
     from tileops.calibrate.theoretical import TheoryOptions
     from tileops.profiles import Profile, ProfileChooser
@@ -182,16 +182,37 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
                                    profiles=chooser.profiles)
     except ValueError as exc:
         raise TileOpsError(f"the calibration of {device.torch_device} failed: {exc}") from None
-    written = [write_device_result(outcome.run)]
+    run, profile = _marked_if_judged(outcome.run, outcome.profile, warn)
+    written = [write_device_result(run)]
     if device.kind == "cpu" and stale_profile(device.kind, device.name, options) is not None:
         # a CPU whose model profile is missing, or lacks the stated nominal: its model profile is this calibration
-        written.append(write_profile(outcome.profile))
-        chooser.add(outcome.profile)
+        written.append(write_profile(profile))
+        chooser.add(profile)
     chooser.forget()  # the device's own calibration prices it from now on
     for warning in outcome.warnings:
         warn(f"calibration warning: {warning}")
     say("wrote " + ", ".join(str(p) for p in written))
-    return Calibrated(key, device, outcome.run)
+    return Calibrated(key, device, run)
+
+
+#: Who stored a marked calibration the bench measured: the run goes on, so it cannot refuse it.
+BENCH_MARK = "the bench's calibration step, which cannot refuse its own run"
+
+
+def _marked_if_judged(run: DeviceCalibration, profile: Profile, warn: Callable[[str], None]
+                      ) -> tuple[DeviceCalibration, Profile]:
+    """The bench's own calibration as it is stored: judged as ``tileops calibrate`` judges one
+    (``tileops.ledger.judge``), and, measured contended or below the stored one beyond noise, stored marked (the
+    bench cannot refuse its run; the rows priced on it say so, and the warning says it now)."""
+    from tileops.ledger import judge_calibration, marked_note
+
+    judgement = judge_calibration(run)
+    if judgement.ok:
+        return run, profile
+    run = run.model_copy(update={"marked": judgement.mark(BENCH_MARK)})
+    warn(f"calibration of {run.device_key} stored marked, and every row priced on it says so: "
+         f"{'; '.join(judgement.reasons())}; `tileops calibrate` on an idle host replaces it")
+    return run, profile.model_copy(update={"calibration_marked": marked_note([run])})
 
 
 # --------------------------------------------------------------------------- tileops calibrate
@@ -215,6 +236,7 @@ class CalibrateOptions:
     format: str = "table"
     check: bool = False  # node intake: each device's result against its SKU's floors (tileops.pipeline.intake)
     textfile_dir: Path | None = None  # --check's metrics for node_exporter's textfile collector
+    force: bool = False  # store a contended (or dropped) calibration marked instead of refusing it
 
 
 @dataclass
@@ -228,11 +250,15 @@ class CalibrateResult:
     failed: list[str] = field(default_factory=list)
     skipped: list[Freshness] = field(default_factory=list)
     intake: IntakeOutcome | None = None  # --check: each device against its SKU's floors
+    #: device key -> why its calibration was refused (nothing of it stored; the stored calibration stands)
+    refused: dict[str, Judgement] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
         intake = self.intake
         return exit_code(failed=len(self.failed), below_floor=intake is not None and intake.below_floor,
+                         busy=any(j.contended for j in self.refused.values()),
+                         below_stored=any(j.drops for j in self.refused.values()),
                          no_floor=intake is not None and intake.no_floor)
 
     def as_json(self) -> str:
@@ -240,6 +266,8 @@ class CalibrateResult:
             "profile": self.profile.model_dump(mode="json") if self.profile else None,
             "devices": [r.model_dump(mode="json") for r in self.runs],
             "warnings": self.warnings, "written": self.written, "failed": self.failed,
+            "refused": [{"device": key, "reasons": j.reasons(), "exit_code": refusal_code(j)}
+                        for key, j in self.refused.items()],
             "skipped": [{"device": f.key, "reason": f.reason} for f in self.skipped],
             **({"intake": self.intake.as_json()} if self.intake is not None else {})}, indent=2)
 
@@ -296,16 +324,58 @@ class _Calibration:
             result.written = self.write(result.profile, [])
         return result
 
+    def admit(self, run: DeviceCalibration, result: CalibrateResult) -> DeviceCalibration | None:
+        """``run`` as it may be stored: itself when measured on a quiet host and no ceiling fell below the stored
+        calibration's beyond noise (``tileops.ledger.judge``); else, with ``--force``, marked with why; else
+        None: refused (``result.refused``), nothing of it stored, the stored calibration left as it was.
+        ``--no-write`` stores nothing anyway: what a write would have met is a warning."""
+        from tileops.ledger import judge_calibration
+
+        judgement = judge_calibration(run, self.store)
+        if judgement.ok:
+            return run
+        why = "; ".join(judgement.reasons())
+        if not self.opts.write:
+            result.warnings.append(f"{run.device_key}: a write would refuse this calibration ({why})")
+            return run
+        if self.opts.force:
+            self.printer.say(f"{run.device_key}: stored marked (--force), and every row priced on it will say so: "
+                             f"{why}", kind="warning")
+            return run.model_copy(update={"marked": judgement.mark("tileops calibrate --force")})
+        result.refused[run.device_key] = judgement
+        return None
+
+    def say_refused(self, result: CalibrateResult) -> None:
+        """Each refused calibration: what happened to the store, each reason on a line of its own, the fix."""
+        from tileops.ledger import devices_dir
+
+        for key, j in result.refused.items():
+            stands = ("its stored calibration stands" if (devices_dir(self.store) / f"{key}.yaml").is_file()
+                      else "the store holds none of it")
+            self.printer.say(f"tileops calibrate: the calibration of {key} is refused, nothing stored ({stands}; "
+                             f"exit {refusal_code(j)}):", kind="error", bare=True)
+            for reason in j.reasons():
+                self.printer.say(f"  {reason}", kind="error", bare=True)
+            self.printer.say(f"  fix: {REFUSAL_FIX}", kind="error", bare=True)
+
     def one(self, info: DeviceInfo) -> CalibrateResult:
-        from tileops.ledger import PeakUnknown
+        from tileops.ledger import PeakUnknown, marked_note
         from tileops.calibrate.run import calibrate_device
         try:
             with self.printer.steps(self.opts.device, keep=True) as bar:
                 outcome = calibrate_device(info, quick=self.opts.quick, progress=bar, options=self.theory)
         except (PeakUnknown, ValueError) as exc:
             raise TileOpsError(str(exc)) from None
-        return CalibrateResult(outcome.profile, [outcome.run], outcome.warnings,
-                               self.write(outcome.profile, [outcome.run]))
+        result = CalibrateResult(outcome.profile, [outcome.run], outcome.warnings)
+        run = self.admit(outcome.run, result)
+        if run is None:
+            return result
+        result.runs = [run]
+        if run.marked is not None:  # the profile says so too: every row priced on it carries the mark
+            result.profile = outcome.profile.model_copy(update={"calibration_marked": marked_note([run])})
+        assert result.profile is not None
+        result.written = self.write(result.profile, [run])
+        return result
 
     def every_device(self, max_age: dt.timedelta | None) -> CalibrateResult:
         from tileops.calibrate.children import run_children, visible_devices
@@ -318,9 +388,12 @@ class _Calibration:
         result = CalibrateResult(runs=[c.run for c in children if c.run is not None],
                                  failed=[f"{c.device} ({c.error})" for c in children if c.run is None])
         kept = [r for r in result.runs if max_age is not None and is_stored(r, self.store)]
+        admitted = [r if r in kept else self.admit(r, result) for r in result.runs]
+        result.runs = [a or r for a, r in zip(admitted, result.runs)]  # a refused run is still shown
         by_model: dict[tuple[str, str], list[DeviceCalibration]] = defaultdict(list)
-        for r in result.runs:
-            by_model[(r.kind, r.name)].append(r)
+        for r in admitted:  # a refused device's result is not stored, nor does it join its model's median
+            if r is not None:
+                by_model[(r.kind, r.name)].append(r)
         profiles: list[Profile] = []
         for (kind, name), group in by_model.items():
             measured = [r for r in group if r not in kept]
@@ -339,6 +412,19 @@ class _Calibration:
                               for r in kept]
         self.models = [(p, [r for r in result.runs if p.matches(r.name)]) for p in profiles]
         return result
+
+
+#: What a refused calibration's message tells the person to do.
+REFUSAL_FIX = ("calibrate again once the host is idle (nothing else running on its CPUs or GPU); if the device "
+               "really is slower now, `--force` stores this calibration marked, and every row priced on it says so "
+               "(docs/profiles.md, \"A calibration looks at its host\")")
+
+
+def refusal_code(judgement: Judgement) -> int:
+    """A refused calibration's exit code: 5 (busy: retry later) when it was measured contended, else 8."""
+    from tileops import exitcodes
+
+    return exitcodes.BUSY if judgement.contended else exitcodes.BELOW_STORED
 
 
 def _max_age(opts: CalibrateOptions) -> dt.timedelta | None:
@@ -411,16 +497,22 @@ def run_calibrate(opts: CalibrateOptions, printer: Printer | None = None) -> Cal
         if fresh is None:
             for w in result.warnings:
                 printer.say(w, kind="warning", result=True)
+    cal.say_refused(result)
     return result
 
 
 def _intake(cal: _Calibration, result: CalibrateResult) -> None:
     """``--check``: every device's result (just written, or kept under --max-age) against its SKU's floors."""
-    if cal.opts.check:
-        from tileops.pipeline.intake import check_intake
+    if not cal.opts.check:
+        return
+    from tileops.pipeline.intake import check_intake, say_not_judged
 
-        result.intake = check_intake(result.runs, cal.store, cal.printer, cal.opts.textfile_dir,
-                                     on_stdout=cal.opts.format != "json")
+    on_stdout = cal.opts.format != "json"
+    for key, judgement in result.refused.items():  # never judged: a neighbour's load is no reject, nor a pass
+        say_not_judged(key, judgement.reasons(), refusal_code(judgement), cal.printer, on_stdout)
+    judged = [r for r in result.runs if r.device_key not in result.refused]
+    if judged or not result.refused:
+        result.intake = check_intake(judged, cal.store, cal.printer, cal.opts.textfile_dir, on_stdout=on_stdout)
 
 
 def _every_device(cal: _Calibration, max_age: dt.timedelta | None) -> CalibrateResult:
@@ -440,4 +532,5 @@ def _every_device(cal: _Calibration, max_age: dt.timedelta | None) -> CalibrateR
             printer.say(w, kind="warning", result=True)
     for f in result.failed:
         printer.say(f"tileops calibrate: device {f} failed", kind="error", bare=True)
+    cal.say_refused(result)
     return result

@@ -6,6 +6,11 @@ the verdict is said through the printer (the ceiling, the measured value, the fl
 ceiling below its floor; one line when every floor is met; why, when no floor holds the SKU) and, with
 ``--textfile DIR``, exported for node_exporter (``tileops.export.intake``). The exit code follows:
 ``exitcodes.BELOW_FLOOR`` (6), ``exitcodes.NO_FLOOR`` (7), else 0 (``tileops.pipeline.outcome``).
+
+A calibration refused as contended (or below the stored one beyond noise) was not stored, so there is no new
+result of that device to judge: it is said ``NOT JUDGED`` (:func:`say_not_judged`) and the command exits as the
+refusal does (5, or 8), neither a reject on a neighbour's load nor a pass; its textfile is left as it was. One
+stored marked with ``--force`` is judged as measured, its mark named (``tileops.ledger.intake``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class IntakeOutcome:
 
     def as_json(self) -> list[dict[str, object]]:
         return [{"device": v.device_key, "sku": v.sku, "state": v.state, "reason": v.reason or None,
+                 "marked": v.marked or None,
                  "ceilings": [{"ceiling": c.floor.ceiling, "measured": c.measured, "floor": c.floor.rate,
                                "gap": c.gap, "source": c.floor.source} for c in v.checks]}
                 for v in self.verdicts]
@@ -61,6 +67,9 @@ def _below(v: IntakeVerdict, c: CeilingCheck) -> str:
 
 
 def _say(v: IntakeVerdict, printer: Printer, result: bool) -> None:
+    if v.marked:
+        printer.say(f"intake: {v.device_key} is judged on a calibration stored marked: {v.marked}", kind="warning",
+                    result=result, bare=True)
     if v.state == "no_floor":
         fix = ("add a floors file for it (docs/profiles.md, 'Node intake floors')" if v.sku is None else
                "calibrate it again until its history holds enough results")
@@ -76,6 +85,14 @@ def _say(v: IntakeVerdict, printer: Printer, result: bool) -> None:
     nearest = min(v.checks, key=lambda c: c.gap or 0.0)
     printer.say(f"intake PASS: {v.device_key} ({v.device_name}) meets all {len(v.checks)} floors of SKU {v.sku}; "
                 f"nearest: {nearest.floor.ceiling} {nearest.gap:+.1%} above its floor", result=result, bare=True)
+
+
+def say_not_judged(device_key: str, reasons: Sequence[str], code: int, printer: Printer, result: bool) -> None:
+    """A device whose calibration was refused (measured contended, or below the stored one beyond noise): it is
+    not judged against its floors, since a figure a neighbour lowered is no reject and proves no pass."""
+    printer.say(f"intake NOT JUDGED: {device_key}: its calibration was refused and not stored ({'; '.join(reasons)}); "
+                f"nothing was judged (exit {code}): calibrate it again on an idle host", kind="error", result=result,
+                bare=True)
 
 
 def judge_runs(runs: Sequence[DeviceCalibration], store: Path | None) -> list[IntakeVerdict]:

@@ -12,16 +12,18 @@ from tileops import exitcodes
 
 
 def exit_code(*, stopped: int | None = None, unwritable: bool = False, breached: bool = False, failed: int = 0,
-              below_floor: bool = False, no_floor: bool = False, sinks_unwritable: bool = False,
-              push_failed: bool = False) -> int:
+              below_floor: bool = False, no_floor: bool = False, busy: bool = False, below_stored: bool = False,
+              sinks_unwritable: bool = False, push_failed: bool = False) -> int:
     """The exit code of a workflow's result, in the order a reader should worry.
 
     ``stopped``: the signal's exit code (130 Ctrl-C, 143 SIGTERM) when the work was interrupted: what
     finished is kept, and the resume is what matters. ``unwritable``: the work's own files could not be
     written (a full disk): exit 2. ``breached``: a physics-check breach (a formula claims the impossible):
     exit 3. ``failed``: rows, regressions, audit verdicts or devices that failed while the work finished:
-    exit 1. ``below_floor``: a node's intake found a ceiling under its SKU's floor: exit 6; ``no_floor``: no
-    floor judged it: exit 7 (never a silent pass). Then the sinks, which never hide the above: a textfile
+    exit 1. ``below_floor``: a node's intake found a ceiling under its SKU's floor: exit 6. A calibration
+    refused, nothing stored: ``busy``, measured contended: exit 5 (retry later); ``below_stored``, a ceiling below
+    the stored calibration's beyond noise: exit 8. ``no_floor``: no floor judged a device: exit 7 (never a
+    silent pass). Then the sinks, which never hide the above: a textfile
     directory that could not be written (exit 2), or a push that failed after its retries (exit 4).
     """
     if stopped is not None:
@@ -34,6 +36,10 @@ def exit_code(*, stopped: int | None = None, unwritable: bool = False, breached:
         return exitcodes.FAILED
     if below_floor:
         return exitcodes.BELOW_FLOOR
+    if busy:
+        return exitcodes.BUSY
+    if below_stored:
+        return exitcodes.BELOW_STORED
     if no_floor:
         return exitcodes.NO_FLOOR
     if sinks_unwritable:

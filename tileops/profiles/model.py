@@ -274,6 +274,10 @@ class Profile(BaseModel):
     latency_floor_s: float | None = Field(None, gt=0, le=1.0, description="seconds; a floor of a second is not one")
     latency_floor_source: Provenance | None = None
     notes: str | None = None
+    #: Set when a calibration its fractions come from was stored marked (measured contended, or a ceiling below
+    #: the stored calibration's beyond noise, and stored with ``--force``): the sentence every row priced on it
+    #: carries as a note (``tileops.ledger.CalibrationMark``)
+    calibration_marked: str | None = None
 
     #: The file this profile was read from (None when built in memory); not serialised.
     _source_path: Path | None = PrivateAttr(None)

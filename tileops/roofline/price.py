@@ -326,6 +326,8 @@ class _Ceilings:
         notes: tuple[str, ...] = ()
         if mem is not None and not mem.nominal_known:
             notes = (NOTE_NOMINAL_UNKNOWN,)
+        if profile.calibration_marked:  # priced on a calibration stored although contended or dropped: said
+            notes += (profile.calibration_marked,)
         why = (NOT_JUDGED_THEORETICAL_MISSING if mem is None
                else NOT_JUDGED_NOMINAL_UNKNOWN if mem.theoretical is None else None)
         return cls(profile, mem.effective if mem else None, mem.theoretical if mem else None, notes,
