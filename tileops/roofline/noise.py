@@ -153,6 +153,23 @@ def disturbances(record: Record, *, sustained: bool = False) -> tuple[str, ...]:
     return out
 
 
+#: Each unstable reason's short name, by how its phrase (:func:`unstable_reasons`) begins: the exporter labels an
+#: unstable row with these (``tileops_row_unstable``), never with a phrase whose numbers change every run.
+UNSTABLE_CODES: tuple[tuple[str, str], ...] = (
+    ("its time is", "wide-interval"),  # the level's interval is wider than the device kind's limit
+    ("contended", "contended"),
+    ("throttled", "throttled"),
+)
+#: A phrase no entry of :data:`UNSTABLE_CODES` names (a reason added without one).
+UNSTABLE_OTHER = "other"
+
+
+def unstable_code(phrase: str) -> str:
+    """The short name of one of :func:`unstable_reasons`' phrases (``wide-interval``, ``contended``,
+    ``throttled``; ``other`` for a phrase no code names)."""
+    return next((code for start, code in UNSTABLE_CODES if phrase.startswith(start)), UNSTABLE_OTHER)
+
+
 def sm_clock_mhz(record: Record) -> float | None:
     """The SM clock during a GPU row: the middle of its lowest and highest reading (what a comparison in
     cycles scales by); None on a CPU or where NVML could not read it."""
