@@ -577,6 +577,55 @@ def test_the_json_report_keeps_a_row_per_line_for_grep_and_head() -> None:
     assert len(rows) == 3 and all(json.loads(line.strip().rstrip(",")) for line in rows)
 
 
+# --------------------------------------------------------------------------- figures, artifacts, series counts (issue 37)
+
+NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+                "ten": 10, "eleven": 11, "twelve": 12}
+
+
+def _one_line(path: Path) -> str:
+    return " ".join(path.read_text(encoding="utf-8").split())
+
+
+def _significant(cell: str) -> int:
+    """The significant figures a plain number cell shows: ``0.0201`` 3, ``49600`` 3, ``20.0`` 3, ``400`` 1."""
+    digits = cell.replace(".", "").lstrip("0")
+    return len(digits if "." in cell else digits.rstrip("0"))
+
+
+def test_the_table_cells_have_the_figures_roofline_md_states() -> None:
+    """roofline.md said "each cell has three significant figures" while a value of 1000 or more in the column's
+    unit printed every digit (`49641`). The table is rendered with such a row, and every number cell is held to
+    the documented count and the documented example."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from export_support import record
+
+    from tileops.profiles import ProfileChooser
+    from tileops.report import render_text
+    from tileops.roofline import price_all
+
+    doc = _one_line(REPO / "docs" / "roofline.md")
+    (word,) = re.findall(r"each cell has (\w+) significant figures", doc)
+    figures = NUMBER_WORDS[word]
+    ((ms, shown),) = re.findall(r"([\d.]+) ms in a `time \(µs\)` column reads `(\d+)`", doc)
+    times = (2.01e-5, 3.0e-5, 4.444e-5, float(ms) * 1e-3, 1.234567e-5)  # the median in µs: a µs column
+    text = render_text(price_all([record(label=f"r{i}", seconds=t) for i, t in enumerate(times)],
+                                 ProfileChooser.only(None)), "table")
+    lines = [[c.strip() for c in line.strip("┃│").split("┃" if line.startswith("┃") else "│")]
+             for line in text.splitlines() if line.startswith(("┃", "│"))]
+    header, rows = lines[0], lines[1:]
+    assert "time (µs)" in header and len(rows) == len(times), text
+    numeric = [i for i, h in enumerate(header) if h == "time (µs)" or re.fullmatch(r"[kMGTP]?(FLOP|B)/s", h)]
+    assert len(numeric) == 3, header
+    for row in rows:
+        for i in numeric:
+            assert re.fullmatch(r"\d+(\.\d+)?", row[i]) and _significant(row[i]) <= figures, (header[i], row[i])
+            if "." in row[i]:  # a decimal shows exactly that many (20.0, not 20)
+                assert _significant(row[i]) == figures, (header[i], row[i])
+    assert rows[3][header.index("time (µs)")] == shown
+    assert [_significant(c) for c in ("0.0201", "49600", "20.0", "400")] == [3, 3, 3, 1]
+
+
 def _env_vars(text: str) -> set[str]:
     return set(re.findall(r"\bTILEOPS_[A-Z0-9_]+\b", text))
 
