@@ -17,7 +17,7 @@ takes three things:
 * **the times the physics check judges**: the fast end (``fast_times``), since
   noise only ever slows a call (``tileops.roofline.price``).
 
-A record without an interval (written before intervals, or too few blocks) is
+A record without an interval (written before intervals, or not by the bench, which gives every row one) is
 read on its median alone, as before, and its SOL interval is blank with the
 reason ``no-interval``. Pure functions over a record.
 """
@@ -34,8 +34,8 @@ UNSTABLE_GPU = 0.02
 #: Why a priced row has no SOL interval (the only reason: a blank row's SOL is blank for its own reason).
 CI_NO_INTERVAL = "no-interval"
 CI_REASONS: dict[str, str] = {
-    CI_NO_INTERVAL: "the record has no interval for its median (written before intervals, or too few blocks "
-                    "of samples): its SOL is a point reading; re-run the bench for an interval",
+    CI_NO_INTERVAL: "the record has no interval for its median (written before intervals, or not by tileops "
+                    "bench): its SOL is a point reading; re-run the bench for an interval",
 }
 
 
