@@ -651,6 +651,45 @@ def test_a_row_the_bench_writes_has_an_interval_as_roofline_md_says() -> None:
         assert "too few blocks)" not in text and "(written before intervals)" not in text
 
 
+#: What an artifact's name ends with: the files the tool, its scripts and its deployment write or read.
+ARTIFACT = re.compile(r"[\w.-]+\.(?:tgz|tar\.gz|json|jsonl|png|svg|html|yaml|yml|prom|csv|txt|log|ncu-rep)")
+#: Where a file name the docs mention may be written: the product, not its tests.
+WRITERS = ("tileops", "scripts", "exporters", "helm", ".ci", "benchmarks", "audit")
+
+
+def _code_text() -> str:
+    files = [p for d in WRITERS for p in (REPO / d).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    files += [REPO / f for f in _TOP_FILES if f != "README.md"]
+    return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files if p.suffix != ".png")
+
+
+def unknown_artifacts(pages: dict[str, str], code: str, repo_files: set[str]) -> list[str]:
+    """The file names in backticks on ``pages`` (name -> text) that nothing writes: not a literal of the code,
+    not a file of the repository, not a file a docs page writes for its examples (``<!-- file: NAME -->``)."""
+    written = {m for text in pages.values() for m in re.findall(r"<!--\s*file:\s*([\w.-]+)\s*-->", text)}
+    out = []
+    for name, text in pages.items():
+        for token in re.findall(r"`([^`\s]+)`", text):
+            base = token.rstrip(".,:;").split("/")[-1].split(":")[0]
+            if re.search(r"[<>*{}$…]", token) or not ARTIFACT.fullmatch(base):
+                continue
+            if base not in code and base not in repo_files and base not in written:
+                out.append(f"{name}: `{base}`")
+    return sorted(set(out))
+
+
+def test_every_artifact_the_docs_name_is_one_the_code_writes() -> None:
+    """profiles.md said scripts/device-check leaves the calibration as `calibration.tgz`; it packs `runs.tgz`.
+    Every file name in backticks that ends like an artifact is a literal of the code that writes it (or a file
+    of the repository, or one a page writes for its own examples)."""
+    repo_files = {p.name for p in REPO.rglob("*") if ".git" not in p.parts and ".venv" not in p.parts}
+    pages = {p.name: p.read_text(encoding="utf-8") for p in PAGES}
+    assert not unknown_artifacts(pages, _code_text(), repo_files)
+    # the check itself: the old sentence is caught, the fixed one is not
+    old = {"profiles.md": "leaves that store under `OUT` as `calibration.tgz` beside `traces.tgz`"}
+    assert unknown_artifacts(old, _code_text(), repo_files) == ["profiles.md: `calibration.tgz`"]
+
+
 def _env_vars(text: str) -> set[str]:
     return set(re.findall(r"\bTILEOPS_[A-Z0-9_]+\b", text))
 
