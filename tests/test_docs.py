@@ -690,6 +690,56 @@ def test_every_artifact_the_docs_name_is_one_the_code_writes() -> None:
     assert unknown_artifacts(old, _code_text(), repo_files) == ["profiles.md: `calibration.tgz`"]
 
 
+def _series_per_row(tmp_path: Path, detail: str) -> dict[str, int]:
+    """Series per row of a real export at ``detail``, by row label: a healthy CPU row with an interval, one
+    without, and a CUPTI row (its span recorded) with an interval."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from export_support import env, profile, record, write_run
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tileops.export.metrics import exposition
+    from tileops.export.snapshot import load_run
+    from tileops.profiles import ProfileChooser
+
+    def interval(rec, **timing):  # ±1 %: a verdict that stands
+        t = rec.timing
+        ci = [0.99 * t.median_s, 1.01 * t.median_s]
+        return dataclasses.replace(rec, timing=dataclasses.replace(t, level_ci_s=ci, median_ci_s=ci, **timing))
+
+    gpu = env(device="Test GPU 1", uuid="GPU-1", kind="cuda")
+    run = write_run(tmp_path / detail, [
+        interval(record("relu", "cpu")),
+        record("relu", "cpu-no-interval"),
+        interval(record("relu", "cupti", e=gpu), timer="cupti", span_s=1.1e-3),
+    ])
+    chooser = ProfileChooser([profile(), profile(name="TestGPU", match="Test GPU 1")])
+    text = exposition(load_run(run, chooser), detail=detail).decode()
+    counts: dict[str, int] = {}
+    for fam in text_string_to_metric_families(text):
+        for smp in fam.samples:
+            if "op" in smp.labels:
+                counts[smp.labels["label"]] = counts.get(smp.labels["label"], 0) + 1
+    return counts
+
+
+def test_the_series_per_row_are_the_numbers_metrics_md_states(tmp_path: Path) -> None:
+    """metrics.md said "seven series per row" at full detail where a real export wrote eight (nine on a CUPTI
+    row). The documented counts, read from their number words, against a real export's series per row."""
+    doc = _one_line(REPO / "docs" / "metrics.md")
+    ((lean, lean_bare),) = re.findall(r"\*\*(\w+) series per healthy row\*\* \((\w+) on a record without an "
+                                      r"interval\)", doc)
+    ((full, full_bare, full_cupti),) = re.findall(r"(\w+) series per row in all \((\w+) on a record without an "
+                                                  r"interval\), (\w+) on a CUPTI row", doc)
+    ((capacity, capacity_bare),) = re.findall(r"Per GPU: (\d+) per row \((\d+) on a record without an interval",
+                                              doc)
+    lean_counts, full_counts = _series_per_row(tmp_path, "lean"), _series_per_row(tmp_path, "full")
+    assert lean_counts == {"cpu": NUMBER_WORDS[lean], "cpu-no-interval": NUMBER_WORDS[lean_bare],
+                           "cupti": NUMBER_WORDS[lean]}
+    assert (int(capacity), int(capacity_bare)) == (NUMBER_WORDS[lean], NUMBER_WORDS[lean_bare])
+    assert full_counts == {"cpu": NUMBER_WORDS[full], "cpu-no-interval": NUMBER_WORDS[full_bare],
+                           "cupti": NUMBER_WORDS[full_cupti]}
+
+
 def _env_vars(text: str) -> set[str]:
     return set(re.findall(r"\bTILEOPS_[A-Z0-9_]+\b", text))
 
