@@ -10,6 +10,7 @@ exit codes and PromQL examples are checked against the repository and promtool.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import re
@@ -575,6 +576,168 @@ def test_the_json_report_keeps_a_row_per_line_for_grep_and_head() -> None:
     lines = text.splitlines()
     rows = [line for line in lines if line.lstrip().startswith('{"run_id"')]
     assert len(rows) == 3 and all(json.loads(line.strip().rstrip(",")) for line in rows)
+
+
+# --------------------------------------------------------------------------- figures, artifacts, series counts (issue 37)
+
+NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+                "ten": 10, "eleven": 11, "twelve": 12}
+
+
+def _one_line(path: Path) -> str:
+    return " ".join(path.read_text(encoding="utf-8").split())
+
+
+def _significant(cell: str) -> int:
+    """The significant figures a plain number cell shows: ``0.0201`` 3, ``49600`` 3, ``20.0`` 3, ``400`` 1."""
+    digits = cell.replace(".", "").lstrip("0")
+    return len(digits if "." in cell else digits.rstrip("0"))
+
+
+def test_the_table_cells_have_the_figures_roofline_md_states() -> None:
+    """roofline.md said "each cell has three significant figures" while a value of 1000 or more in the column's
+    unit printed every digit (`49641`). The table is rendered with such a row, and every number cell is held to
+    the documented count and the documented example."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from export_support import record
+
+    from tileops.profiles import ProfileChooser
+    from tileops.report import render_text
+    from tileops.roofline import price_all
+
+    doc = _one_line(REPO / "docs" / "roofline.md")
+    (word,) = re.findall(r"each cell has (\w+) significant figures", doc)
+    figures = NUMBER_WORDS[word]
+    ((ms, shown),) = re.findall(r"([\d.]+) ms in a `time \(µs\)` column reads `(\d+)`", doc)
+    times = (2.01e-5, 3.0e-5, 4.444e-5, float(ms) * 1e-3, 1.234567e-5)  # the median in µs: a µs column
+    text = render_text(price_all([record(label=f"r{i}", seconds=t) for i, t in enumerate(times)],
+                                 ProfileChooser.only(None)), "table")
+    lines = [[c.strip() for c in line.strip("┃│").split("┃" if line.startswith("┃") else "│")]
+             for line in text.splitlines() if line.startswith(("┃", "│"))]
+    header, rows = lines[0], lines[1:]
+    assert "time (µs)" in header and len(rows) == len(times), text
+    numeric = [i for i, h in enumerate(header) if h == "time (µs)" or re.fullmatch(r"[kMGTP]?(FLOP|B)/s", h)]
+    assert len(numeric) == 3, header
+    for row in rows:
+        for i in numeric:
+            assert re.fullmatch(r"\d+(\.\d+)?", row[i]) and _significant(row[i]) <= figures, (header[i], row[i])
+            if "." in row[i]:  # a decimal shows exactly that many (20.0, not 20)
+                assert _significant(row[i]) == figures, (header[i], row[i])
+    assert rows[3][header.index("time (µs)")] == shown
+    assert [_significant(c) for c in ("0.0201", "49600", "20.0", "400")] == [3, 3, 3, 1]
+
+
+def test_a_row_the_bench_writes_has_an_interval_as_roofline_md_says() -> None:
+    """roofline.md listed "too few blocks" among the reasons a record has no interval (and before that named only
+    records written before intervals). The bench finishes a first visit of a single block, which has no interval
+    of its own, under the host's stored model, as its sweep does: so the docs name only what can lack one."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from export_support import record
+
+    from tileops.bench.execute import visit_timing
+    from tileops.bench.hostnoise import prior_model
+    from tileops.bench.interval import visit_of
+    from tileops.bench.revisit import finish
+
+    block = [[0.040, 0.041, 0.039]]  # a slow row under --quick: its time cap left room for one block
+    alone = dataclasses.replace(record(seconds=0.04), timing=visit_timing(block, timer="cpu-wall", warmup=1,
+                                                                           total_s=0.12, stop_reason="time cap"))
+    assert alone.timing is not None and alone.timing.level_ci_s is None  # the visit alone: no interval
+    written = finish(alone, [visit_of(block)], "compute", prior_model("cpu"))
+    assert written.timing is not None and written.timing.level_ci_s is not None
+    doc = _one_line(REPO / "docs" / "roofline.md")
+    assert "Every row the bench writes has one, a row timed in a single block too" in doc
+    for text in (doc, _one_line(REPO / "docs" / "metrics.md")):
+        assert "too few blocks)" not in text and "(written before intervals)" not in text
+
+
+#: What an artifact's name ends with: the files the tool, its scripts and its deployment write or read.
+ARTIFACT = re.compile(r"[\w.-]+\.(?:tgz|tar\.gz|json|jsonl|png|svg|html|yaml|yml|prom|csv|txt|log|ncu-rep)")
+#: Where a file name the docs mention may be written: the product, not its tests.
+WRITERS = ("tileops", "scripts", "exporters", "helm", ".ci", "benchmarks", "audit")
+
+
+def _code_text() -> str:
+    files = [p for d in WRITERS for p in (REPO / d).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    files += [REPO / f for f in _TOP_FILES if f != "README.md"]
+    return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files if p.suffix != ".png")
+
+
+def unknown_artifacts(pages: dict[str, str], code: str, repo_files: set[str]) -> list[str]:
+    """The file names in backticks on ``pages`` (name -> text) that nothing writes: not a literal of the code,
+    not a file of the repository, not a file a docs page writes for its examples (``<!-- file: NAME -->``)."""
+    written = {m for text in pages.values() for m in re.findall(r"<!--\s*file:\s*([\w.-]+)\s*-->", text)}
+    out = []
+    for name, text in pages.items():
+        for token in re.findall(r"`([^`\s]+)`", text):
+            base = token.rstrip(".,:;").split("/")[-1].split(":")[0]
+            if re.search(r"[<>*{}$…]", token) or not ARTIFACT.fullmatch(base):
+                continue
+            if base not in code and base not in repo_files and base not in written:
+                out.append(f"{name}: `{base}`")
+    return sorted(set(out))
+
+
+def test_every_artifact_the_docs_name_is_one_the_code_writes() -> None:
+    """profiles.md said scripts/device-check leaves the calibration as `calibration.tgz`; it packs `runs.tgz`.
+    Every file name in backticks that ends like an artifact is a literal of the code that writes it (or a file
+    of the repository, or one a page writes for its own examples)."""
+    repo_files = {p.name for p in REPO.rglob("*") if ".git" not in p.parts and ".venv" not in p.parts}
+    pages = {p.name: p.read_text(encoding="utf-8") for p in PAGES}
+    assert not unknown_artifacts(pages, _code_text(), repo_files)
+    # the check itself: the old sentence is caught, the fixed one is not
+    old = {"profiles.md": "leaves that store under `OUT` as `calibration.tgz` beside `traces.tgz`"}
+    assert unknown_artifacts(old, _code_text(), repo_files) == ["profiles.md: `calibration.tgz`"]
+
+
+def _series_per_row(tmp_path: Path, detail: str) -> dict[str, int]:
+    """Series per row of a real export at ``detail``, by row label: a healthy CPU row with an interval, one
+    without, and a CUPTI row (its span recorded) with an interval."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from export_support import env, profile, record, write_run
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tileops.export.metrics import exposition
+    from tileops.export.snapshot import load_run
+    from tileops.profiles import ProfileChooser
+
+    def interval(rec, **timing):  # ±1 %: a verdict that stands
+        t = rec.timing
+        ci = [0.99 * t.median_s, 1.01 * t.median_s]
+        return dataclasses.replace(rec, timing=dataclasses.replace(t, level_ci_s=ci, median_ci_s=ci, **timing))
+
+    gpu = env(device="Test GPU 1", uuid="GPU-1", kind="cuda")
+    run = write_run(tmp_path / detail, [
+        interval(record("relu", "cpu")),
+        record("relu", "cpu-no-interval"),
+        interval(record("relu", "cupti", e=gpu), timer="cupti", span_s=1.1e-3),
+    ])
+    chooser = ProfileChooser([profile(), profile(name="TestGPU", match="Test GPU 1")])
+    text = exposition(load_run(run, chooser), detail=detail).decode()
+    counts: dict[str, int] = {}
+    for fam in text_string_to_metric_families(text):
+        for smp in fam.samples:
+            if "op" in smp.labels:
+                counts[smp.labels["label"]] = counts.get(smp.labels["label"], 0) + 1
+    return counts
+
+
+def test_the_series_per_row_are_the_numbers_metrics_md_states(tmp_path: Path) -> None:
+    """metrics.md said "seven series per row" at full detail where a real export wrote eight (nine on a CUPTI
+    row). The documented counts, read from their number words, against a real export's series per row."""
+    doc = _one_line(REPO / "docs" / "metrics.md")
+    ((lean, lean_bare),) = re.findall(r"\*\*(\w+) series per healthy row\*\* \((\w+) on a record without an "
+                                      r"interval\)", doc)
+    ((full, full_bare, full_cupti),) = re.findall(r"(\w+) series per row in all \((\w+) on a record without an "
+                                                  r"interval\), (\w+) on a CUPTI row", doc)
+    ((capacity, capacity_bare),) = re.findall(r"Per GPU: (\d+) per row \((\d+) on a record without an interval",
+                                              doc)
+    lean_counts, full_counts = _series_per_row(tmp_path, "lean"), _series_per_row(tmp_path, "full")
+    assert lean_counts == {"cpu": NUMBER_WORDS[lean], "cpu-no-interval": NUMBER_WORDS[lean_bare],
+                           "cupti": NUMBER_WORDS[lean]}
+    assert (int(capacity), int(capacity_bare)) == (NUMBER_WORDS[lean], NUMBER_WORDS[lean_bare])
+    assert full_counts == {"cpu": NUMBER_WORDS[full], "cpu-no-interval": NUMBER_WORDS[full_bare],
+                           "cupti": NUMBER_WORDS[full_cupti]}
 
 
 def _env_vars(text: str) -> set[str]:

@@ -18,8 +18,13 @@ WANTED = {  # the views the issue asks for, by panel title
     "Fleet SOL by SKU and op", "Measured bandwidth per device and mix", "Physics breaches (formula errors)",
     "Anomalies, blanks and errors", "SOL ratio per workload", "Run health per device",
     "Physics check per device and ceiling", "Calibration vs the device's previous run", "Devices of a SKU, ranked",
+    # issue 37: why an alert fired or stayed quiet, and why a row is not judged
+    "SOL regression check: top of interval over the bar", "Regression bar per row",
+    "Host drift and unstable rows per device", "Unstable rows and why", "Time since last healthy run",
 }
-STRAGGLERS = GRAFANA.parent / "prometheus" / "tests" / "tileops-stragglers.test.yml"
+PROMETHEUS = GRAFANA.parent / "prometheus"
+STRAGGLERS = PROMETHEUS / "tests" / "tileops-stragglers.test.yml"
+RULES = PROMETHEUS / "rules"
 
 
 def _dash() -> dict:
@@ -49,13 +54,23 @@ def test_dashboard_structure():
         assert len(refs) == len(set(refs)), p["title"]
 
 
+def _recorded() -> set[str]:
+    """The series the shipped recording rules record."""
+    doc = yaml.safe_load((RULES / "tileops-recording.rules.yml").read_text(encoding="utf-8"))
+    return {r["record"] for g in doc["groups"] for r in g["rules"]}
+
+
 def test_queries_use_known_metrics_and_variables():
     names = set(METRICS)
+    recorded = _recorded()
     variables = {v["name"] for v in _dash()["templating"]["list"]}
     for panel, target in _targets():
         expr = target["expr"]
         used = set(re.findall(r"\b(tileops_[a-z0-9_]+)", expr))
-        assert used and used <= names, f"{panel['title']}: unknown metrics {used - names}"
+        rules = set(re.findall(r"\b(tileops:[a-z0-9_:]+)", expr))
+        assert used or rules, f"{panel['title']}: reads no TileOps series"
+        assert used <= names, f"{panel['title']}: unknown metrics {used - names}"
+        assert rules <= recorded, f"{panel['title']}: reads {rules - recorded}, which no shipped rule records"
         assert set(re.findall(r"\$(\w+)", expr)) <= variables, panel["title"]
         # a device seen through the Pushgateway and through `serve` must count once
         assert "without (job, instance" in expr or "max by (" in expr, f"{panel['title']}: dedupe job/instance"
@@ -117,3 +132,113 @@ def test_the_straggler_panel_ranks_the_synthetic_fleet(tmp_path: Path):
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     res = subprocess.run([exe, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "SUCCESS" in res.stdout + res.stderr, res.stdout + res.stderr
+
+
+def _panel(title: str) -> dict:
+    (panel,) = [p for p in _dash()["panels"] if p["title"] == title]
+    return panel
+
+
+def _all(expr: str) -> str:
+    """A panel query with its variables set to All."""
+    return re.sub(r"\$(modelName|op)\b", ".*", expr)
+
+
+def _micro(expr: str, samples: list[dict]) -> dict:
+    """A promql_expr_test of ``expr`` in millionths, rounded: promtool compares values exactly, and a quotient
+    of sums need not be the float its decimal reads."""
+    return {"expr": f"round(1e6 * ({expr}))", "exp_samples": [s | {"value": round(1e6 * s["value"])} for s in samples]}
+
+
+def _promtool_test(tmp_path: Path, doc: dict) -> None:
+    path = tmp_path / "panels.test.yml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    res = subprocess.run([need_binary("promtool"), "test", "rules", str(path)], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0 and "SUCCESS" in res.stdout + res.stderr, res.stdout + res.stderr
+
+
+ROW = 'Hostname="n1",UUID="GPU-a",modelName="NVIDIA H200",op="rms_norm",dtype="bfloat16",backend="torch"'
+
+
+def _row(label: str, verdict: str, sol: str, upper: str | None, time_s: str, jobs: tuple[str, ...] = ("tileops",)
+         ) -> list[dict]:
+    """One row's lean series as the exporters send them (through each of ``jobs``)."""
+    out = []
+    for job in jobs:
+        lab = f'{ROW},label="{label}",job="{job}",instance="n1"'
+        out += [{"series": f"tileops_sol_ratio{{{lab}}}", "values": sol},
+                {"series": f"tileops_device_time_seconds{{{lab}}}", "values": time_s},
+                {"series": f'tileops_row_verdict{{{lab},verdict="{verdict}",blank_reason="",bound="memory",'
+                           f'roof="cuda_core.fp32",physics="held"}}', "values": "1x300"}]
+        if upper is not None:
+            out.append({"series": f"tileops_sol_ratio_upper{{{lab}}}", "values": upper})
+    return out
+
+
+def _sample(label: str, value: float, extra: str = "") -> dict:
+    return {"labels": f'{{{ROW},label="{label}"{extra}}}', "value": value}
+
+
+def test_the_sol_panels_keep_unstable_rows_apart_and_draw_the_top_of_the_interval(tmp_path: Path):
+    """Evaluated by Prometheus's engine: a row whose verdict stands is in the solid series and the fleet's SOL,
+    an unstable one only in its grey series (never averaged in), and the top of each row's interval is drawn
+    (the fleet's: each row at its top, a row without an interval at its SOL). A row published through the
+    Pushgateway and `serve` counts once."""
+    fleet = [_all(t["expr"]) for t in _panel("Fleet SOL by SKU and op")["targets"]]
+    trend = [_all(t["expr"]) for t in _panel("SOL ratio per workload")["targets"]]
+    series = (_row("steady", "below", "0.6x300", "0.7x300", "0.001x300", jobs=("tileops", "tileops-serve"))
+              + _row("fast", "at-ceiling", "0.8x300", None, "0.003x300")
+              + _row("noisy", "unstable", "0.2x300", "0.9x300", "0.001x300"))
+    group = {"labels": '{modelName="NVIDIA H200",op="rms_norm",backend="torch"}'}
+    _promtool_test(tmp_path, {"rule_files": [], "evaluation_interval": "1m", "tests": [
+        {"interval": "1m", "input_series": series, "promql_expr_test": [{"eval_time": "10m"} | t for t in (
+            _micro(fleet[0], [group | {"value": (0.6e-3 + 2.4e-3) / 4e-3}]),
+            _micro(fleet[1], [group | {"value": (0.7e-3 + 2.4e-3) / 4e-3}]),  # "fast" has no interval: its SOL
+            _micro(fleet[2], [group | {"value": 0.2}]),
+            _micro(trend[0], [_sample("fast", 0.8), _sample("steady", 0.6)]),
+            _micro(trend[1], [_sample("noisy", 0.2)]),
+            _micro(trend[2], [_sample("noisy", 0.9), _sample("steady", 0.7)]),
+        )]}]})
+
+
+def test_the_regression_panels_show_the_alerts_own_comparison(tmp_path: Path):
+    """The SOL regression panels against the shipped rules, by Prometheus's engine: a row whose top of interval
+    fell below 80 % of its week's best reads below 1 exactly while TileOpsSOLRegression fires on it; a row
+    that holds reads above 1 and stays quiet; an unstable row (which never pages) is not on the panels."""
+    (check,) = [_all(t["expr"]) for t in _panel("SOL regression check: top of interval over the bar")["targets"]]
+    top, bar, ratio = (_all(t["expr"]) for t in _panel("Regression bar per row")["targets"])
+    assert ratio == check
+    series = (_row("fell", "below", "0.8x120 0.5x180", "0.84x120 0.525x180", "0.001x300")
+              + _row("holds", "below", "0.6x300", "0.65x300", "0.001x300")
+              + _row("noisy", "unstable", "0.8x120 0.1x180", "0.9x120 0.2x180", "0.001x300"))
+    best = 0.8 * 0.8  # the bar: 80 % of the best SOL over the week's hourly points (0.8 until 2h)
+    alert = {"alertname": "TileOpsSOLRegression", "exp_alerts": [{"exp_labels": {
+        "severity": "warning", "Hostname": "n1", "UUID": "GPU-a", "modelName": "NVIDIA H200", "op": "rms_norm",
+        "label": "fell", "dtype": "bfloat16", "backend": "torch"}, "exp_annotations": {
+        "summary": "SOL regression: rms_norm [fell] on NVIDIA H200 GPU-a",
+        "description": "rms_norm [fell bfloat16 torch] on NVIDIA H200 (UUID GPU-a, host n1) runs at 52.5% of its "
+                       "speed of light at best (the top of its 95 % interval), below 80 % of its best over the past "
+                       "7 days. Compare the runs with `tileops roofline NEW --baseline OLD`."}}]}
+    _promtool_test(tmp_path, {
+        "rule_files": [str(RULES / "tileops-recording.rules.yml"), str(RULES / "tileops-alerts.rules.yml")],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "alert_rule_test": [
+            {"eval_time": "100m", "alertname": "TileOpsSOLRegression", "exp_alerts": []},  # both hold
+            {"eval_time": "200m"} | alert,
+        ], "promql_expr_test": [
+            {"eval_time": "200m"} | _micro(check, [_sample("fell", 0.525 / best), _sample("holds", 0.65 / (0.8 * 0.6))]),
+            {"eval_time": "100m"} | _micro(check, [_sample("fell", 0.84 / best), _sample("holds", 0.65 / (0.8 * 0.6))]),
+            {"eval_time": "200m"} | _micro(top, [_sample("fell", 0.525), _sample("holds", 0.65)]),
+            {"eval_time": "200m"} | _micro(bar, [_sample("fell", best), _sample("holds", 0.8 * 0.6)]),
+        ]}]})
+    assert 0.525 / best < 1 < 0.65 / (0.8 * 0.6)
+
+
+def test_the_health_panel_counts_only_judged_runs():
+    """"Time since last healthy run" reads the healthy (judged) runs' time; the staleness alert's series only
+    beside it, named as such."""
+    healthy, stale = _panel("Time since last healthy run")["targets"]
+    assert "tileops_run_last_healthy_timestamp_seconds" in healthy["expr"]
+    assert "tileops_run_last_success_timestamp_seconds" not in healthy["expr"]
+    assert "TileOpsBenchStale" in stale["legendFormat"]

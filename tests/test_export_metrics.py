@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -17,7 +18,8 @@ from tileops.profiles import ProfileChooser
 from tileops.records import load_records
 from tileops.export.metrics import DEVICE_LABELS, METRICS, ROW_LABELS, collect_samples, exposition
 from tileops.export.snapshot import DeviceLabels, ExportInputError, latest_per_device, load_run
-from tileops.roofline import VERDICTS, price
+from tileops.records import RowConditions
+from tileops.roofline import VERDICTS, price, unstable_code
 
 REPO = Path(__file__).resolve().parents[1]
 NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -318,6 +320,51 @@ def test_latest_per_device_keeps_the_newest_run_and_the_newest_success(tmp_path:
     (s,) = snaps
     assert s.run_id == "b" and not s.healthy
     assert s.last_success_s == pytest.approx((T0 + timedelta(minutes=2)).timestamp())
+    assert s.last_healthy_s == s.last_success_s
+    # a newer run nothing could be judged on (no profile): the newest success, but the healthy run stays a's
+    unjudged = write_run(tmp_path / "c", [record(e=env(run_id="c"))], start=T0 + timedelta(hours=5))
+    (s,) = latest_per_device([*snaps, *load_run(unjudged, ProfileChooser.only(None))])
+    assert s.run_id == "c" and s.healthy is None
+    assert s.last_success_s == pytest.approx((T0 + timedelta(hours=5, minutes=2)).timestamp())
+    assert s.last_healthy_s == pytest.approx((T0 + timedelta(minutes=2)).timestamp())
+    m = parse(exposition([s]))
+    assert one(m["tileops_run_last_healthy_timestamp_seconds"]).value == s.last_healthy_s
+    assert "tileops_run_healthy" not in m
+
+
+def _timed(rec, half_width: float, conditions=None):
+    """``rec`` with a level interval of ± ``half_width`` around its time, and ``conditions``."""
+    t = rec.timing
+    m = t.median_s
+    ci = [m * (1 - half_width), m * (1 + half_width)]
+    return dataclasses.replace(rec, timing=dataclasses.replace(t, level_ci_s=ci, median_ci_s=ci), conditions=conditions)
+
+
+def test_an_unstable_row_says_why_in_short_names_and_a_stable_one_says_nothing(tmp_path: Path):
+    """tileops_row_unstable: one series per reason on an unstable row (issue 37), named by a short code, never
+    the phrase (whose numbers change every run); none on a row whose verdict stands; lean."""
+    busy = RowConditions(window_s=1.0, contended=True, contention=["other processes used 50% of the CPUs"])
+    hot = RowConditions(window_s=1.0, throttled=True, thermal=True)
+    run = write_run(tmp_path / "r", [
+        _timed(record("relu", "quiet"), 0.01),
+        _timed(record("relu", "wide"), 0.2),
+        _timed(record("relu", "busy"), 0.2, busy),
+        _timed(record("relu", "hot"), 0.01, hot),
+    ])
+    (snap,) = load_run(run, ProfileChooser.only(profile()))
+    m = parse(exposition([snap]))
+    reasons: dict[str, set[str]] = {}
+    for smp in m["tileops_row_unstable"]:
+        assert smp.value == 1
+        reasons.setdefault(smp.labels["label"], set()).add(smp.labels["reason"])
+    assert reasons == {"wide": {"wide-interval"}, "busy": {"wide-interval", "contended"}, "hot": {"throttled"}}
+    verdicts = {s.labels["label"]: s.labels["verdict"] for s in m["tileops_row_verdict"]}
+    assert {label for label, v in verdicts.items() if v == "unstable"} == set(reasons)
+    assert METRICS["tileops_row_unstable"].detail == "lean"
+    # every phrase the roofline gives an unstable row has a code of its own
+    for rec in load_records([run]):
+        for phrase in price(rec, profile()).unstable:
+            assert unstable_code(phrase) != "other", phrase
 
 
 def test_unreadable_input_names_the_fix(tmp_path: Path):

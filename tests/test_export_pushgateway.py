@@ -62,6 +62,17 @@ def test_push_groups_by_device_and_replaces_the_group(tmp_path: Path, gateway: s
     assert m["tileops_run_healthy"][0].value == 0
     assert m["tileops_row_verdict"][0].labels["physics"] == "breach"
     assert [s.value for s in m["tileops_run_last_success_timestamp_seconds"]] == [success]
+    assert [s.value for s in m["tileops_run_last_healthy_timestamp_seconds"]] == [success]
+
+    # a run nothing could be judged on (no profile): a success, never a healthy run (issue 37)
+    third = write_run(tmp_path / "3", [record("relu", "small", e=env(run_id="3"))], start=T0 + timedelta(hours=2))
+    (snap3,) = load_run(third, ProfileChooser.only(None))
+    assert push_snapshot(gateway, snap3, policy=POLICY).ok
+    m = scrape(gateway)
+    assert "tileops_run_healthy" not in m
+    later = (T0 + timedelta(hours=2, minutes=2)).timestamp()
+    assert [s.value for s in m["tileops_run_last_success_timestamp_seconds"]] == [later]
+    assert [s.value for s in m["tileops_run_last_healthy_timestamp_seconds"]] == [success]
 
 
 def test_each_device_is_its_own_group(tmp_path: Path, gateway: str):

@@ -65,6 +65,15 @@ def test_textfile_is_written_atomically_per_device_and_keeps_the_last_success(tm
     assert m["tileops_run_healthy"][0].value == 0
     # an unhealthy run keeps publishing the previous success, read back from the old file
     assert m["tileops_run_last_success_timestamp_seconds"][0].value == success
+    assert m["tileops_run_last_healthy_timestamp_seconds"][0].value == success
+    # a run nothing could be judged on (no profile) is a success, but not a healthy run (issue 37)
+    unjudged = write_run(tmp_path / "unjudged", [record(e=env(run_id="unjudged"))], start=T0 + timedelta(hours=2))
+    (u,) = load_run(unjudged, ProfileChooser.only(None))
+    write_textfile(out, u)
+    m = samples(path.read_text())
+    assert "tileops_run_healthy" not in m
+    assert m["tileops_run_last_success_timestamp_seconds"][0].value == (T0 + timedelta(hours=2, minutes=2)).timestamp()
+    assert m["tileops_run_last_healthy_timestamp_seconds"][0].value == success
     # no temporary file left behind, build info in its own file (node_exporter rejects duplicates across files)
     assert sorted(p.name for p in out.iterdir()) == sorted([path.name, BUILD_FILE])
     assert "tileops_build_info" not in m

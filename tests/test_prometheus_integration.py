@@ -5,8 +5,10 @@
                                         TILEOPS_DRAM_BANDWIDTH, as an image or chart does)
     tileops bench --push PGW            a small CPU run (memory- and compute-bound rows), pushed by the bench
     results/inflated/                   the same run with its formula inflated past the ceilings, plus an audit
-    tileops serve results/              publishes the newest run: the inflated one
-    prometheus                          scrapes both (the shipped config, honor_labels, the shipped rules)
+    tileops serve results/              publishes the newest run: the inflated one, which also holds a
+                                        contended row and a quiet one (below)
+    prometheus                          scrapes both (the shipped config, honor_labels, the shipped rules,
+                                        every rule group evaluated each second, the hourly one too)
 
 then asks Prometheus's HTTP API for our series and labels, waits for the breach
 alert to fire, and runs every query of the Grafana dashboard, each of which must
@@ -33,7 +35,7 @@ import pytest
 import yaml
 
 from export_support import free_port, need_binary, start_pushgateway, stop, wait_http
-from tileops.records import RunInfo, append_record, load_records, read_run_info, write_run_info
+from tileops.records import RowConditions, RunInfo, append_record, load_records, read_run_info, write_run_info
 from cli_support import tileops, tileops_argv
 
 pytestmark = pytest.mark.slow
@@ -69,33 +71,64 @@ def _eventually(what: str, probe: Callable[[], Any], timeout_s: float = 45) -> A
     raise AssertionError(f"{what}: nothing within {timeout_s} s (last answer: {last!r})")
 
 
-def _inflate(run_dir: Path, out: Path) -> tuple[str, str]:
-    """Copy a run with one row's formula inflated past the ceilings; returns (op, label) of that row."""
+QUIET = "-quiet"  # the label suffix of the row the inflated run adds with a verdict that stands
+
+
+def _inflate(run_dir: Path, out: Path) -> tuple[tuple[str, str], tuple[str, str, str]]:
+    """Copy a run with one row's formula inflated past the ceilings; returns (op, label) of that row, and
+    (op, label, dtype) of the row marked contended.
+
+    Two more rows make the panels of the rows that stand and of the unstable ones show something whatever
+    this shared host gave: one row marked contended (unstable, with that reason), and a copy of another row
+    under a label of its own with a quiet interval (±1 %: a quick run in a fresh store leaves every CPU row
+    unstable, and the pushed run's unstable twin of an existing row would hide it from those panels)."""
     out.mkdir(parents=True)
     records = load_records([run_dir])
-    victim = next(r for r in records if r.status == "ok" and r.bytes)
+    ok = [r for r in records if r.status == "ok" and r.bytes and r.timing is not None]
+    victim, contended, model = ok[0], ok[1], ok[-1]
     now = datetime.now(timezone.utc)
-    for r in records:
+    t = model.timing
+    assert t is not None
+    m = t.median_s
+    quiet = dataclasses.replace(model, label=model.label + QUIET, conditions=None, timing=dataclasses.replace(
+        t, level_ci_s=[0.99 * m, 1.01 * m], median_ci_s=[0.985 * m, 1.015 * m]))
+    for r in [*records, quiet]:
         update: dict[str, Any] = {"run_id": "inflated", "env": dataclasses.replace(r.env, run_id="inflated")}
         if r is victim:
             # formula-guard: allow inflating a priced record to provoke the physics breach; no op is priced here
             update |= {"bytes": r.bytes * INFLATE, "flops": (r.flops or 0) * INFLATE}
+        if r is contended:
+            update["conditions"] = RowConditions(window_s=1.0, contended=True,
+                                                 contention=["a load the integration test names"])
         append_record(out / "records.jsonl", dataclasses.replace(r, **update))
     write_run_info(out, RunInfo(run_id="inflated", started_at=now, finished_at=now, status="completed",
-                                exit_code=3, rows_total=len(records)))
+                                exit_code=3, rows_total=len(records) + 1))
     # formula-guard: allow a synthetic audit measurement (three times the declared read half), not a formula
     audit = [{"op": r.op, "label": r.label, "dtype": r.dtype, "backend": r.backend,
               "verdict": "FAIL" if r is victim else "WARN", "measured_read_bytes": 3 * (r.read_bytes or 1),
               "expected_read_bytes": r.read_bytes or 1} for r in records if r.status == "ok"]
     (out / "audit.jsonl").write_text("".join(json.dumps(a) + "\n" for a in audit), encoding="utf-8")
-    return victim.op, victim.label
+    return (victim.op, victim.label), (contended.op, contended.label, contended.dtype)
 
 
 def _prometheus_config(tmp: Path, pushgateway: str, serve: str) -> Path:
-    """The shipped config with our targets, 1 s intervals and the shipped rules by absolute path."""
+    """The shipped config with our targets, 1 s intervals and the shipped rules, each group evaluated every
+    second: the hourly one too, whose first evaluation could otherwise come an hour after the start, and
+    whose week read at hourly points (aligned to the clock's hours, before this test's data) is read here
+    as the last five minutes at each second."""
     cfg = yaml.safe_load((PROM_DIR / "prometheus.yml").read_text())
     cfg["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
-    cfg["rule_files"] = [str(PROM_DIR / pattern) for pattern in cfg["rule_files"]]
+    rules = tmp / "rules"
+    rules.mkdir()
+    for pattern in cfg["rule_files"]:
+        for path in sorted(PROM_DIR.glob(pattern)):
+            doc = yaml.safe_load(path.read_text())
+            for group in doc["groups"]:
+                if group.pop("interval", None) is not None:
+                    for rule in group["rules"]:
+                        rule["expr"] = re.sub(r"\[\d+[dh]:\d+h\]", "[5m:1s]", rule["expr"])
+            (rules / path.name).write_text(yaml.safe_dump(doc, sort_keys=False))
+    cfg["rule_files"] = [str(rules / "*.rules.yml")]
     targets = {"tileops-pushgateway": pushgateway, "tileops-serve": serve}
     for job in cfg["scrape_configs"]:
         job["static_configs"] = [{"targets": [targets[job["job_name"]]]}]
@@ -139,7 +172,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory):
                          "--no-plot",
                          "--out", str(results / "run-1"), "--push", pgw, env=env)
         assert bench.returncode == 0, bench.stdout[-3000:] + bench.stderr[-3000:]
-        victim = _inflate(results / "run-1", results / "inflated")
+        victim, contended = _inflate(results / "run-1", results / "inflated")
 
         serve_port = free_port()
         serve_log = open(tmp / "serve.log", "wb")
@@ -158,7 +191,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory):
         base = f"http://127.0.0.1:{prom_port}"
         wait_http(f"{base}/-/ready", 30, prom)
         records = load_records([results / "run-1"])
-        yield {"base": base, "victim": victim, "records": records, "tmp": tmp,
+        yield {"base": base, "victim": victim, "contended": contended, "records": records, "tmp": tmp,
                "run1": read_run_info(results / "run-1")}
     finally:
         for p in reversed(procs):
@@ -239,6 +272,8 @@ def test_every_dashboard_query_returns_data(stack):
     base = stack["base"]
     _eventually("both targets scraped", lambda: len(_query(base, 'up{job=~"tileops-.*"} == 1')) == 2)
     _eventually("recording rules evaluated", lambda: _query(base, "tileops:sol_ratio:by_model_op"))
+    _eventually("the hourly rule evaluated", lambda: _query(base, "tileops:sol_ratio:best_7d"))
+    _eventually("the served run's quiet row", lambda: _query(base, f'tileops_sol_ratio{{label=~".*{QUIET}"}}'))
     empty = [(title, expr) for title, expr in _dashboard_queries() if not _query(base, expr)]
     assert not empty, f"panels without data: {empty}"
     dash = json.loads(DASHBOARD.read_text())
@@ -250,3 +285,38 @@ def test_every_dashboard_query_returns_data(stack):
         url = f"{base}/api/v1/label/{label}/values?" + urllib.parse.urlencode({"match[]": metric})
         with urllib.request.urlopen(url, timeout=10) as resp:
             assert json.load(resp)["data"], f"variable {var['name']} lists nothing"
+
+
+def _panel_queries(title: str) -> list[str]:
+    return [expr for t, expr in _dashboard_queries() if t == title]
+
+
+def test_the_dashboard_shows_why(stack):
+    """Issue 37: the SOL panels keep the unstable rows apart, the unstable table names the contended row's
+    reason, the regression panel reads the alert's own comparison on the quiet row, and the time since the
+    last healthy run is the pushed (judged, healthy) run's, kept by the unhealthy run served after it."""
+    base = stack["base"]
+    _eventually("the hourly rule evaluated", lambda: _query(base, f'tileops:sol_ratio:best_7d{{label=~".*{QUIET}"}}'))
+    served = {((r["metric"]["op"], r["metric"]["label"], r["metric"]["dtype"]), r["metric"]["reason"])
+              for r in _query(base, 'tileops_row_unstable{job="tileops-serve"}')}
+    contended = stack["contended"]
+    assert (contended, "contended") in served, served
+
+    def rows(expr: str) -> dict[tuple[str, str, str], float]:
+        return {(r["metric"]["op"], r["metric"]["label"], r["metric"]["dtype"]): float(r["value"][1])
+                for r in _query(base, expr)}
+
+    stands, unstable, top = (rows(e) for e in _panel_queries("SOL ratio per workload"))
+    quiet = next(k for k in stands if k[1].endswith(QUIET))
+    assert contended in unstable and contended not in stands and quiet not in unstable
+    (check,) = _panel_queries("SOL regression check: top of interval over the bar")
+    # its top is sol / (0.99 x its time), its bar 80 % of its SOL (its only run): 1 / (0.8 x 0.99) over it
+    assert rows(check)[quiet] == pytest.approx(1 / (0.8 * 0.99), rel=1e-6)
+    assert top[quiet] == pytest.approx(stands[quiet] / 0.99, rel=1e-6)
+
+    healthy, _ = _panel_queries("Time since last healthy run")
+    assert healthy.startswith("time() - ")
+    run1 = stack["run1"].finished_at.timestamp()
+    for job in ("tileops", "tileops-serve"):  # the pushed healthy run, and carried past the unhealthy one served
+        (last,) = _query(base, f'tileops_run_last_healthy_timestamp_seconds{{job="{job}"}}')
+        assert float(last["value"][1]) == pytest.approx(run1), job

@@ -18,7 +18,8 @@ Two detail levels (``DETAILS``). ``lean``, the default, exports per row only
 what cannot be derived, at most four series on a healthy row: device time, SOL
 ratio, the top of the SOL's 95 % interval (where the record has one) and the
 row's state (verdict, bound, roof, physics as labels); a breached row adds its
-breach ratio. SOL time is ``sol_ratio x device_time``; the achieved
+breach ratio, an unstable row one series per reason it is unstable (a dashboard
+greys it out and says why). SOL time is ``sol_ratio x device_time``; the achieved
 rate on the bounding roof is ``sol_ratio x`` that roof, which is a per-device
 profile gauge, not a per-row one. ``full`` adds per row what those give (SOL
 time, both achieved rates) and the ``tileops_row_info`` detail (shapes,
@@ -79,6 +80,9 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
           "no SOL); bound (memory or compute); roof (the profile roof that priced its FLOPs); physics (held, "
           "breach or not-judged: the physics check of its ceilings).",
           ROW_LABELS + ("verdict", "blank_reason", "bound", "roof", "physics"), "row"),
+    _spec("tileops_row_unstable", "On an unstable row only (value 1), one series per reason its verdict cannot "
+          "stand: wide-interval (its time's interval is wider than a verdict needs), contended (another load "
+          "shared the device), throttled (the clocks fell during the row).", ROW_LABELS + ("reason",), "row"),
     _spec("tileops_physics_breach_ratio", "Implied rate / theoretical ceiling for each breached ceiling "
           "(above 1 by definition; only on rows that breach).", ROW_LABELS + ("ceiling",), "row"),
     _spec("tileops_row_host_bound_ratio", "On a host-bound row only: a call's span from its first launch to its "
@@ -134,6 +138,9 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
     _spec("tileops_run_timestamp_seconds", "When the run finished (Unix time).", DEVICE_LABELS, "run"),
     _spec("tileops_run_last_success_timestamp_seconds", "When the latest run that completed without a physics "
           "breach finished (Unix time); absent until there is one.", DEVICE_LABELS, "run"),
+    _spec("tileops_run_last_healthy_timestamp_seconds", "When the latest healthy run finished (Unix time): "
+          "completed, a ceiling judged, no breach (tileops_run_healthy 1); a run nothing could be judged on does "
+          "not count. Absent until there is one.", DEVICE_LABELS, "run"),
     _spec("tileops_run_rows", "Rows of the run by verdict (every verdict listed, zeros included).",
           DEVICE_LABELS + ("verdict",), "run"),
     _spec("tileops_run_physics_breaches", "Rows of the run that breach the physics check.", DEVICE_LABELS,
@@ -237,7 +244,7 @@ def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[RowSeries], full: b
     """Each row's series, appended straight to their lists (a run may hold 100,000 rows)."""
     d = fam.data
     times, sols, states = (d["tileops_device_time_seconds"], d["tileops_sol_ratio"], d["tileops_row_verdict"])
-    uppers = d["tileops_sol_ratio_upper"]
+    uppers, unstable = d["tileops_sol_ratio_upper"], d["tileops_row_unstable"]
     breach_ratio, host_bound = d["tileops_physics_breach_ratio"], d["tileops_row_host_bound_ratio"]
     if full:
         compiles, sol_times = d["tileops_compile_seconds"], d["tileops_sol_time_seconds"]
@@ -257,6 +264,8 @@ def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[RowSeries], full: b
         if row.sol_ratio_upper is not None:
             uppers.append((lab, row.sol_ratio_upper))
         states.append((lab + row.state, 1.0))
+        for reason in row.unstable:
+            unstable.append((lab + (reason,), 1.0))
         for ceiling, ratio in row.breaches:
             breach_ratio.append((lab + (ceiling,), ratio))
         if row.host_bound_ratio is not None:
@@ -304,6 +313,7 @@ def _run(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
     fam.add("tileops_run_duration_seconds", dev, s.duration_s)
     fam.add("tileops_run_timestamp_seconds", dev, s.finished_at.timestamp())
     fam.add("tileops_run_last_success_timestamp_seconds", dev, s.last_success_s)
+    fam.add("tileops_run_last_healthy_timestamp_seconds", dev, s.last_healthy_s)
     for v in VERDICTS:
         fam.add("tileops_run_rows", dev + (v,), s.health.by_verdict.get(v, 0))
     fam.add("tileops_run_physics_breaches", dev, s.health.breaches)

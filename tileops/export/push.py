@@ -13,9 +13,9 @@ A push that fails is retried with exponential backoff; transport errors and
 wrong, and a retry would send the same bytes). Nothing here touches the
 records: a failed push loses nothing, and the caller's exit code says so.
 
-The last-success timestamp must survive an unhealthy run, yet PUT replaces the
-whole group; so before pushing, the group's current value is read back
-(``/api/v1/metrics``) and carried into the new group.
+The last-success and last-healthy timestamps must survive an unhealthy run, yet
+PUT replaces the whole group; so before pushing, the group's current values are
+read back (``/api/v1/metrics``) and carried into the new group.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ from .snapshot import AuditSnapshot, DeviceLabels, Snapshot
 #: The audit's group is ``job=<job>-audit`` beside the run's ``job=<job>``.
 AUDIT_JOB_SUFFIX = "-audit"
 LAST_SUCCESS = "tileops_run_last_success_timestamp_seconds"
+LAST_HEALTHY = "tileops_run_last_healthy_timestamp_seconds"
+#: The timestamps a new run carries over from the group it replaces (a later run may be neither).
+CARRIED = (LAST_SUCCESS, LAST_HEALTHY)
 
 
 @dataclass(frozen=True)
@@ -142,30 +145,45 @@ def _describe(exc: BaseException) -> str:
 
 def previous_last_success(url: str, job: str, key: dict[str, str], timeout_s: float = 5.0) -> float | None:
     """The group's current last-success timestamp on the Pushgateway, or None (absent or unreachable)."""
+    return previous_times(url, job, key, timeout_s).get(LAST_SUCCESS)
+
+
+def previous_times(url: str, job: str, key: dict[str, str], timeout_s: float = 5.0) -> dict[str, float]:
+    """The group's current :data:`CARRIED` timestamps on the Pushgateway, by name (one request; a name absent
+    or the gateway unreachable: not in the answer)."""
     want = {"job": job, **key}
     try:
         with urllib.request.urlopen(f"{gateway_base(url)}/api/v1/metrics", timeout=timeout_s) as resp:
             doc = json.load(resp)
     except (OSError, ValueError):
-        return None
+        return {}
     # What a gateway answers is read defensively: anything but the documented shape means "no value known",
     # never a crash (a proxy's error page, another server on that port, a future API).
     groups = doc.get("data") if isinstance(doc, dict) else None
     for group in groups if isinstance(groups, list) else []:
         if not isinstance(group, dict) or group.get("labels") != want:
             continue
-        fam = group.get(LAST_SUCCESS)
-        metrics = fam.get("metrics") if isinstance(fam, dict) else None
-        values = []
-        for m in metrics if isinstance(metrics, list) else []:
-            try:
-                v = float(m["value"])
-            except (TypeError, KeyError, ValueError, OverflowError):
-                continue
-            if math.isfinite(v):
-                values.append(v)
-        return max(values) if values else None
-    return None
+        found = {}
+        for name in CARRIED:
+            value = _newest_value(group.get(name))
+            if value is not None:
+                found[name] = value
+        return found
+    return {}
+
+
+def _newest_value(fam: object) -> float | None:
+    """The largest finite value of one metric family of a gateway's answer; None for anything else."""
+    metrics = fam.get("metrics") if isinstance(fam, dict) else None
+    values = []
+    for m in metrics if isinstance(metrics, list) else []:
+        try:
+            v = float(m["value"])
+        except (TypeError, KeyError, ValueError, OverflowError):
+            continue
+        if math.isfinite(v):
+            values.append(v)
+    return max(values) if values else None
 
 
 def push_snapshot(url: str, snapshot: Snapshot, *, job: str = DEFAULT_JOB, instance: str | None = None,
@@ -181,7 +199,8 @@ def push_snapshot(url: str, snapshot: Snapshot, *, job: str = DEFAULT_JOB, insta
         job = job + AUDIT_JOB_SUFFIX
         snap: Snapshot = snapshot
     else:
-        snap = snapshot.with_last_success(previous_last_success(url, job, key, policy.timeout_s))
+        before = previous_times(url, job, key, policy.timeout_s)
+        snap = snapshot.with_last_success(before.get(LAST_SUCCESS), before.get(LAST_HEALTHY))
     body = exposition([snap], detail=detail)
     base = gateway_base(url)
     target = group_url(base, job, key)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-from tileops.roofline import GapSplit, Priced, power_state, row_energy
+from tileops.roofline import GapSplit, Priced, power_state, row_energy, unstable_code
 
 #: A short, stable rendering of shapes/params/data_terms for tileops_row_info's labels.
 _dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
@@ -52,6 +52,8 @@ class RowSeries(NamedTuple):
     power: tuple[str, str] | None = None  # (power state, ceiling basis) of a GPU row whose readings were taken
     sm_clock_min_hz: float | None = None
     power_watts: float | None = None
+    # ---- lean, issue 37: why an unstable row's verdict cannot stand, one short name per reason (none otherwise)
+    unstable: tuple[str, ...] = ()
 
 
 def row_series(p: Priced) -> RowSeries:
@@ -72,7 +74,8 @@ def row_series(p: Priced) -> RowSeries:
         (r.family, r.roof_key or "", p.roof or "", p.profile or "", t.timer if t is not None else "", r.status,
          _dumps(r.shapes) if r.shapes else "", _dumps(r.params) if r.params else "",
          _dumps(r.data_terms) if r.data_terms else ""),
-        p.sol_ci[1] if p.sol_ci is not None else None, *conditions_series(p)))
+        p.sol_ci[1] if p.sol_ci is not None else None, *conditions_series(p),
+        tuple(dict.fromkeys(unstable_code(why) for why in p.unstable)) if p.unstable else ()))
 
 
 def conditions_series(p: Priced) -> tuple:

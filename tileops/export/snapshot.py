@@ -104,9 +104,12 @@ class RunSnapshot:
     info: RunInfo | None = None
     audit: tuple[AuditEntry, ...] = ()
     calibration: DeviceCalibration | None = None  # this device's own calibration result, when one exists
-    #: Unix time of the latest healthy run known for this device (this one or an
+    #: Unix time of the latest successful run known for this device (:attr:`succeeded`: this one or an
     #: earlier one a sink remembered); None when none is known.
     last_success_s: float | None = None
+    #: Unix time of the latest healthy run known for this device (:attr:`healthy` True: a ceiling judged, no
+    #: breach), carried as ``last_success_s`` is; None when none is known.
+    last_healthy_s: float | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -131,13 +134,15 @@ class RunSnapshot:
         """The folder the snapshot was read from (what a sink's message names)."""
         return self.run_dir
 
-    def with_last_success(self, previous_s: float | None) -> RunSnapshot:
-        """This run's own success time, or the latest success a sink remembered, whichever is newer.
-        A success is a run that finished without a breach, judged or not: the staleness alert asks whether
-        the bench still runs; whether its formulas were judged is tileops_run_physics_check."""
-        own = self.finished_at.timestamp() if self.succeeded else None
-        known = [t for t in (own, previous_s, self.last_success_s) if t is not None]
-        return replace(self, last_success_s=max(known) if known else None)
+    def with_last_success(self, previous_s: float | None, previous_healthy_s: float | None = None) -> RunSnapshot:
+        """This run's own success time, or the latest success a sink remembered, whichever is newer; the same
+        for its healthy time. A success is a run that finished without a breach, judged or not: the staleness
+        alert asks whether the bench still runs. A healthy run is a success whose physics check judged a
+        ceiling: the dashboard's "time since last healthy run" must not count a run nothing could be judged on."""
+        end = self.finished_at.timestamp()
+        return replace(self, last_success_s=_newest(end if self.succeeded else None, previous_s, self.last_success_s),
+                       last_healthy_s=_newest(end if self.healthy else None, previous_healthy_s,
+                                              self.last_healthy_s))
 
 
 @dataclass(frozen=True)
@@ -159,9 +164,15 @@ class AuditSnapshot:
     def results_dir(self) -> Path:
         return self.audit_dir
 
-    def with_last_success(self, previous_s: float | None) -> AuditSnapshot:
+    def with_last_success(self, previous_s: float | None, previous_healthy_s: float | None = None
+                          ) -> AuditSnapshot:
         """An audit is not a run: it has no success time to carry."""
         return self
+
+
+def _newest(*times: float | None) -> float | None:
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
 
 
 #: What the sinks publish: a device's run (with its audit, when joined), or its audit alone.
@@ -416,12 +427,13 @@ def _run_audit_time(s: RunSnapshot) -> datetime:
 
 
 def latest_per_device(snapshots: Iterable[Snapshot]) -> list[Snapshot]:
-    """Each device's newest run, carrying the newest healthy run's time as its last success, and joined
+    """Each device's newest run, carrying the newest successful (and healthy) run's time, and joined
     with the device's newest audit: an audit folder of its own replaces the run's own ``audit.jsonl``
     when it finished later. A device with an audit and no run is published as its :class:`AuditSnapshot`.
     """
     newest: dict[DeviceLabels, RunSnapshot] = {}
     success: dict[DeviceLabels, float] = {}
+    healthy: dict[DeviceLabels, float] = {}
     audits: dict[tuple[str, str, str], AuditSnapshot] = {}
     for s in snapshots:
         if isinstance(s, AuditSnapshot):
@@ -431,6 +443,8 @@ def latest_per_device(snapshots: Iterable[Snapshot]) -> list[Snapshot]:
             continue
         if s.last_success_s is not None:
             success[s.device] = max(success.get(s.device, s.last_success_s), s.last_success_s)
+        if s.last_healthy_s is not None:
+            healthy[s.device] = max(healthy.get(s.device, s.last_healthy_s), s.last_healthy_s)
         cur = newest.get(s.device)
         if cur is None or (s.started_at, s.finished_at) > (cur.started_at, cur.finished_at):
             newest[s.device] = s
@@ -439,7 +453,7 @@ def latest_per_device(snapshots: Iterable[Snapshot]) -> list[Snapshot]:
         a = audits.pop(d.labels(), None)
         if a is not None and (not s.audit or a.finished_at > _run_audit_time(s)):
             s = replace(s, audit=a.audit)
-        out.append(s.with_last_success(success.get(d)))
+        out.append(s.with_last_success(success.get(d), healthy.get(d)))
     out += audits.values()  # devices audited but never benched (here)
     return sorted(out, key=lambda s: (s.device.labels(), isinstance(s, AuditSnapshot)))
 

@@ -5,8 +5,8 @@ at each scrape; a half-written file would be read as a broken one. So the text
 goes to a hidden temporary file in the same directory (not matching ``*.prom``),
 is fsync'd, and renamed over the old file in one step.
 
-The previous file is also where an unhealthy run finds the last success time
-it must keep publishing. A device's audit has its own file,
+The previous file is also where an unhealthy run finds the last success and
+last healthy times it must keep publishing. A device's audit has its own file,
 ``tileops_<uuid>.audit.prom``, for the reason the Pushgateway keeps it in its own
 group: a run without an audit must not erase the audit's verdicts, nor an audit
 exported alone the run.
@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tileops.fsutil import read_regular, write_atomic
 
 from .metrics import DEFAULT_DETAIL, exposition
-from .push import LAST_SUCCESS
+from .push import CARRIED, LAST_HEALTHY, LAST_SUCCESS
 from .snapshot import AuditSnapshot, DeviceLabels, Snapshot
 
 #: The previous exposition is read for one timestamp; a 100,000-row run's full exposition is tens of MB.
@@ -37,41 +37,53 @@ def textfile_path(directory: Path, device: DeviceLabels, *, audit: bool = False)
 
 
 def previous_last_success(path: Path) -> float | None:
-    """The last-success timestamp in an earlier file, or None (no file, unreadable, or never succeeded).
+    """The last-success timestamp in an earlier file, or None (no file, unreadable, or never succeeded)."""
+    return previous_times(path).get(LAST_SUCCESS)
 
-    Only that family's lines are parsed (with prometheus_client's parser, as a
+
+def previous_times(path: Path) -> dict[str, float]:
+    """The :data:`~tileops.export.push.CARRIED` timestamps in an earlier file, by name (a name absent, the
+    file missing or unreadable, or its line malformed: not in the answer).
+
+    Only those families' lines are parsed (with prometheus_client's parser, as a
     scrape would read them): the file holds a few series per row, and parsing all
     of a large run's would cost every export after the first more than the export itself
     (docs/architecture.md, "Figures behind the code").
-    A malformed last-success line still reads as None.
     """
     try:  # a regular file only: a FIFO left where the exposition belongs would block the export forever
         text = read_regular(path, PREVIOUS_MAX_BYTES).decode("utf-8", errors="replace")
     except OSError:
-        return None
+        return {}
+    found = {}
+    for name in CARRIED:
+        value = _family_value(text, name)
+        if value is not None:
+            found[name] = value
+    return found
+
+
+def _family_value(text: str, name: str) -> float | None:
+    """The largest value of the family ``name`` in an exposition, read from its own lines; None without one."""
     lines = []
     start = 0
-    while (at := text.find(LAST_SUCCESS, start)) != -1:  # a plain search: the name is on a few lines
+    line_re = re.compile(rf"(?:# (?:HELP|TYPE) )?{name}(?:[{{ ].*)?")  # its comments and its samples
+    while (at := text.find(name, start)) != -1:  # a plain search: the name is on a few lines
         first = text.rfind("\n", 0, at) + 1
         end = text.find("\n", at)
         end = len(text) if end == -1 else end
-        if _LAST_SUCCESS_LINE.fullmatch(text, first, end):
+        if line_re.fullmatch(text, first, end):
             lines.append(text[first:end])
         start = end
     if not lines:
         return None
     try:
         for fam in text_string_to_metric_families("\n".join(lines) + "\n"):
-            if fam.name == LAST_SUCCESS:
+            if fam.name == name:
                 values = [s.value for s in fam.samples]
                 return max(values) if values else None
     except ValueError:
         return None
     return None
-
-
-#: The last-success family's lines: its ``# HELP`` / ``# TYPE`` comments and its samples.
-_LAST_SUCCESS_LINE = re.compile(rf"(?:# (?:HELP|TYPE) )?{LAST_SUCCESS}(?:[{{ ].*)?")
 
 
 BUILD_FILE = "tileops_build.prom"
@@ -89,7 +101,11 @@ def write_textfile(directory: Path, snapshot: Snapshot, *, detail: str = DEFAULT
     directory.mkdir(parents=True, exist_ok=True)
     audit = isinstance(snapshot, AuditSnapshot)
     path = textfile_path(directory, snapshot.device, audit=audit)
-    snap = snapshot if audit else snapshot.with_last_success(previous_last_success(path))
+    if audit:
+        snap = snapshot
+    else:
+        before = previous_times(path)
+        snap = snapshot.with_last_success(before.get(LAST_SUCCESS), before.get(LAST_HEALTHY))
     write_atomic(path, exposition([snap], build_info=False, detail=detail))
     write_atomic(directory / BUILD_FILE, exposition([]))
     return path

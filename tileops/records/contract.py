@@ -204,7 +204,7 @@ class Timing:
     span_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
     #: [lo, hi]: where a rerun's level (``median_s``) is expected to fall (95 %), under the same plan: the row's
     #: own variation within and between visits and the host's (``tileops.bench.hostnoise``), not back-to-back
-    #: samples. None: not known (a record written before intervals, or too few blocks).
+    #: samples. None: not known (a record written before intervals, or not by the bench).
     median_ci_s: list[float] | None = None
     #: [lo, hi]: the 95 % interval of this run's level, what the roofline's judgments and a comparison of two runs
     #: use (narrower than ``median_ci_s`` by about sqrt(2)). None in records written before issue 34.

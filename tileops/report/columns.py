@@ -86,9 +86,11 @@ def column_unit(column: str, values: Iterable[float | None]) -> tuple[str, Calla
 
 
 def plain_number(x: float) -> str:
-    """Three significant figures without an exponent: ``181``, ``97.6``, ``0.0123``, ``12300``."""
+    """Three significant figures without an exponent: ``181``, ``97.6``, ``0.0123``, ``12300`` (49641 too is
+    ``49600``: a cell shows no more digits than the measurement holds, whatever the column's unit)."""
     if x == 0:
         return "0"
+    x = float(f"{x:.3g}")  # rounded first, so 999.7 is 1000, never 1000.0
     digits = max(0, 2 - math.floor(math.log10(abs(x))))
     return f"{x:.{digits}f}"
 

@@ -27,7 +27,7 @@ The decision, per row:
   was disturbed (contended, throttled: the neighbour may be the cause, not the
   code), or on a GPU a change the SM clocks explain;
 * **unjudged** when either side has no interval (a record from before
-  intervals, a row of too few blocks): never slower, whatever its medians say;
+  intervals, or not written by the bench): never slower, whatever its medians say;
   the reason says which side and what to do;
 * **moved with the run**: where (nearly) every row of the comparison moved the
   same way by the threshold or more (their median change), a row that moved with them is
@@ -146,7 +146,7 @@ def _test(old: Side, new: Side) -> _Test | Decision:
     if so is None or sn is None:
         which = "baseline" if so is None else "new run"
         return Decision("unjudged", "missing-interval", f"{_pct(ratio - 1)} on the levels, unjudged: the {which} "
-                        "has no interval (a record from before intervals, or a row of too few blocks); re-run it "
+                        "has no interval (a record from before intervals, or not written by tileops bench); re-run it "
                         "with the bench for an interval", ratio, None, basis="none")
     d = math.log(ratio)
     se = math.hypot(so, sn)

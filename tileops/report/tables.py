@@ -67,7 +67,7 @@ def _comparison_lines(c: Comparison) -> list[str]:
     unjudged = counts.get("unjudged", 0)
     if unjudged:
         lines.append(f"baseline: {unjudged} row(s) unjudged: a side has no interval (recorded before intervals, or "
-                     "too few blocks), so no change is called on its medians alone; counted, never a failure; "
+                     "not by tileops bench), so no change is called on its medians alone; counted, never a failure; "
                      "re-run the bench for intervals")
     lines += [f"note: {n}" for n in c.notes]
     return lines

@@ -17,7 +17,7 @@ takes three things:
 * **the times the physics check judges**: the fast end (``fast_times``), since
   noise only ever slows a call (``tileops.roofline.price``).
 
-A record without an interval (written before intervals, or too few blocks) is
+A record without an interval (written before intervals, or not by the bench, which gives every row one) is
 read on its median alone, as before, and its SOL interval is blank with the
 reason ``no-interval``. Pure functions over a record.
 """
@@ -34,8 +34,8 @@ UNSTABLE_GPU = 0.02
 #: Why a priced row has no SOL interval (the only reason: a blank row's SOL is blank for its own reason).
 CI_NO_INTERVAL = "no-interval"
 CI_REASONS: dict[str, str] = {
-    CI_NO_INTERVAL: "the record has no interval for its median (written before intervals, or too few blocks "
-                    "of samples): its SOL is a point reading; re-run the bench for an interval",
+    CI_NO_INTERVAL: "the record has no interval for its median (written before intervals, or not by tileops "
+                    "bench): its SOL is a point reading; re-run the bench for an interval",
 }
 
 
@@ -151,6 +151,23 @@ def disturbances(record: Record, *, sustained: bool = False) -> tuple[str, ...]:
             held = [w for w, on in (("power cap", c.power_capped), ("thermal", c.thermal)) if on]
             out += ("throttled" + (f" ({', '.join(held)})" if held else "") + ": the clocks fell during the row",)
     return out
+
+
+#: Each unstable reason's short name, by how its phrase (:func:`unstable_reasons`) begins: the exporter labels an
+#: unstable row with these (``tileops_row_unstable``), never with a phrase whose numbers change every run.
+UNSTABLE_CODES: tuple[tuple[str, str], ...] = (
+    ("its time is", "wide-interval"),  # the level's interval is wider than the device kind's limit
+    ("contended", "contended"),
+    ("throttled", "throttled"),
+)
+#: A phrase no entry of :data:`UNSTABLE_CODES` names (a reason added without one).
+UNSTABLE_OTHER = "other"
+
+
+def unstable_code(phrase: str) -> str:
+    """The short name of one of :func:`unstable_reasons`' phrases (``wide-interval``, ``contended``,
+    ``throttled``; ``other`` for a phrase no code names)."""
+    return next((code for start, code in UNSTABLE_CODES if phrase.startswith(start)), UNSTABLE_OTHER)
 
 
 def sm_clock_mhz(record: Record) -> float | None:
