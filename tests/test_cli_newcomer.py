@@ -178,6 +178,15 @@ def test_a_value_that_names_nothing_gets_a_did_you_mean_and_a_count_not_a_flood(
         assert hint and all(value in label for label in hint)
 
 
+def test_a_profile_that_names_nothing_gets_a_did_you_mean_in_list_and_run_alike(capsys) -> None:
+    """`--profile h100-sxn`: the likely profile named (case aside), the same from --list as from the run."""
+    assert main(["bench", "--op", "relu", "--profile", "h100-sxn", "--list"]) == 2
+    listed = capsys.readouterr().err
+    assert "no profile named or matching 'h100-sxn' (did you mean H100-SXM?); known profiles: " in listed
+    assert main(["bench", "--op", "relu", "--profile", "h100-sxn"]) == 2
+    assert capsys.readouterr().err == listed
+
+
 # --------------------------------------------------------------------------- progress a log can follow
 
 
