@@ -115,7 +115,7 @@ def test_the_plan_before_the_run(flag: str, tmp_path: Path, capsys) -> None:
 
 @pytest.mark.parametrize("args, said", [
     (["--dtype", "fp16"], "--dtype fp16: matches no dtype of the selected ops' rows (did you mean float16?); valid: "),
-    (["--op", "nosuch"], "--op nosuch: matches no implemented op; valid: abs, add,"),
+    (["--op", "nosuch"], "--op nosuch: matches no implemented op; "),
     (["--op", "relu", "--op", "rleu"], "--op rleu: matches no implemented op (did you mean relu?)"),
     (["--family", "gemms"], "--family gemms: matches no family (did you mean gemm?)"),
     (["--op", "relu", "--label", "square-8192"], "--label square-8192: matches no row of the selected ops"),
@@ -128,6 +128,63 @@ def test_a_selection_that_matches_nothing_names_the_filter(args: list[str], said
     assert said in err, err
     if "fp16" in args:
         assert "float16" in err.split("valid: ", 1)[1]  # the valid values are listed
+
+
+def test_a_backend_the_op_lacks_is_the_cause_named_before_the_cpu_tag_rule(capsys) -> None:
+    """`--op gemm --backend triton` blamed the CPU's `cpu` tag and suggested --all-rows, which cannot give gemm a
+    Triton kernel: the backend is named first, with the backends gemm has and the ops that have one."""
+    from tileops.ops.registry import load_all
+
+    classes = load_all()
+    assert main(["bench", "--op", "gemm", "--backend", "triton", "--list"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"gemm has no Triton kernel (its backends: {', '.join(classes['gemm'].backends)})" in err, err
+    assert "--all-rows" not in err and "tagged `cpu`" not in err
+    with_triton = [n for n, c in classes.items() if "triton" in c.backends]
+    assert f"{len(with_triton)} ops have one" in err
+    # named beside an op that has one: the run goes on, and the plan says why gemm has no rows
+    assert main(["bench", "--op", "gemm", "--op", "relu", "--backend", "triton", "--list",
+                 "--output-format", "log"]) == 0
+    out = capsys.readouterr()
+    assert "--op gemm: gemm has no Triton kernel" in out.err + out.out
+
+
+@pytest.mark.parametrize("flag, value, noun, lister", [
+    ("--label", "nosuch", "labels", "`tileops ops OP` lists them"),
+    ("--op", "nosuch", "implemented ops", "`tileops ops` lists them"),
+    ("--label", "llama3-8b", "labels", "`tileops ops OP` lists them"),
+    ("--family", "nosuch", None, None),
+    ("--tag", "nosuch", None, None),
+    ("--dtype", "nosuch", None, None),
+])
+def test_a_value_that_names_nothing_gets_a_did_you_mean_and_a_count_not_a_flood(
+        flag: str, value: str, noun: str | None, lister: str | None, capsys) -> None:
+    """`--label nosuch` printed every one of about 110 labels: a long list names its count and the command that
+    lists it; a short one (families, tags, dtypes) is still listed whole."""
+    from tileops.errors import LIST_AT_MOST
+    from tileops.ops.registry import load_all
+
+    assert main(["bench", flag, value, "--list"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{flag} {value}: matches no " in err and len(err) < 400, err
+    implemented = [e for n, e in load_entries().items() if e.status == "implemented" and n in load_all()]
+    if noun is None:
+        assert "; valid: " in err and len(err.split("; valid: ", 1)[1].split(", ")) <= LIST_AT_MOST
+        return
+    count = len(implemented) if flag == "--op" else len({r.label for e in implemented for r in e.workloads})
+    assert count > LIST_AT_MOST and f"; {count} {noun}: {lister}" in err and "valid:" not in err
+    if value == "llama3-8b":  # a part of a label: the labels holding it are the likely ones
+        hint = err.split("(did you mean ", 1)[1].split("?)", 1)[0].split(" or ")
+        assert hint and all(value in label for label in hint)
+
+
+def test_a_profile_that_names_nothing_gets_a_did_you_mean_in_list_and_run_alike(capsys) -> None:
+    """`--profile h100-sxn`: the likely profile named (case aside), the same from --list as from the run."""
+    assert main(["bench", "--op", "relu", "--profile", "h100-sxn", "--list"]) == 2
+    listed = capsys.readouterr().err
+    assert "no profile named or matching 'h100-sxn' (did you mean H100-SXM?); known profiles: " in listed
+    assert main(["bench", "--op", "relu", "--profile", "h100-sxn"]) == 2
+    assert capsys.readouterr().err == listed
 
 
 # --------------------------------------------------------------------------- progress a log can follow
@@ -175,6 +232,20 @@ def test_profile_show_takes_its_options_after_the_name_too(capsys) -> None:
     assert after == before and after["name"] == "H100-SXM"
     assert main(["profile", "list", "--format", "json"]) == 0
     assert any(p["name"] == "H100-SXM" for p in json.loads(capsys.readouterr().out))
+
+
+def test_profile_match_takes_a_device_name_unquoted(capsys) -> None:
+    """`tileops profile match NVIDIA H200` gave the top-level usage (argparse took H200 for an unknown argument):
+    the words are one name, as quoted; `show` and `check` likewise."""
+    assert main(["profile", "match", "NVIDIA", "H200", "--format", "json"]) == 0
+    unquoted = json.loads(capsys.readouterr().out)
+    assert main(["profile", "match", "NVIDIA H200", "--format", "json"]) == 0
+    assert unquoted == json.loads(capsys.readouterr().out) and unquoted["device_name"] == "NVIDIA H200"
+    assert unquoted["profile"] == "H200"
+    assert main(["profile", "show", "NVIDIA", "H200", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "H200"
+    assert main(["profile", "match", "NVIDIA", "GeForce", "256"]) == 1  # nothing matches: exit 1, not usage
+    assert "NVIDIA GeForce 256" in capsys.readouterr().out
 
 
 def test_the_calibration_tables_columns_are_all_labelled() -> None:

@@ -221,6 +221,29 @@ def test_the_workers_allocator_reuses_freed_memory_instead_of_faulting_it_in_aga
     assert got["faults_per_call"] < 1, got
 
 
+def test_first_visits_read_back_exactly_and_a_torn_line_is_passed_over_then_cut_off(tmp_path: Path) -> None:
+    """What a resumed second pass pools: each row's first visit, its samples exactly as measured (the visit's
+    statistics then equal), the newest per row; a line a crash cut short is passed over, and cut off before a
+    resumed run appends, so the next line is whole."""
+    from tileops.bench.firstvisits import append_first_visit, read_first_visits
+
+    path = tmp_path / "first-visits.jsonl"
+    a, b = ("relu", "x", "float32", "torch"), ("add", "y", "float32", "torch")
+    blocks = [[1.234567890123e-4, 1.1e-4 / 3], [9.87654321e-5]]
+    append_first_visit(path, a, _visit(1e-3, 4))
+    append_first_visit(path, b, blocks)
+    append_first_visit(path, a, blocks)  # the row run again (an error, then ok): the newest counts
+    with path.open("ab") as f:
+        f.write(b'{"key": ["gelu", "z", "float32", "torch"], "blocks": [[0.00')  # a crash mid-write
+    got = read_first_visits(path)
+    assert set(got) == {a, b} and got[b] == blocks and visit_of(got[a]) == visit_of(blocks)
+    assert not path.read_bytes().endswith(b"\n")  # reading alone changes nothing
+    assert read_first_visits(path, repair=True) == got and path.read_bytes().endswith(b"\n")
+    append_first_visit(path, ("gelu", "z", "float32", "torch"), [[2e-3]])
+    assert len(read_first_visits(path)) == 3
+    assert read_first_visits(tmp_path / "none.jsonl") == {}
+
+
 # -- end to end ---------------------------------------------------------------------------------------
 
 

@@ -35,7 +35,7 @@ from tileops.bench.select import Planned, Selection
 from tileops.device import DeviceInfo, cuda_available, describe_device, host_name
 from tileops.defaults import AUDIT_DEVICE, AUDIT_WARMUP
 from tileops.defaults import AUDIT_ROW_TIMEOUT_S as DEFAULT_ROW_TIMEOUT_S
-from tileops.errors import TileOpsError
+from tileops.errors import TileOpsError, unknown_value
 from tileops.records import DeviceIdentity
 
 REPORTS_DIR = "ncu"
@@ -102,7 +102,8 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
     config = load_config(opts.config, entries, implemented)
     unknown = sorted(set(opts.selection.ops) - set(implemented))
     if unknown:
-        raise TileOpsError(f"unknown op(s) {', '.join(unknown)}; implemented ops: {', '.join(sorted(implemented))}")
+        raise TileOpsError("; ".join(f"--op {v}: matches no implemented op" + unknown_value(
+            v, implemented, noun="implemented ops", lister="tileops ops") for v in unknown))
     device = _device(opts.device)
     planned = audit_plan(entries, classes, opts.selection, _planning_device(device))
     if not planned:

@@ -20,14 +20,13 @@ compiler) is a ``skipped`` record with the reason the op class gives
 from __future__ import annotations
 
 import copy
-import difflib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable
 
 from tileops.bench.adhoc import adhoc_rows
 from tileops.device import DeviceInfo
-from tileops.errors import TileOpsError
+from tileops.errors import LIST_AT_MOST, TileOpsError, unknown_value
 from tileops.ops.backends import BACKENDS
 from tileops.ops.spec import OpEntry, Workload, dtype_case_name
 from tileops.ops.workload import BoundRow, bind_row, build_inputs, instantiate
@@ -150,7 +149,7 @@ def plan(entries: dict[str, OpEntry], classes: dict[str, type[Op]], sel: Selecti
         if not (_matches(name, sel.ops) and _matches(e.family, sel.families)):
             continue
         cls = classes[name]
-        backends = [b for b in cls.backends if b in wanted]  # an op without a backend has no row for it
+        backends = _op_backends(cls, wanted, name in sel.ops, notes)
         if not backends:
             continue
         if sel.shapes:
@@ -169,6 +168,15 @@ def plan(entries: dict[str, OpEntry], classes: dict[str, type[Op]], sel: Selecti
                 for b in backends:
                     out.append(Planned(name, row, case, b, why or _backend_skip(cls, b, bound, device)))
     return out
+
+
+def _op_backends(cls: type[Op], wanted: tuple[str, ...], named: bool, notes: list[str] | None) -> list[str]:
+    """The backends of ``wanted`` the op has: none, no row of it runs; an op named by --op then says so in
+    ``notes`` (``--op gemm --op relu --backend triton`` runs relu's rows, never gemm's, and not silently)."""
+    backends = [b for b in cls.backends if b in wanted]
+    if not backends and named and notes is not None:
+        notes.append(f"--op {cls.name}: {_lacks(cls.name, cls, set(wanted))}, so none of its rows runs")
+    return backends
 
 
 def _skip_reason(entry: OpEntry, row: Workload, case: Any, device: DeviceInfo) -> str | None:
@@ -199,59 +207,76 @@ DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32
                  "e5m2": "float8_e5m2", "int": "int64", "long": "int64"}
 
 
-def _offer(value: str, known: Iterable[str], flag: str, what: str) -> str:
-    known = sorted(set(known))
+def _offer(value: str, known: Iterable[str], flag: str, what: str, noun: str, lister: str) -> str:
     alias = DTYPE_ALIASES.get(value.lower()) if flag == "--dtype" else None
-    close = [alias] if alias in known else difflib.get_close_matches(value, known, n=3, cutoff=0.6)
-    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
-    return f"{flag} {value}: matches no {what}{hint}; valid: {', '.join(known)}"
+    return f"{flag} {value}: matches no {what}" + unknown_value(value, known, noun=noun, lister=lister,
+                                                              likely=[alias] if alias else [])
 
 
 def check_filters(entries: dict[str, OpEntry], classes: dict[str, type[Op]], sel: Selection) -> None:
     """TileOpsError naming every filter value that names nothing at all (a typo, ``--dtype fp16``), with the
     valid values: checked before planning, so a misspelt filter is never silently narrower than meant."""
     implemented = {n: e for n, e in entries.items() if e.status == "implemented" and n in classes}
-    problems = [_offer(v, implemented, "--op", "implemented op") + " (`tileops ops` lists each with its rows)"
+    problems = [_offer(v, implemented, "--op", "implemented op", "implemented ops", "tileops ops")
                 for v in sel.ops if v not in implemented]
     families = {e.family for e in implemented.values()}
-    problems += [_offer(v, families, "--family", "family") for v in sel.families if v not in families]
+    problems += [_offer(v, families, "--family", "family", "families", "tileops ops")
+                 for v in sel.families if v not in families]
     scope = [e for n, e in implemented.items() if _matches(n, sel.ops) and _matches(e.family, sel.families)] \
         or list(implemented.values())
     rows = [r for e in scope for r in e.workloads]
     labels = {r.label for r in rows}
-    problems += [_offer(v, labels, "--label", "row of the selected ops") for v in sel.labels if v not in labels]
+    lister = f"tileops ops {scope[0].name}" if len(scope) == 1 else "tileops ops OP"
+    problems += [_offer(v, labels, "--label", "row of the selected ops", "labels", lister)
+                 for v in sel.labels if v not in labels]
     tags = {t for r in rows for t in r.tags}
-    problems += [_offer(v, tags, "--tag", "workload tag") for v in sel.tags if v not in tags]
+    problems += [_offer(v, tags, "--tag", "workload tag", "tags", lister) for v in sel.tags if v not in tags]
     names = {d for r in rows for case in r.dtypes for d in (_case_dtypes(case) | {dtype_case_name(case)})}
     if sel.shapes:  # an ad-hoc row may take any dtype of the op's free dtype union
         names |= {d for e in scope for t in e.signature.tensors if t.is_free_dtype for d in t.dtypes}
-    problems += [_offer(v, {d for d in names if "=" not in d}, "--dtype", "dtype of the selected ops' rows")
-                 for v in sel.dtypes if v not in names]
+    problems += [_offer(v, {d for d in names if "=" not in d}, "--dtype", "dtype of the selected ops' rows",
+                        "dtypes", lister) for v in sel.dtypes if v not in names]
     if problems:
         raise TileOpsError("; ".join(problems))
 
 
 def why_empty(entries: dict[str, OpEntry], classes: dict[str, type[Op]], sel: Selection, device: DeviceInfo) -> str:
-    """Why a selection whose every value names something still matches no row: which filters together."""
+    """Why a selection whose every value names something still matches no row: which filters together, and the
+    first cause that alone empties it (a backend none of the ops offers, before the CPU's default tag: adding
+    --all-rows cannot give gemm a Triton kernel)."""
     given = [f"{flag} {', '.join(vals)}" for flag, vals in (("--op", sel.ops), ("--family", sel.families),
                                                            ("--label", sel.labels), ("--tag", sel.tags),
                                                            ("--dtype", sel.dtypes), ("--backend", sel.backends))
              if vals]
     msg = "no workload row matches " + (" with ".join(given) if given else "the selection")
-    scope = {n: e for n, e in entries.items() if e.status == "implemented" and n in classes
-             and _matches(n, sel.ops) and _matches(e.family, sel.families)}
-    default_tag = device.kind == "cpu" and not sel.rows_named
-    if default_tag:
+    implemented = {n: e for n, e in entries.items() if e.status == "implemented" and n in classes}
+    scope = {n: e for n, e in implemented.items() if _matches(n, sel.ops) and _matches(e.family, sel.families)}
+    asked = set(wanted_backends(sel, device))
+    without = [n for n in scope if not set(classes[n].backends) & asked]
+    if scope and len(without) == len(scope):  # the cause whatever the other filters say
+        having = sorted(n for n in implemented if set(classes[n].backends) & asked)
+        if len(scope) == 1:
+            msg += f": {_lacks(without[0], classes[without[0]], asked)}"
+        else:
+            msg += f": none of the {len(scope)} selected ops has a {' or '.join(sorted(asked))} backend"
+        msg += (f"; {len(having)} ops have one (docs/ops.md, Backends)" if len(having) > LIST_AT_MOST
+                else f"; the ops that have one: {', '.join(having) or 'none'}")
+    elif device.kind == "cpu" and not sel.rows_named:
         cpu_rows = [r for e in scope.values() for r in e.workloads if "cpu" in r.tags]
         have = sorted({d for r in cpu_rows for c in r.dtypes for d in _case_dtypes(c)})
         msg += (f": on a CPU only rows tagged `cpu` run unless --label, --tag or --all-rows names others (those rows"
                 f" have {', '.join(have) or 'none'}); add --all-rows for the GPU-sized rows")
-    elif sel.backends and set(sel.backends) - {ALL}:
-        msg += (f": --backend {', '.join(sel.backends)} has rows only for ops that offer it (the ops with a Triton "
-                "kernel are listed in docs/ops.md, Backends)")
+    if without and len(without) < len(scope) and sel.backends:
+        msg += "; " + "; ".join(_lacks(n, classes[n], asked) for n in without)
     if len(scope) == 1:
         (name,) = scope
         msg += f"; list {name}'s rows with `tileops ops {name}`"
     else:
         msg += "; list an op's rows with `tileops ops NAME`"
     return msg
+
+
+def _lacks(name: str, cls: type[Op], asked: set[str]) -> str:
+    """``gemm has no Triton kernel (its backends: torch, compile)``."""
+    what = "Triton kernel" if asked == {"triton"} else f"{' or '.join(sorted(asked))} backend"
+    return f"{name} has no {what} (its backends: {', '.join(cls.backends)})"

@@ -20,11 +20,12 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from tileops import exitcodes
 from tileops.bench.environment import new_run_id, run_environment
 from tileops.bench.execute import Task
+from tileops.bench.firstvisits import FIRST_VISITS_FILE, append_first_visit, read_first_visits, remove_first_visits
 from tileops.bench import allocator
 from tileops.bench.quiet import check_quiet
 from tileops.bench.rundir import RunLock, lock_run_dir
@@ -38,14 +39,19 @@ from tileops.bench.revisit import (KindOf, finish, first_visit_rule, kind_by_int
 from tileops.bench.worker import RowResult, Worker, default_threads
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
+from tileops.fsutil import unwritable_dir
 from tileops.interrupts import deferred, exit_code, signal_name
 from tileops.ops.backends import cache_env
 from tileops.ops.catalog import load_entries
 from tileops.ops.registry import load_all
 from tileops.defaults import BENCH_COMPILE_TIMEOUT_S, BENCH_ROW_TIMEOUT_S
-from tileops.records import (RECORDS_FILE, RUN_FILE, Environment, Record, RunInfo, RunOptions, append_record,
-                             iter_records, read_run_info, replace_records, set_aside_torn_tail, utcnow,
+from tileops.records import (OUTPUT_ONLY_FIELDS, RECORDS_FILE, RUN_FILE, Environment, Record, RunInfo, RunOptions,
+                             append_record, iter_records, read_run_info, replace_records, set_aside_torn_tail, utcnow,
                              write_run_info)
+
+Key = tuple[str, str, str, str]
+#: a row's first visit, as the second pass takes it: its plan, its first-pass record, its blocks of samples
+FirstVisit = tuple[Planned, Record, list[list[float]]]
 
 DEFAULT_ROW_TIMEOUT_S = BENCH_ROW_TIMEOUT_S
 DEFAULT_COMPILE_TIMEOUT_S = BENCH_COMPILE_TIMEOUT_S
@@ -54,6 +60,9 @@ DEFAULT_COMPILE_TIMEOUT_S = BENCH_COMPILE_TIMEOUT_S
 COMPILE_CACHE_DIR = ".compile-cache"
 #: Where ``--keep-traces`` leaves each CUPTI row's last profiled batch (a Chrome trace), in the run directory.
 TRACES_DIR = "traces"
+#: How a run directory that cannot be written is fixed, new or resumed (the same sentence from --list and the run).
+NEW_RUN_DIR_FIX = "choose a writable --out"
+RESUMED_RUN_DIR_FIX = "a resumed run appends to its directory: make it writable"
 
 
 class RunWriteError(TileOpsError):
@@ -117,6 +126,9 @@ class PreparedSweep:
     #: which rows are pooled together (``memory`` or ``compute``): the composing layer gives the bound its
     #: profile prices; by default the row's arithmetic intensity against a device kind's balance
     kind_of: KindOf = kind_by_intensity
+    #: a resumed run stopped before its second pass ended: the rows recorded OK whose second visit is owed, each
+    #: with its first-pass record and its first visit's blocks (:func:`owed_second_visits`)
+    owed: dict[Key, FirstVisit] = field(default_factory=dict)
 
     @property
     def compile_cache(self) -> Path | None:
@@ -219,14 +231,15 @@ def _unwritable(path: Path, exc: OSError, fix: str) -> RunWriteError:
     return RunWriteError(f"{path}: cannot write ({describe_oserror(exc)}); {fix}")
 
 
-def _open_resumed(run_dir: Path) -> tuple[RunLock, RunInfo, set[tuple[str, str, str, str]], list[str]]:
-    """Lock a run directory to resume, set aside a torn tail, read what is done (all under the lock)."""
+def _open_resumed(run_dir: Path) -> tuple[RunLock, RunInfo, dict[Key, Record], list[str]]:
+    """Lock a run directory to resume, set aside a torn tail, read what is done: each row's newest record, where
+    it is OK (all under the lock)."""
     if not run_dir.is_dir() or not (run_dir / RUN_FILE).exists():
         raise TileOpsError(f"{run_dir}: no run.json, so nothing to resume; start a new run with --out")
     try:
         lock = lock_run_dir(run_dir)
     except OSError as exc:
-        raise _unwritable(run_dir, exc, "a resumed run appends to its directory: make it writable") from None
+        raise _unwritable(run_dir, exc, RESUMED_RUN_DIR_FIX) from None
     try:
         info = read_run_info(run_dir)
         if info is None:
@@ -240,8 +253,8 @@ def _open_resumed(run_dir: Path) -> tuple[RunLock, RunInfo, set[tuple[str, str, 
         if aside is not None:
             notices.append(f"{records} ended in a torn line (a write cut short when the run stopped); "
                            f"moved it aside to {aside.name} before appending")
-        done = ({r.key for r in iter_records(records, fast_json=False) if r.status == "ok"}  # §5.2: stdlib only
-                if records.exists() else set())
+        latest = {r.key: r for r in iter_records(records, fast_json=False)} if records.exists() else {}  # §5.2
+        done = {k: r for k, r in latest.items() if r.status == "ok"}
     except BaseException:
         lock.release()
         raise
@@ -249,9 +262,14 @@ def _open_resumed(run_dir: Path) -> tuple[RunLock, RunInfo, set[tuple[str, str, 
     return lock, info, done, notices
 
 
+def _holds_a_run(run_dir: Path) -> TileOpsError:
+    return TileOpsError(f"{run_dir} already holds a run; use --resume {run_dir} to finish it, or another --out")
+
+
 def _open_new(run_dir: Path) -> RunLock:
-    """Create and lock a new run directory: refused when it already holds a run (checked under the lock)."""
-    fix = "choose a writable --out"
+    """Create and lock a new run directory: refused when it already holds a run (checked again under the lock:
+    :func:`check_run_dir` looked before, without it)."""
+    fix = NEW_RUN_DIR_FIX
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         lock = lock_run_dir(run_dir)
@@ -259,7 +277,7 @@ def _open_new(run_dir: Path) -> RunLock:
         raise _unwritable(run_dir, exc, fix) from None
     try:
         if (run_dir / RECORDS_FILE).exists():
-            raise TileOpsError(f"{run_dir} already holds a run; use --resume {run_dir} to finish it, or another --out")
+            raise _holds_a_run(run_dir)
         try:
             (run_dir / RECORDS_FILE).touch()  # a run directory is always readable, even stopped before its first row
         except OSError as exc:
@@ -270,8 +288,45 @@ def _open_new(run_dir: Path) -> RunLock:
     return lock
 
 
+@dataclass(frozen=True)
+class Checked:
+    """What checking a sweep's inputs settled, nothing written: the run and ``--list`` both start from it, so a
+    bad input is one sentence and one exit code in both (``--list --profile nosuch`` exited 0)."""
+
+    rule: BlockRule
+    planned: list[Planned]
+    notes: list[str]  # what planning said (a --shape's other sizes, an --op without the --backend asked)
+
+
+def check_inputs(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
+                 resume: Path | None = None) -> Checked:
+    """Every input of the sweep checked before anything is written: the timer, the stopping rule's knobs, the
+    selection, the run directory (:func:`check_run_dir`). TileOpsError (exit 2) naming the first that is bad."""
+    check_timer(options.timer, device.kind)  # --timer cupti without CUPTI
+    rule = stopping_rule(device, options)  # knobs that cannot work together
+    notes: list[str] = []
+    planned = plan_rows(Selection.of(options), device, notes, strict=resume is None)
+    check_run_dir(out, resume)
+    return Checked(rule, planned, notes)
+
+
+def check_run_dir(out: Path | None, resume: Path | None) -> None:
+    """RunWriteError when the run directory could not be written (a file in the way, a read-only mount), or
+    TileOpsError when a new run's ``out`` already holds a run; looked at without creating or locking anything
+    (the run checks again under its lock)."""
+    if resume is not None:
+        run_dir, fix = Path(resume), RESUMED_RUN_DIR_FIX
+    else:
+        run_dir, fix = (Path(out) if out else Path("results")), NEW_RUN_DIR_FIX  # results/<run id> made in it
+    why = unwritable_dir(run_dir)
+    if why:
+        raise RunWriteError(f"{run_dir}: cannot write ({why}); {fix}")
+    if resume is None and out is not None and (run_dir / RECORDS_FILE).exists():
+        raise _holds_a_run(run_dir)
+
+
 def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None, resume: Path | None = None,
-            argv: list[str] | None = None) -> PreparedSweep:
+            argv: list[str] | None = None, checked: Checked | None = None) -> PreparedSweep:
     """Plan the rows, lock and open the run directory (run.json says "running").
 
     The sweep's view of the run's ``options``: the selection, the timer, the stopping rule, the timeouts,
@@ -279,19 +334,21 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
     ``out``: a new run's directory (default ``results/<run id>``); ``resume``: the stopped run to finish
     (its run file's options are the ones it keeps). Every input is checked here, before the first row: the
     timer, the selection, the run directory (writable, not held by another runner, its run file and records
-    readable). Between the rows and the run directory, one look at the host (``tileops.bench.quiet``), which
-    run.json records (a resumed run, its own): with ``options.require_quiet`` a busy host is HostBusyError
-    (exit 5) and nothing is written.
+    readable): ``checked`` where the caller checked them already (:func:`check_inputs`). Between the rows and
+    the run directory, one look at the host (``tileops.bench.quiet``), which run.json records (a resumed run,
+    its own): with ``options.require_quiet`` a busy host is HostBusyError (exit 5) and nothing is written.
     """
-    check_timer(options.timer, device.kind)  # --timer cupti without CUPTI: exit 2 before anything is written
-    rule = stopping_rule(device, options)  # knobs that cannot work together: exit 2 likewise
-    notices: list[str] = []
-    planned = plan_rows(Selection.of(options), device, notices, strict=resume is None)
+    checked = checked or check_inputs(options, device, out=out, resume=resume)
+    rule, planned, notices = checked.rule, checked.planned, list(checked.notes)
     quiet = check_quiet(device, require_quiet=options.require_quiet)
     if resume is not None:
         run_dir = Path(resume)
         lock, info, done, repaired = _open_resumed(run_dir)
         notices += repaired
+        owed, said = owed_second_visits(run_dir, info, planned, done, repair=True)
+        notices += said
+        for name in OUTPUT_ONLY_FIELDS:  # the only options a resumed run may change (resume_request checks)
+            setattr(info.options, name, getattr(options, name))
     else:
         run_id = new_run_id()
         run_dir = Path(out) if out else Path("results") / run_id
@@ -299,7 +356,7 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
         info = RunInfo(run_id=run_id, started_at=utcnow(), argv=list(argv) if argv is not None else sys.argv[1:],
                        selection={**Selection.of(options).as_dict(), "device": device.torch_device},
                        options=options)
-        done = set()
+        done, owed = {}, {}
     info.quiet = quiet.as_dict()
     info.stopping_rule = asdict(rule)
     info.host_allocator = allocator.describe()
@@ -329,7 +386,33 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
         row_timeout_s=options.row_timeout_s or DEFAULT_ROW_TIMEOUT_S[device.kind], threads=threads,
         timer=options.timer, lock=lock, notices=notices,
         compile_timeout_s=options.compile_timeout_s or DEFAULT_COMPILE_TIMEOUT_S, compile_env=compile_env,
-        trace_dir=trace_dir)
+        trace_dir=trace_dir, owed=owed)
+
+
+def owed_second_visits(run_dir: Path, info: RunInfo, planned: list[Planned], done: Mapping[Key, Record], *,
+                       repair: bool = False) -> tuple[dict[Key, FirstVisit], list[str]]:
+    """The rows of a resumed run whose second visit is owed, each with its first-pass record and its first visit's
+    blocks (``firstvisits``), and what the run should say of rows it cannot give one.
+
+    Owed: the run visits rows twice and its second pass never settled (``host_noise`` is empty: it was stopped
+    before or during the pass), and the row is an eager row recorded OK with one visit. A row whose first visit's
+    samples were not kept (a line cut short by a crash, a run of an older tileops) keeps its first visit alone."""
+    if info.options.passes != 2 or info.host_noise:
+        return {}, []
+    blocks = read_first_visits(Path(run_dir) / FIRST_VISITS_FILE, repair=repair)
+    owed: dict[Key, FirstVisit] = {}
+    missing = 0
+    for p in planned:
+        rec = done.get(p.key)
+        if rec is None or not revisited(p, 2) or rec.timing is None or len(rec.timing.visits_s or ()) != 1:
+            continue
+        if p.key in blocks:
+            owed[p.key] = (p, rec, blocks[p.key])
+        else:
+            missing += 1
+    said = [f"{missing} row(s) recorded OK before this session keep their first visit alone: its samples were not "
+            f"kept in {FIRST_VISITS_FILE} (a run of an older tileops, or a line a crash cut short)"] if missing else []
+    return owed, said
 
 
 def plan_rows(sel: Selection, device: DeviceInfo, notes: list[str] | None = None, *,
@@ -363,7 +446,7 @@ def _skipped(p: Planned, family: str, env: Environment) -> Record:
                   skip_reason=p.skip_reason, env=env, started_at=now, finished_at=now)
 
 
-def _second_pass(prep: PreparedSweep, first: dict[tuple[str, str, str, str], tuple[Planned, Record, list[list[float]]]],
+def _second_pass(prep: PreparedSweep, first: dict[Key, FirstVisit],
                  visit: Callable[..., RowResult], observer: SweepObserver, prior: HostPrior | None) -> None:
     """Visit every eager row the first pass measured again (``visit`` runs in a fresh worker process), then
     replace the first pass's records by the finished ones in one rewrite (``tileops.bench.revisit``), store
@@ -399,6 +482,7 @@ def _second_pass(prep: PreparedSweep, first: dict[tuple[str, str, str, str], tup
                            f"({why}): the first pass's stand")
         else:
             info["prior"] = _store_prior(prep, prior, model)
+            remove_first_visits(prep.run_dir)  # settled: nothing is owed any more
         prep.info.host_noise = info
 
 
@@ -414,6 +498,23 @@ def _store_prior(prep: PreparedSweep, prior: HostPrior | None, model: HostModel)
     except OSError as exc:
         return f"{path} not updated ({describe_oserror(exc)}): the next run uses what it held"
     return f"{path} updated"
+
+
+def _append(records_path: Path, rec: Record, first: FirstVisit | None) -> str | None:
+    """Append a row's record and, for a row the second pass visits again, its first visit (what a resumed run
+    pools, ``firstvisits``): a signal waits until both are written. Why the run must stop (a full disk), or
+    None."""
+    path = records_path
+    try:
+        with deferred():
+            append_record(path, rec)
+            if first is not None:
+                path = records_path.parent / FIRST_VISITS_FILE
+                append_first_visit(path, first[1].key, first[2])
+    except OSError as exc:
+        return f"cannot write {'a record' if path == records_path else 'a first visit'} to {path}: " \
+               f"{describe_oserror(exc)}"
+    return None
 
 
 def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
@@ -447,7 +548,7 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
     stopped: KeyboardInterrupt | None = None
     failure: str | None = None
     total = len(prep.todo)
-    first: dict[tuple[str, str, str, str], tuple[Planned, Record, list[list[float]]]] = {}
+    first: dict[Key, FirstVisit] = dict(prep.owed)  # a resumed run's earlier first visits, then this session's
     try:
         for i, p in enumerate(prep.todo, 1):
             observer.row_started(i, total, p)
@@ -459,11 +560,8 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
                 if rec.status == "ok" and res.blocks:
                     rec = finish(rec, [visit_of(res.blocks)], row_kind(prep.kind_of, rec), one_visit)
                     first[p.key] = (p, rec, res.blocks)
-            try:
-                with deferred():  # a signal now waits until the record is written
-                    append_record(prep.records_path, rec)
-            except OSError as exc:
-                failure = f"cannot write a record to {prep.records_path}: {describe_oserror(exc)}"
+            failure = _append(prep.records_path, rec, first.get(p.key) if revisited(p, passes) else None)
+            if failure is not None:
                 break
             observer.row_finished(i, total, p, rec)
         if failure is None and passes == 2 and any(revisited(p, 2) for p, _, _ in first.values()):

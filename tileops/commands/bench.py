@@ -16,7 +16,9 @@ default rows: on a CPU the rows tagged `cpu`; on a GPU every row the device can 
 default backends: on a GPU torch, compile and triton (where the op has a Triton kernel); on a CPU torch
 only (torch.compile costs seconds of C++ compilation per row there: --backend all shows both). A backend
 a row cannot run here is a skipped record with the reason (Triton on a CPU: its interpreter is not timed).
---resume DIR restores the run's selection and options from DIR/run.json; a flag that differs is refused.
+--resume DIR restores the run's selection and options from DIR/run.json; a measurement flag that differs is
+refused; the output-only ones (--plot/--no-plot, --push, --textfile, --job, --instance, --push-attempts,
+--push-backoff, --push-timeout, --metrics-detail) may change (docs/bench.md, "Resuming a run").
 exit codes: 0 ok; 1 some rows failed (error records written); 2 bad arguments, unreadable input, or an
 unwritable run directory (a full disk: run.json says failed, resume after freeing space); 3 physics-check
 breach (a formula claims the impossible); 4 results written but the push failed; 5 --require-quiet and
@@ -32,9 +34,13 @@ NOT_RESTORED = frozenset({"help", "list_only", "out", "resume", "output_format"}
 
 
 def restored_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
-    """Each restored option of ``parser`` (its RunOptions field) and the flag a person writes for it."""
-    return {a.dest: next((o for o in a.option_strings if o.startswith("--")), a.option_strings[0])
-            for a in parser._actions if a.option_strings and a.dest not in NOT_RESTORED}
+    """Each restored option of ``parser`` (its RunOptions field) and the flag a person writes for it (the first
+    of a field's flags: ``--no-plot`` before ``--plot``, which only gives back the default)."""
+    flags: dict[str, str] = {}
+    for a in parser._actions:
+        if a.option_strings and a.dest not in NOT_RESTORED:
+            flags.setdefault(a.dest, next((o for o in a.option_strings if o.startswith("--")), a.option_strings[0]))
+    return flags
 
 
 def add_backend_argument(group: argparse._ArgumentGroup, default: object, what: str) -> None:
@@ -145,6 +151,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"(default {CALIBRATION_MAX_AGE_DAYS}d)")
     p.add_argument("--no-plot", dest="plot", action="store_false", default=None,
                    help="do not write the roofline plot (roofline.png, roofline.svg) or report.html")
+    p.add_argument("--plot", dest="plot", action="store_true", default=None,
+                   help="write the roofline plot and report.html (the default): with --resume, brings them back to "
+                        "a run started with --no-plot")
     from tileops.commands.export import add_sink_arguments
 
     add_sink_arguments(p.add_argument_group("metrics at the end of the run (docs/metrics.md)"), restorable=True)

@@ -28,14 +28,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     verbs.add_parser("list", help="every profile, one line each", parents=[common])
     show = verbs.add_parser("show", help="one profile: theoretical, calibration and effective side by side",
                             parents=[common])
-    show.add_argument("name", nargs="?", help="profile name, a device name it matches, or a YAML file "
-                                              "(default: the profile matching this host's device)")
+    show.add_argument("name", nargs="*", help="profile name, a device name it matches (quoted or not: NVIDIA "
+                                              "H200), or a YAML file (default: the profile matching this host's "
+                                              "device)")
     match = verbs.add_parser("match", help="which profile a device name selects", parents=[common])
-    match.add_argument("device_name", nargs="?", help="the device name (default: this host's device)")
+    match.add_argument("device_name", nargs="*", help="the device name, quoted or not (NVIDIA H200; default: this "
+                                                      "host's device)")
     check = verbs.add_parser("check", help="theoretical figures against the device's own facts; calibrations "
                                            "against what others measured on the same SKU", parents=[common])
-    check.add_argument("name", nargs="?", help="profile name, a device name it matches, or a YAML file (default: the "
-                                               "profile matching this host's device)")
+    check.add_argument("name", nargs="*", help="profile name, a device name it matches (quoted or not), or a YAML "
+                                               "file (default: the profile matching this host's device)")
     check.add_argument("--all", action="store_true", dest="all_profiles",
                        help="every profile, shipped and store (exit 1 when any has a defect)")
     p.set_defaults(func=run, verb="list")
@@ -51,7 +53,13 @@ def _common_options(p: argparse.ArgumentParser, store_default: object, format_de
 def run(args: argparse.Namespace) -> int:
     from tileops.pipeline.profile import ProfileRequest, run_profile
 
-    req = ProfileRequest(verb=args.verb, name=getattr(args, "name", None),
-                         device_name=getattr(args, "device_name", None), profile_dir=args.profile_dir,
+    req = ProfileRequest(verb=args.verb, name=_words(getattr(args, "name", None)),
+                         device_name=_words(getattr(args, "device_name", None)), profile_dir=args.profile_dir,
                          format=args.format, all_profiles=getattr(args, "all_profiles", False))
     return run_profile(req).exit_code
+
+
+def _words(given: list[str] | None) -> str | None:
+    """A name typed unquoted (`profile match NVIDIA H200`) is one name: its words joined as a shell would have kept
+    them quoted; none given, None (this host's device)."""
+    return " ".join(given) if given else None

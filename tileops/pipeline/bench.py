@@ -46,7 +46,8 @@ from tileops.pipeline.listing import Listed, list_plan
 from tileops.pipeline.outcome import exit_code
 from tileops.pipeline.progress import RowProgress
 from tileops.profiles import Profile, ProfileChooser
-from tileops.records import SELECTION_FIELDS, Record, RunInfo, RunOptions, read_run_info, utcnow
+from tileops.records import (OUTPUT_ONLY_FIELDS, SELECTION_FIELDS, Record, RunInfo, RunOptions, read_run_info,
+                             utcnow)
 from tileops.report.printer import Kind, Printer, make_printer
 from tileops.roofline import Health, Priced, health, price_all
 
@@ -65,6 +66,8 @@ class BenchRequest:
     out: Path | None = None  # a new run's directory; None: results/<run id>
     resume: Path | None = None  # the stopped run this request finishes
     argv: list[str] = field(default_factory=list)  # the command that started the run (not a resume)
+    #: a resumed run's output-only flags given with another value than the run's, each as said to the user
+    changed: list[str] = field(default_factory=list)
 
     @property
     def selection(self) -> Selection:
@@ -129,28 +132,42 @@ def resume_request(run_dir: Path, given: Mapping[str, Any], *, flags: Mapping[st
                    out: Path | None = None, argv: list[str] | None = None) -> BenchRequest:
     """The request that finishes the run in ``run_dir``: everything it was started with, from run.json.
 
-    An option given again with the run's own value is accepted; one that differs is refused (TileOpsError,
-    exit 2) naming its flag (``flags``: field -> the flag a person writes) and the run's value: a resumed
-    run that measured other rows, or the same rows another way, or published them elsewhere, would mix two
-    runs. A run file from before an option was stored resumes with its default; one from before the
-    selection was part of the options takes the selection from its ``selection``.
+    A measurement option (``records.MEASUREMENT_FIELDS``) given again with the run's own value is accepted; one
+    that differs is refused (TileOpsError, exit 2) naming its flag (``flags``: field -> the flag a person writes)
+    and the run's value: a resumed run that measured other rows, or the same rows another way, would mix two
+    runs. An output-only option (``records.OUTPUT_ONLY_FIELDS``: the plot, the metrics' sinks and detail) takes
+    the value given: what is done with the priced rows is no part of their measurement. A run file from before
+    an option was stored resumes with its default; one from before the selection was part of the options takes
+    the selection from its ``selection``.
     """
     info = read_run_info(run_dir) if Path(run_dir).is_dir() else None
     if info is None:
         raise TileOpsError(f"{run_dir}: no run.json, so nothing to resume; start a new run with --out")
     options = _saved_options(run_dir, info)
     resolved_device = info.selection.get("device")
-    differ = [f"{(flags or {}).get(key) or '--' + key.replace('_', '-')} (the run: {_show(key, saved)})"
-              for key, saved in _differing(given, options, resolved_device)]
+
+    def flag(key: str) -> str:
+        return (flags or {}).get(key) or "--" + key.replace("_", "-")
+
+    differing = _differing(given, options, resolved_device)
+    differ = [f"{flag(key)} (the run: {_show(key, saved)})" for key, saved in differing
+              if key not in OUTPUT_ONLY_FIELDS]
+    changed = []
+    for key, saved in differing:
+        if key in OUTPUT_ONLY_FIELDS:
+            setattr(options, key, _stored(key, given[key]))
+            said = "--plot/--no-plot" if key == "plot" else flag(key)
+            changed.append(f"{said}: {_show(key, getattr(options, key))} (the run: {_show(key, saved)})")
     if out is not None and Path(out).absolute() != Path(run_dir).absolute():
         differ.append(f"--out (the run is {run_dir})")
     if differ:
-        raise TileOpsError(f"--resume {run_dir} finishes the run with the selection and options it was started "
-                           f"with; these flags differ: {'; '.join(differ)}. Drop them, or start a new run with "
-                           "--out NEW_DIR")
+        raise TileOpsError(f"--resume {run_dir} finishes the run with the selection and measurement options it "
+                           f"was started with; these flags differ: {'; '.join(differ)}. Drop them, or start a new "
+                           "run with --out NEW_DIR (output-only flags may change: "
+                           f"{', '.join(flag(k) for k in OUTPUT_ONLY_FIELDS)})")
     if resolved_device:  # the device the run measured, not whatever "auto" finds today
         options.device = resolved_device
-    return BenchRequest(options, resume=Path(run_dir), argv=list(argv or []))
+    return BenchRequest(options, resume=Path(run_dir), argv=list(argv or []), changed=changed)
 
 
 def _saved_options(run_dir: Path, info: RunInfo) -> RunOptions:
@@ -191,7 +208,7 @@ def _differing(given: Mapping[str, Any], options: RunOptions, resolved_device: s
 
 def _show(key: str, value: Any) -> str:
     if key == "plot":
-        return "plots" if value else "--no-plot"
+        return "plots" if value else "no plot"
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, list):
@@ -236,8 +253,33 @@ def bench(given: Mapping[str, Any], *, resume: Path | None = None, out: Path | N
         req = new_request(given, out=out, argv=argv)
     printer = make_printer(output_format)
     if list_only:
-        return list_plan(req, printer)
+        return list_plan(req, printer, check_request(req))
     return run_bench(req, printer)
+
+
+@dataclass(frozen=True)
+class CheckedRequest:
+    """A request whose every input was checked, nothing written: the profile chooser, the device (described
+    once), and the sweep's rule and rows."""
+
+    chooser: ProfileChooser
+    device: DeviceInfo
+    sweep: sweep.Checked
+
+
+def check_request(req: BenchRequest) -> CheckedRequest:
+    """Every input the run checks before its first row, in the run's order: the profile, the metrics sinks, the
+    device, then the sweep's (``sweep.check_inputs``: the timer, the stopping rule, the selection, the run
+    directory). The run and ``--list`` both call it, so a bad input is the same sentence and exit 2 in both;
+    only the look at the host is the run's (the host's load when a plan is printed says nothing of it when
+    the rows run)."""
+    from tileops.ledger import profile_chooser
+
+    o = req.options
+    chooser = profile_chooser(o.profile)
+    req.sinks.check()
+    device = describe_device(o.device)
+    return CheckedRequest(chooser, device, sweep.check_inputs(o, device, out=req.out, resume=req.resume))
 
 
 def run_bench(req: BenchRequest, printer: Printer | None = None) -> BenchResult:
@@ -248,17 +290,13 @@ def run_bench(req: BenchRequest, printer: Printer | None = None) -> BenchResult:
     notes, warnings, errors), so ``tileops bench > table.txt`` keeps the table apart and a log keeps the
     errors on stderr.
     """
-    from tileops.ledger import profile_chooser
-
     printer = printer if printer is not None else make_printer()
     with interrupts.handled():
-        o = req.options
         # validated before the first row; each device is priced on its own calibration where the store has one
-        chooser = profile_chooser(o.profile)
-        sinks = req.sinks
-        sinks.check()
-        device = describe_device(o.device)
-        prep = sweep.prepare(o, device, out=req.out, resume=req.resume, argv=req.argv)  # locked from here
+        checked = check_request(req)
+        chooser = checked.chooser
+        prep = sweep.prepare(req.options, checked.device, out=req.out, resume=req.resume, argv=req.argv,
+                             checked=checked.sweep)  # locked from here
         try:
             return _run(prep, chooser, req, printer)
         except KeyboardInterrupt as exc:  # outside the sweep: calibrating first, or pricing after
@@ -338,13 +376,18 @@ def _run(prep: sweep.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, 
                 result=True, run_id=prep.info.run_id, run_dir=str(prep.run_dir))
     for notice in prep.notices:
         printer.say(notice, kind="note")
+    if req.changed:
+        printer.say(f"output-only flags changed on --resume (run.json now keeps them): {'; '.join(req.changed)}",
+                    kind="note")
     for warning in prep.info.quiet.get("warnings", []):
         printer.say(f"{warning}. Rows measured now record the contention they meet and may read unstable; "
                     "--require-quiet refuses to run instead (run.json: quiet)", kind="warning")
     printer.say(_backends_line(prep))
     basis = _before_rows(prep, chooser, req, printer)
     if prep.done:
-        printer.say(f"resuming: {prep.done} row(s) already recorded OK, {len(prep.todo)} to run", result=True)
+        printer.say(f"resuming: {prep.done} row(s) already recorded OK, {len(prep.todo)} to run"
+                    + (f"; the second pass visits {len(prep.owed)} of them again (the run stopped before its "
+                       "second pass ended)" if prep.owed else ""), result=True)
 
     with printer.rows(len(prep.todo)) as events:
         swept = sweep.run(prep, RowProgress(events))

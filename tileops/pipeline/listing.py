@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from tileops.bench import sweep
 from tileops.pipeline.outcome import exit_code
-from tileops.records import RECORDS_FILE, iter_records
+from tileops.records import RECORDS_FILE, Record, iter_records, read_run_info
 from tileops.report.printer import Listing, Printer
 
 if TYPE_CHECKING:
-    from tileops.pipeline.bench import BenchRequest
+    from tileops.pipeline.bench import BenchRequest, CheckedRequest
 
 
 def _duration(seconds: float) -> str:
@@ -44,18 +44,22 @@ class Listed:
         return exit_code()
 
 
-def list_plan(req: BenchRequest, printer: Printer) -> Listed:
-    """Show the rows ``req`` would run and its time budget through ``printer``."""
-    from tileops.device import describe_device
-
+def list_plan(req: BenchRequest, printer: Printer, checked: CheckedRequest) -> Listed:
+    """Show the rows ``req`` would run and its time budget through ``printer``; ``checked``: its inputs, checked
+    as the run checks them (``pipeline.bench.check_request``)."""
     opts = req.options
-    device = describe_device(opts.device)
-    notes: list[str] = []
-    planned = sweep.plan_rows(req.selection, device, notes, strict=req.resume is None)
-    done: set[tuple[str, str, str, str]] = set()
+    device = checked.device
+    notes = list(checked.sweep.notes)
+    planned = checked.sweep.planned
+    done: dict[tuple[str, str, str, str], Record] = {}
+    owed: dict[tuple[str, str, str, str], sweep.FirstVisit] = {}
     if req.resume is not None and (req.resume / RECORDS_FILE).exists():
-        done = {r.key for r in iter_records(req.resume / RECORDS_FILE, fast_json=False) if r.status == "ok"}
-    rule = sweep.stopping_rule(device, opts)
+        done = {r.key: r for r in iter_records(req.resume / RECORDS_FILE, fast_json=False) if r.status == "ok"}
+        info = read_run_info(req.resume)
+        if info is not None:
+            owed, said = sweep.owed_second_visits(req.resume, info, planned, done)
+            notes += said
+    rule = checked.sweep.rule
     row_timeout = opts.row_timeout_s or sweep.DEFAULT_ROW_TIMEOUT_S[device.kind]
     compile_timeout = opts.compile_timeout_s or sweep.DEFAULT_COMPILE_TIMEOUT_S
 
@@ -65,7 +69,10 @@ def list_plan(req: BenchRequest, printer: Printer) -> Listed:
     skips: Counter[str] = Counter()
     done_n = 0
     for p in planned:
-        if p.key in done:
+        if p.key in owed:
+            what, style = "done; its second visit is owed (the run stopped before its second pass ended)", "dim"
+            done_n += 1
+        elif p.key in done:
             what, style = "done (recorded OK; --resume skips it)", "dim"
             done_n += 1
         elif p.skip_reason:
@@ -82,9 +89,10 @@ def list_plan(req: BenchRequest, printer: Printer) -> Listed:
                             for b in backends)
     lines = plan.lines
     lines.append(f"{len(planned)} row(s): {n_run} to run, {sum(skips.values())} skipped"
-                 + (f", {done_n} already done" if done_n else "") + f" ({per_backend})")
+                 + (f", {done_n} already done" if done_n else "")
+                 + (f" ({len(owed)} of them owed their second visit)" if owed else "") + f" ({per_backend})")
     compiled = sum(n for b, n in runs.items() if b != "torch")
-    typical = n_run * (rule.warmup_s + rule.max_time_s)
+    typical = (n_run + len(owed) / 2) * (rule.warmup_s + rule.max_time_s)  # an owed visit: half a row's cap
     lines.append(f"timing: each visit stops once its level is known to ±{rule.target_precision:.1%} (from "
                  f"at least {rule.min_blocks} blocks of samples and {rule.min_time_s:g} s) or at "
                  f"{rule.max_time_s:g} s, after {rule.warmup_s:g} s of warm-up"
@@ -93,7 +101,7 @@ def list_plan(req: BenchRequest, printer: Printer) -> Listed:
                  + (f"; the {runs['torch']} eager row(s) are visited twice, half of that in each visit and the "
                     "second in a fresh worker process, so each interval covers what moves between processes and "
                     "over the sweep (--passes 1: once)" if opts.passes == 2 and runs["torch"] else ""))
-    visits = n_run + (runs["torch"] if opts.passes == 2 else 0)  # each visit has the row timeout
+    visits = n_run + (runs["torch"] if opts.passes == 2 else 0) + len(owed)  # each visit has the row timeout
     worst = visits * row_timeout + compiled * compile_timeout
     lines.append(f"limit: a row is stopped after --row-timeout {row_timeout:g} s"
                  + (f", and a compile or triton row's first call (its compile) after --compile-timeout "

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from collections.abc import Callable, Iterable
 
+from tileops.errors import LIST_AT_MOST, unknown_value
 from tileops.profiles.model import Profile, ProfileError
 from tileops.profiles.store import ErrorSink, ProfileReader, is_store_profile, load_profile, load_profiles
 
@@ -48,8 +49,10 @@ def find_profile(name_or_path: str | Path, profiles: Iterable[Profile] | None = 
     hit = select_profile(str(name_or_path), pool)
     if hit is not None:
         return hit
-    names = ", ".join(x.name for x in pool) or "(none)"
-    raise ProfileError(f"no profile named or matching {str(name_or_path)!r}; known profiles: {names}",
+    # a SKU's profile names are few and what the fix needs: listed whole up to twice the usual limit
+    said = unknown_value(str(name_or_path), (x.name for x in pool), noun="known profiles",
+                         lister="tileops profile list", listed_as="known profiles", at_most=2 * LIST_AT_MOST)
+    raise ProfileError(f"no profile named or matching {str(name_or_path)!r}{said}",
                        field="name", fix="run `tileops profile list`, or `tileops calibrate` on that device")
 
 

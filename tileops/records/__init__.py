@@ -10,7 +10,8 @@ aside). What the rest of the package uses is named here.
 """
 
 from tileops.records.contract import (AUDIT_FILE, AUDIT_PREMISE, AUDIT_VERDICTS, MAX_COUNT, MAX_TIME_S, MIN_TIME_S,
-                                      RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYTES, SCHEMA_VERSION, SELECTION_FIELDS,
+                                      MEASUREMENT_FIELDS, OUTPUT_ONLY_FIELDS, RECORDS_FILE, RUN_FILE,
+                                      RUN_FILE_MAX_BYTES, SCHEMA_VERSION, SELECTION_FIELDS,
                                       AuditEntry, CpuConditions, GpuConditions, RowConditions,
                                       AuditVerdict, Environment, ErrorInfo, ErrorKind, Machine, Record, RunInfo,
                                       RunOptions, RunStatus, Status, TimerKind, Timing, utcnow)
@@ -23,7 +24,8 @@ from tileops.records.times import parse_time
 
 __all__ = [
     "AUDIT_FILE", "AUDIT_PREMISE", "AUDIT_VERDICTS", "CpuConditions", "GpuConditions", "RowConditions",
-    "MAX_COUNT", "MAX_TIME_S", "MIN_TIME_S", "RECORDS_FILE", "DeviceIdentity",
+    "MAX_COUNT", "MAX_TIME_S", "MEASUREMENT_FIELDS", "MIN_TIME_S", "OUTPUT_ONLY_FIELDS", "RECORDS_FILE",
+    "DeviceIdentity",
     "RUN_FILE", "RUN_FILE_MAX_BYTES", "SCHEMA_VERSION", "SELECTION_FIELDS", "AuditEntry", "AuditVerdict",
     "Environment", "ErrorInfo", "ErrorKind", "Machine", "Record", "RecordFileError", "RunInfo", "RunOptions",
     "RunStatus", "Status", "TimerKind", "Timing", "append_record", "collecting_rarely", "device_key", "from_data",

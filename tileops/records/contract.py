@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any, ClassVar, Literal
 from collections.abc import Callable
@@ -358,6 +358,17 @@ class RunOptions:
     push_backoff_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
     push_timeout_s: float | None = field(default=None, metadata=_positive(le=MAX_TIME_S))
     metrics_detail: str | None = None
+
+
+#: The fields of :class:`RunOptions` that only say what is done with a run's rows once measured and priced: the
+#: plot, where its metrics go, under which labels, with which retries and at which detail. A resumed run may change
+#: them (``--resume DIR --no-plot``): its records are the same either way. Every other field is a *measurement*
+#: option (which rows, how each is timed, what its interval pools with, which profile and calibration price it,
+#: what evidence each row keeps): a resumed run that changed one would mix two runs, so it must match.
+OUTPUT_ONLY_FIELDS = ("plot", "push_url", "textfile_dir", "job", "instance", "push_attempts", "push_backoff_s",
+                      "push_timeout_s", "metrics_detail")
+#: The measurement options (above): every field of :class:`RunOptions` but the output-only ones.
+MEASUREMENT_FIELDS = tuple(f.name for f in fields(RunOptions) if f.name not in OUTPUT_ONLY_FIELDS)
 
 
 @dataclass(kw_only=True)

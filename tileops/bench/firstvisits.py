@@ -1,0 +1,98 @@
+"""Each eager row's first visit, kept on disk until the second pass has settled it: what a resumed run pools.
+
+Why. The second pass pools a row's two visits from their blocks of samples
+(``revisit.settle``), and a record keeps only their summary. A run stopped
+before its second pass ended (Ctrl-C, SIGTERM, a full disk) would otherwise
+resume as "0 to run" and never get the pass: its rows would keep the one-visit
+interval of the host's prior, and ``run.json`` no drift between passes. So as
+each eager row's record is appended, its first visit's blocks are appended to
+``first-visits.jsonl`` beside it (one JSON line: the row's key and its blocks,
+every sample as Python writes a float, so they read back exactly); a resumed
+run reads them back for the rows whose second visit is owed, and the file is
+removed once the pass has rewritten the records.
+
+A line cut short by a crash is passed over (that row then keeps its first
+visit alone), and a resumed run cuts it off before appending. Standard library
+only (spec §5.2).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+#: The first visits' file, in the run directory while a second pass is owed.
+FIRST_VISITS_FILE = "first-visits.jsonl"
+
+Key = tuple[str, str, str, str]
+Blocks = list[list[float]]
+
+
+def append_first_visit(path: Path, key: Key, blocks: Sequence[Sequence[float]]) -> None:
+    """Append one row's first visit as one line, then fsync (as its record was); OSError when it cannot be
+    written, the file then cut back to whole lines."""
+    line = (json.dumps({"key": list(key), "blocks": [list(map(float, b)) for b in blocks]},
+                       separators=(",", ":")) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            rest = memoryview(line)
+            while rest:  # a short write (a nearly full disk) goes on until the kernel says why it cannot
+                written = os.write(fd, rest)
+                if written <= 0:
+                    raise OSError(errno.EIO, f"wrote nothing of the last {len(rest)} bytes", str(path))
+                rest = rest[written:]
+            os.fsync(fd)
+        except OSError:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass  # a torn tail: passed over by the reader, cut off by the next resume
+            raise
+    finally:
+        os.close(fd)
+
+
+def read_first_visits(path: Path, *, repair: bool = False) -> dict[Key, Blocks]:
+    """Each row's newest first visit in ``path`` (none when there is no file). A line that is not one (cut short
+    by a crash) is passed over; with ``repair`` (a resumed run, under the run's lock) a torn last line is cut
+    off, so the next append starts a line of its own."""
+    if not path.is_file():
+        return {}
+    raw = path.read_bytes()
+    if repair and raw and not raw.endswith(b"\n"):
+        whole = raw.rfind(b"\n") + 1
+        with open(path, "r+b") as f:
+            f.truncate(whole)
+        raw = raw[:whole]
+    out: dict[Key, Blocks] = {}
+    for line in raw.split(b"\n"):
+        visit = _parse(line)
+        if visit is not None:
+            out[visit[0]] = visit[1]
+    return out
+
+
+def _parse(line: bytes) -> tuple[Key, Blocks] | None:
+    try:
+        data = json.loads(line)
+        key = tuple(str(k) for k in data["key"])
+        blocks = [[float(x) for x in b] for b in data["blocks"]]
+    except (ValueError, TypeError, KeyError):
+        return None
+    if len(key) != 4 or not blocks or not all(b and all(math.isfinite(x) and x > 0 for x in b) for b in blocks):
+        return None
+    return (key[0], key[1], key[2], key[3]), blocks
+
+
+def remove_first_visits(run_dir: Path) -> None:
+    """Remove the file once the second pass has rewritten the records (nothing is owed any more)."""
+    try:
+        (Path(run_dir) / FIRST_VISITS_FILE).unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only leftover: a resumed run finds nothing owed (run.json holds the pass)
