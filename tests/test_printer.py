@@ -267,3 +267,10 @@ def test_a_real_run_keeps_sentences_whole_in_a_pipe_folds_them_on_a_terminal_and
     assert any(x.startswith("  ") for x in summary)  # a folded sentence's continuation, or a line's items
     assert not any(x.startswith("note: energy: ") for x in summary)  # said on the first run: not again
     assert banner[0] in err2.splitlines()  # stderr is a pipe still: whole lines there
+    # `tileops roofline` on a terminal folds the same summary; piped, it prints each sentence whole
+    rc, again, _ = _on_a_terminal(["roofline", str(tmp_path / "one"), "--profile", str(prof)], env)
+    folded = again.splitlines()
+    folded = [x for x in folded[next(i for i, x in enumerate(folded) if re.match(r"\d+ row\(s\): ", x)):] if x.strip()]
+    assert rc in (0, 1) and all(len(x) <= 100 or " " not in x.strip() for x in folded), folded
+    whole = tileops("roofline", str(tmp_path / "one"), "--profile", str(prof), env=env).stdout.splitlines()
+    assert " ".join(" ".join(folded).split()) in " ".join(" ".join(whole).split())

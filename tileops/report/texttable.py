@@ -6,7 +6,9 @@ These tables look the same (rich's default heavy-head box, left-aligned title,
 bold header) but are plain string formatting: column widths are the widest
 cell, and a cell's style is one ANSI escape when the output takes colour.
 The table is as wide as its cells; nothing is wrapped or cut (a narrow
-terminal wraps the lines, ``less -S`` scrolls them).
+terminal wraps the lines, ``less -S`` scrolls them). A sentence around it is
+folded at spaces (:func:`fold`) only on a terminal (:func:`terminal_columns`):
+a pipe or a file keeps each sentence on one line, for grep.
 """
 
 from __future__ import annotations
