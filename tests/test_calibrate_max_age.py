@@ -21,7 +21,7 @@ import yaml
 
 from tileops.ledger import (STREAM_WORDS, DeviceCalibration, MixMeasurement, RoofMeasurement,
                             read_device_result, stored_freshness, write_device_result)
-from tileops.durations import format_age, parse_duration
+from tileops.durations import format_age, format_budget, parse_duration
 from tileops.device import describe_device
 from tileops.profiles import load_profile
 from cli_support import tileops
@@ -67,6 +67,11 @@ def test_format_age() -> None:
     assert format_age(dt.timedelta(days=3, hours=4, minutes=5)) == "3d 4h"
     assert format_age(dt.timedelta(minutes=2, seconds=3)) == "2m 3s"
     assert format_age(dt.timedelta(0)) == "0s"
+
+
+def test_format_budget_never_reads_0_s_for_a_budget_that_is_not_nothing() -> None:
+    assert [format_budget(s) for s in (0.0, 0.152, 0.6, 45, 720, 12000)] == [
+        "0 s", "under 1 s", "under 1 s", "45 s", "12 min", "3 h 20 min"]
 
 
 def test_freshness(tmp_path: Path) -> None:

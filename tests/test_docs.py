@@ -223,7 +223,7 @@ def _md_sections(text: str) -> tuple[str, dict[str, dict]]:
     title, sections, current = lines[0], {}, None
     for line in lines[1:]:
         if line.startswith("## "):
-            current = sections[line[3:]] = {"header": None, "rows": [], "bullets": [], "other": []}
+            current = sections[line[3:]] = {"header": None, "rows": [], "bullets": [], "items": [], "other": []}
         elif current is None:
             raise AssertionError(f"text before the first section: {line}")
         elif line.startswith("|"):
@@ -234,6 +234,8 @@ def _md_sections(text: str) -> tuple[str, dict[str, dict]]:
                 current["rows"].append(cells)
         elif line.startswith("- "):
             current["bullets"].append(line[2:])
+        elif line.startswith("  - ") and current["bullets"]:  # an item of the bullet above (issue 37)
+            current["items"].append(line[4:])
         else:
             current["other"].append(line)
     return title, sections

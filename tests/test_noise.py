@@ -196,8 +196,12 @@ def test_the_fast_end_holds_a_correct_row_and_leaves_the_straddling_one_with_its
     assert memory.noise_range == pytest.approx((0.8 / 0.82, 0.8 / 0.76))
     from tileops.report.summary import physics_lines
 
-    line = next(x for x in physics_lines(health([near])) if "NOT JUDGED on memory" in x)
-    assert "their fastest blocks imply 97.6%–105% of it" in line
+    lines = physics_lines(health([near]))
+    head = next(i for i, x in enumerate(lines) if "NOT JUDGED on memory" in x)
+    assert lines[head] == "physics check NOT JUDGED on memory: 1 row(s), within-noise"  # its reason on its items
+    items = lines[head + 1:next(i for i in range(head + 1, len(lines)) if not lines[i].startswith("  "))]
+    assert "  their fastest blocks imply 97.6%–105% of it: a breach needs the slow end above 100 %, a pass the fast " \
+           "end at most 100 %" in items and any("straddle the ceiling" in x for x in items)
 
 
 def test_a_compute_peak_on_a_measured_clock_needs_a_breach_to_clear_its_tolerance() -> None:

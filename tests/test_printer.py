@@ -104,3 +104,173 @@ def test_a_quick_run_as_json_lines_carries_its_rows(tmp_path: Path) -> None:
     summary = [e for e in events if e["kind"] == "summary"]
     assert len(summary) == 1 and "health" in summary[0] and summary[0]["summary"]
     assert run.stderr == ""
+
+
+# -- issue 37: folded on a terminal, whole in a pipe ---------------------------------------------------------
+
+
+def _pty_console(columns: int):  # type: ignore[no-untyped-def]
+    """A rich console on a real pseudo-terminal ``columns`` wide, and a reader of what it showed."""
+    import os
+    import pty
+    import select
+
+    from rich.console import Console
+
+    master, slave = pty.openpty()
+    file = os.fdopen(slave, "w", encoding="utf-8")
+
+    def shown() -> str:
+        file.flush()
+        data = b""
+        while select.select([master], [], [], 0.2)[0]:
+            data += os.read(master, 1 << 16)
+        return ANSI.sub("", re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", data).decode()).replace("\r", "")
+
+    return Console(file=file, force_terminal=True, width=columns), shown, (master, file)
+
+
+def test_a_terminal_folds_a_long_sentence_at_a_space_and_a_pipe_keeps_it_whole(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a real terminal 60 columns wide a message and a sweep's lines fold at spaces, each continuation
+    indented, a path longer than the width kept whole; the same console on a pipe writes each on one line."""
+    import os
+
+    from rich.console import Console
+
+    from tileops.report.printer import ConsolePrinter
+    from tileops.report.texttable import HANG
+
+    monkeypatch.setenv("COLUMNS", "60")
+    path = "/a/very/long/path/" + "x" * 70
+    sentence = f"the second pass ran again (--passes 1 skips the pass) and wrote {path} for you to read"
+    console, shown, (master, file) = _pty_console(60)
+    try:
+        printer = ConsolePrinter(console, console)
+        printer.say([("careful", "yellow"), (f": {sentence}", "")], kind="note")
+        with printer.rows(1) as rows:
+            rows.new_pass(1, f"second pass: 1 row(s) {sentence}\n  an item of it that is long enough to fold at sixty columns too")
+        lines = [x for x in shown().split("\n") if x.strip() and "second pass ━" not in x and "━" not in x]
+    finally:
+        file.close()
+        os.close(master)
+    assert lines[0].startswith("note: careful: the second pass") and all(
+        len(x) <= 60 or x.strip() == path for x in lines)
+    assert path in [x.strip() for x in lines]  # a word longer than the width: whole, on a line of its own
+    assert all(x.startswith(HANG) for x in lines[1:4])
+    item = next(i for i, x in enumerate(lines) if x.startswith("  an item"))
+    assert lines[item + 1].startswith("  " + HANG)
+    # a pipe: the same events, each sentence whole on one line
+    out = io.StringIO()
+    piped = ConsolePrinter(Console(file=out, width=80), Console(file=out, width=80))
+    piped.say(sentence, kind="note")
+    with piped.rows(1) as rows:
+        rows.new_pass(1, f"second pass: 1 row(s) {sentence}")
+    assert out.getvalue().splitlines() == [f"note: {sentence}", f"second pass: 1 row(s) {sentence}"]
+
+
+def test_a_host_fact_is_said_once_and_a_new_one_again(tmp_path: Path) -> None:
+    """What a host cannot change (no RAPL counter) is said the first time; a later run on the same host says it
+    no more, whatever the numbers in it; another fact is said; a memory that cannot be read says everything."""
+    from tileops.pipeline.hostnotes import not_yet_said
+
+    memory = tmp_path / "said" / "cpu-host.json"
+    rapl = "no RAPL energy counter (/sys/class/powercap/intel-rapl:* absent: a VM or container that hides it)"
+    assert not_yet_said(memory, [rapl]) == [rapl] and memory.is_file()
+    assert not_yet_said(memory, [rapl]) == []
+    other = "NVML's energy counter did not advance over the row's 0.004 s (it counts in steps)"
+    assert not_yet_said(memory, [rapl, other]) == [other]
+    assert not_yet_said(memory, [other.replace("0.004", "0.010")]) == []  # the same fact, another window
+    memory.write_text("{not json")
+    assert not_yet_said(memory, [rapl]) == [rapl]
+
+
+BOX = "┏┃┡│├└"
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """``tileops ARGS`` with its stdout on a real pseudo-terminal and its stderr on a pipe: (exit, what the
+    terminal showed without its escape codes, stderr)."""
+    import os
+    import pty
+    import subprocess
+    import threading
+
+    from cli_support import tileops_argv
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(tileops_argv(*args), stdout=slave, stderr=subprocess.PIPE, env={**os.environ, **env})
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(master, 1 << 16)
+            except OSError:  # the child closed the terminal
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    _, err = proc.communicate(timeout=600)
+    reader.join(30)
+    os.close(master)
+    shown = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", b"".join(chunks)).decode().replace("\r", "")
+    return proc.returncode, shown, err.decode()
+
+
+@pytest.mark.slow
+def test_a_real_run_keeps_sentences_whole_in_a_pipe_folds_them_on_a_terminal_and_says_a_host_fact_once(
+        tmp_path: Path) -> None:
+    """Issue 37: a piped run's lines are whole sentences (the second pass's line is one line, no line stops
+    inside parentheses); the same run with its stdout on a terminal 100 columns wide folds its summary there;
+    the energy line is short, and why a row has no joules is said in full once on this host."""
+    from export_support import profile, write_profile_file
+
+    from tileops.device import describe_device
+
+    prof = write_profile_file(tmp_path / "cpu.yaml", profile(name="this-cpu", match=describe_device("cpu").name))
+    env = {"TILEOPS_PROFILE_DIR": str(tmp_path / "store"), "COLUMNS": "100"}
+    args = ["bench", "--device", "cpu", "--quick", "--op", "relu", "--dtype", "float32", "--no-plot",
+            "--profile", str(prof)]
+    piped = tileops(*args, "--out", str(tmp_path / "one"), env=env)
+    assert piped.returncode in (0, 1), piped.stderr[-3000:]
+    err, out = piped.stderr.splitlines(), piped.stdout.splitlines()
+    banner = [x for x in err if x.startswith("second pass: ")]
+    assert len(banner) == 1 and banner[0].endswith("(--passes 1 skips the pass)"), err
+    sentences = [x for x in err + out if x.strip() and x[0] not in BOX]
+    assert all(x.count("(") == x.count(")") for x in sentences), sentences
+    assert not any(x.startswith("[") and not re.match(r"\[\d+/\d+\] relu ", x) for x in err)  # no row split
+    energy = next(x for x in out if x.startswith("energy: "))
+    told = [x for x in out if x.startswith("note: energy: ")]
+    if "; none for " in energy:  # no joules (a VM hides RAPL, or it is root's): the reason in full, this once
+        why = energy.split("; none for ", 1)[1].split(": ", 1)[1].split("; ")[0]
+        assert len(told) == 1 and told[0].startswith(f"note: energy: {why}") and len(energy) < 120
+    else:
+        assert not told
+
+    plan = tileops("bench", "--resume", str(tmp_path / "one"), "--list", env=env, check=True).stdout
+    assert "1 row(s): 0 to run, 0 skipped, 1 already done\n" in plan  # not "1 already done ()"
+    assert ": no row left to time" in plan and ": no row left to run" in plan and not re.search(r"\b0 s\b", plan)
+    quick = tileops(*args[:8], "--list", env=env, check=True).stdout  # one row of --quick: well under a second
+    assert ": under 1 s of timing, plus each row's set-up" in quick and not re.search(r"\b0 s\b", quick)
+
+    rc, shown, err2 = _on_a_terminal([*args, "--out", str(tmp_path / "two")], env)
+    assert rc in (0, 1), err2[-3000:]
+    lines = shown.splitlines()
+    start = next(i for i, x in enumerate(lines) if re.match(r"\d+ row\(s\): ", x))  # the summary, under the table
+    summary = [x for x in lines[start:] if x.strip()]
+    assert all(len(x) <= 100 or " " not in x.strip() for x in summary), summary
+    assert any(x.startswith("  ") for x in summary)  # a folded sentence's continuation, or a line's items
+    assert not any(x.startswith("note: energy: ") for x in summary)  # said on the first run: not again
+    assert banner[0] in err2.splitlines()  # stderr is a pipe still: whole lines there
+    # `tileops roofline` on a terminal folds the same summary; piped, it prints each sentence whole
+    rc, again, _ = _on_a_terminal(["roofline", str(tmp_path / "one"), "--profile", str(prof)], env)
+    folded = again.splitlines()
+    folded = [x for x in folded[next(i for i, x in enumerate(folded) if re.match(r"\d+ row\(s\): ", x)):] if x.strip()]
+    assert rc in (0, 1) and all(len(x) <= 100 or " " not in x.strip() for x in folded), folded
+    whole = tileops("roofline", str(tmp_path / "one"), "--profile", str(prof), env=env).stdout.splitlines()
+    assert " ".join(" ".join(folded).split()) in " ".join(" ".join(whole).split())

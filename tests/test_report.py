@@ -408,3 +408,80 @@ def test_a_host_bound_row_is_marked_in_every_format_and_its_sol_says_so(tmp_path
     assert json.loads(render_text(untimed, "json"))["rows"][0]["host_bound"] is None
     _, svg = write_plot(priced, PROFILE, tmp_path)
     assert "host-bound" in svg.read_text(encoding="utf-8")
+
+
+# -- issue 37: one idea per line -----------------------------------------------------------------------------
+
+
+def _unstable_run(n: int) -> list:
+    """``n`` CPU rows known to +20 %/-10 % (wider than a CPU verdict's ±5 %) and one without energy: no RAPL."""
+    from tileops.records import CpuConditions, RowConditions
+
+    no_rapl = "no RAPL energy counter (/sys/class/powercap/intel-rapl:* absent: a VM or container that hides it)"
+    cond = RowConditions(window_s=1.0, cpu=CpuConditions(blank={"energy_j": no_rapl}))
+    return [make_record(label=f"noisy-{i}", median_s=1e-6, median_ci_s=(0.9e-6, 1.2e-6), conditions=cond)
+            for i in range(n)]
+
+
+def test_a_summary_line_names_its_rows_one_per_item_line_and_counts_the_rest() -> None:
+    """The unstable line was one 900-character sentence: now a head line, one indented line per row (the first
+    five), and how many more; the energy line counts without the sensor's whole sentence."""
+    from tileops.report.summary import UNSTABLE_SHOWN
+
+    from roofline_fixtures import make_profile as cpu_profile
+
+    lines = summary_lines(price_all(_unstable_run(UNSTABLE_SHOWN + 2), ProfileChooser.only(cpu_profile())))
+    head = next(i for i, x in enumerate(lines) if x.startswith("unstable: "))
+    assert lines[head] == ("unstable: 7 row(s) whose SOL is shown, not judged; re-run them on a quieter host or with "
+                           "more time (--max-time):")
+    items = lines[head + 1:head + 1 + UNSTABLE_SHOWN + 1]
+    assert [x.split(":")[0] for x in items[:-1]] == [f"  relu [noisy-{i} float32 torch]" for i in range(5)]
+    assert all("known to +20.0 %/-10.0 %, wider than the ±5 % a verdict needs on a CPU" in x for x in items[:-1])
+    assert items[-1] == "  and 2 more (each row's reasons: roofline.json)"
+    assert "energy: 0 row(s) with joules per call; none for 7 row(s): no RAPL energy counter" in lines
+    assert not any("/sys/class/powercap" in x for x in lines)  # its whole sentence: once per host, by the bench
+    assert max(map(len, lines)) < 160
+
+
+def test_markdown_nests_a_lines_items_and_json_keeps_them_as_lines() -> None:
+    from roofline_fixtures import make_profile as cpu_profile
+
+    priced = price_all(_unstable_run(2), ProfileChooser.only(cpu_profile()))
+    md = render_text(priced, "md").splitlines()
+    head = md.index("- unstable: 2 row(s) whose SOL is shown, not judged; re-run them on a quieter host or with more "
+                    "time (--max-time):")
+    assert md[head + 1].startswith("  - relu [noisy-0 float32 torch]: its time is known to")
+    assert md[head + 2].startswith("  - relu [noisy-1 float32 torch]: ") and md[head + 3].startswith("- ")
+    summary = json.loads(render_text(priced, "json"))["summary"]
+    assert summary[summary.index(md[head][2:]) + 1].startswith("  relu [noisy-0 float32 torch]: ")
+
+
+def test_a_reason_is_said_clause_by_clause_under_its_head() -> None:
+    from tileops.report.summary import clauses
+
+    assert clauses("a (b; c); d; e (f)") == ["a (b; c)", "d", "e (f)"]
+    text = summary_lines(price_all(_rows()[:1], ProfileChooser.only(make_profile(bw_theoretical=None))))
+    head = text.index("physics check NOT JUDGED on memory: 1 row(s), nominal-unknown")
+    assert text[head + 1] == "  the nominal memory bandwidth is unknown (no DMI/SMBIOS data, none given)"
+    assert text[head + 2].startswith("  give it with TILEOPS_DRAM_BANDWIDTH")
+
+
+def test_the_table_report_folds_its_sentences_only_at_a_terminals_width() -> None:
+    """A terminal of 72 columns: each summary sentence folds at a space, its continuation indented under it; a
+    pipe (no width) keeps every sentence on one line for grep."""
+    from roofline_fixtures import make_profile as cpu_profile
+
+    from tileops.report.texttable import HANG
+
+    priced = price_all(_unstable_run(2), ProfileChooser.only(cpu_profile()))
+    whole = render_text(priced, "table").splitlines()
+    folded = render_text(priced, "table", width=72).splitlines()
+    sentences = [x for x in whole if x and x[0] not in "┏┃┡│├└" and not x.startswith("Roofline")]
+    assert any(len(x) > 72 for x in sentences)
+    table = [x for x in folded if x and x[0] in "┏┃┡│├└"]
+    assert table == [x for x in whole if x and x[0] in "┏┃┡│├└"]  # a table is never folded
+    rest = [x for x in folded if x and x not in table and not x.startswith("Roofline")]
+    assert all(len(x) <= 72 for x in rest)
+    assert " ".join(" ".join(rest).split()) == " ".join(" ".join(sentences).split())  # the same words, in order
+    item = next(i for i, x in enumerate(folded) if x.startswith("  relu [noisy-0"))
+    assert folded[item + 1].startswith("  " + HANG) and not folded[item + 1].startswith("  " + HANG + " ")

@@ -266,7 +266,8 @@ def test_a_two_pass_bench_writes_one_record_per_row_with_both_intervals(tmp_path
     keys = [x.key for x in recs]
     assert len(keys) == len(set(keys)) == info.rows_total == 3  # the second pass replaced, it did not append
     assert "second pass: 3 row(s) visited again in a fresh worker process" in " ".join(r.stderr.split())
-    assert "between visits (one sd of a visit, each in its own process): memory-bound rows" in r.stderr
+    assert "between visits (one sd of a visit, each in its own process; run.json: host_noise):\n  memory-bound rows" \
+        in r.stderr
     noise = info.host_noise
     assert noise["pairs"] == 3 and noise["kept_first"] == [] and noise["rows_by_kind"] == {"memory": 3}
     assert noise["between_visits"]["memory"]["source"] == "this run (3 rows)"

@@ -1,7 +1,7 @@
 """Durations as a person writes them (``12h``, ``7d``, ``1d12h``) and reads them back (``3d 4h``).
 
-Foundation: the command line parses ``--calibration-max-age`` with it, and the
-calibration store words a stored result's age with it.
+Foundation: the command line parses ``--calibration-max-age`` with it, the
+calibration store words a stored result's age with it, and ``bench --list`` its budget.
 """
 
 from __future__ import annotations
@@ -30,3 +30,18 @@ def format_age(age: dt.timedelta) -> str:
     parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
     shown = [f"{n}{u}" for n, u in parts if n][:2]
     return " ".join(shown) or "0s"
+
+
+def format_budget(seconds: float) -> str:
+    """``under 1 s``, ``45 s``, ``12 min``, ``3 h 20 min``: a budget, not a measurement, so never ``0 s`` for a
+    budget that is not nothing."""
+    if seconds <= 0:
+        return "0 s"
+    if seconds < 1:
+        return "under 1 s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = seconds / 60
+    if minutes < 90:
+        return f"{minutes:.0f} min"
+    return str(dt.timedelta(seconds=round(seconds))).rsplit(":", 1)[0].replace(":", " h ", 1) + " min"

@@ -42,6 +42,7 @@ from tileops.pipeline.calibrate import DEFAULT_MAX_AGE, ensure_calibrated
 from tileops.defaults import METRICS_DETAIL as DEFAULT_DETAIL
 from tileops.defaults import PUSH_ATTEMPTS, PUSH_BACKOFF_S, PUSH_TIMEOUT_S
 from tileops.pipeline.export import Sinks
+from tileops.pipeline.hostnotes import energy_reasons, not_yet_said, said_path
 from tileops.pipeline.listing import Listed, list_plan
 from tileops.pipeline.outcome import exit_code
 from tileops.pipeline.progress import RowProgress
@@ -49,6 +50,7 @@ from tileops.profiles import Profile, ProfileChooser
 from tileops.records import (OUTPUT_ONLY_FIELDS, SELECTION_FIELDS, Record, RunInfo, RunOptions, read_run_info,
                              utcnow)
 from tileops.report.printer import Kind, Printer, make_printer
+from tileops.report.summary import ITEM
 from tileops.roofline import Health, Priced, health, price_all
 
 if TYPE_CHECKING:  # the export package (prometheus_client) loads only when a run is exported
@@ -441,6 +443,9 @@ def _after_rows(prep: sweep.PreparedSweep, swept: sweep.Sweep, chooser: ProfileC
         printer.say(basis.quick_note, kind="note", result=True)
     if basis.facts.note is not None:
         printer.say(basis.facts.note, kind="note", result=True)
+    for why in not_yet_said(said_path(prep.device), energy_reasons(priced)):  # the summary only counts them
+        printer.say(f"energy: {why} (said once on this host; each row's energy_blank keeps it)", kind="note",
+                    result=True)
     result = BenchResult(swept.run_dir, info, h)
     info.health = h.as_dict()  # ok, state (held / partial / not-judged / breached) and each ceiling's check
     info.health["device_facts"] = basis.facts.as_dict()
@@ -488,15 +493,15 @@ def noise_lines(noise: dict[str, Any]) -> list[tuple[Kind, str]]:
         return []
     lines: list[tuple[Kind, str]] = []
     between = noise.get("between_visits") or {}
-    parts = [f"{kind}-bound rows ±{e['sigma'] * 100:.1f} % ({e['source']})" for kind, e in between.items()
+    parts = [f"{ITEM}{kind}-bound rows ±{e['sigma'] * 100:.1f} % ({e['source']})" for kind, e in between.items()
              if kind in noise.get("rows_by_kind", between)]
     shifts = {k: v for k, v in (noise.get("second_pass_shift") or {}).items() if k in noise.get("rows_by_kind", {})}
-    shift_text = ("; the second pass ran " + ", ".join(f"{math.expm1(v) * 100:+.1f} % on {k}-bound rows"
-                                                      for k, v in shifts.items())
-                  + " overall (taken out of each row's difference: the host's shift, kept apart)" if shifts
-                  else "; the second pass's shift: not measured (too few rows)")
-    lines.append(("message", f"between visits (one sd of a visit, each in its own process): {'; '.join(parts)}"
-                             f"{shift_text} (run.json: host_noise)"))
+    shift = (f"{ITEM}the second pass ran " + ", ".join(f"{math.expm1(v) * 100:+.1f} % on {k}-bound rows"
+                                                    for k, v in shifts.items())
+             + " overall: the host's shift, taken out of each row's difference and kept apart" if shifts
+             else f"{ITEM}the second pass's shift: not measured (too few rows)")
+    lines.append(("message", "\n".join(["between visits (one sd of a visit, each in its own process; run.json: "
+                                        "host_noise):", *parts, shift])))
     reruns = {k: v for k, v in (noise.get("reruns") or {}).items() if k in noise.get("rows_by_kind", {})}
     if reruns:
         said = []

@@ -9,28 +9,18 @@ same sentence as the run would give.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tileops.bench import sweep
+from tileops.durations import format_budget
 from tileops.pipeline.outcome import exit_code
 from tileops.records import RECORDS_FILE, Record, iter_records, read_run_info
 from tileops.report.printer import Listing, Printer
 
 if TYPE_CHECKING:
     from tileops.pipeline.bench import BenchRequest, CheckedRequest
-
-
-def _duration(seconds: float) -> str:
-    """``45 s``, ``12 min``, ``3 h 20 min``: a budget, not a measurement."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    minutes = seconds / 60
-    if minutes < 90:
-        return f"{minutes:.0f} min"
-    return str(dt.timedelta(seconds=round(seconds))).rsplit(":", 1)[0].replace(":", " h ", 1) + " min"
 
 
 @dataclass(frozen=True)
@@ -90,14 +80,16 @@ def list_plan(req: BenchRequest, printer: Printer, checked: CheckedRequest) -> L
     lines = plan.lines
     lines.append(f"{len(planned)} row(s): {n_run} to run, {sum(skips.values())} skipped"
                  + (f", {done_n} already done" if done_n else "")
-                 + (f" ({len(owed)} of them owed their second visit)" if owed else "") + f" ({per_backend})")
+                 + (f" ({len(owed)} of them owed their second visit)" if owed else "")
+                 + (f" ({per_backend})" if per_backend else ""))
     compiled = sum(n for b, n in runs.items() if b != "torch")
     typical = (n_run + len(owed) / 2) * (rule.warmup_s + rule.max_time_s)  # an owed visit: half a row's cap
     lines.append(f"timing: each visit stops once its level is known to ±{rule.target_precision:.1%} (from "
                  f"at least {rule.min_blocks} blocks of samples and {rule.min_time_s:g} s) or at "
                  f"{rule.max_time_s:g} s, after {rule.warmup_s:g} s of warm-up"
-                 + (" (--quick)" if opts.quick else "") + f": at most about {_duration(typical)} of timing, "
-                 "plus each row's set-up (its inputs, its first call)"
+                 + (" (--quick)" if opts.quick else "")
+                 + (f": {'at most about ' if typical >= 1 else ''}{format_budget(typical)} of timing, plus each "
+                    "row's set-up (its inputs, its first call)" if n_run else ": no row left to time")
                  + (f"; the {runs['torch']} eager row(s) are visited twice, half of that in each visit and the "
                     "second in a fresh worker process, so each interval covers what moves between processes and "
                     "over the sweep (--passes 1: once)" if opts.passes == 2 and runs["torch"] else ""))
@@ -106,7 +98,8 @@ def list_plan(req: BenchRequest, printer: Printer, checked: CheckedRequest) -> L
     lines.append(f"limit: a row is stopped after --row-timeout {row_timeout:g} s"
                  + (f", and a compile or triton row's first call (its compile) after --compile-timeout "
                     f"{compile_timeout:g} s ({compiled} such row(s))" if compiled else "")
-                 + f": the run cannot take more than {_duration(worst)}")
+                 + (f": the run cannot take more than {format_budget(worst)}" if worst else
+                    ": no row left to run"))
     lines.append("nothing was measured or written; run the same command without --list to measure")
     printer.listing(plan)
     return Listed(len(planned))

@@ -10,6 +10,7 @@ from tileops.bench.stopping import NOISE_REACHED, SAMPLE_CAP, TIME_CAP
 from tileops.records import Record
 from tileops.report.columns import seconds
 from tileops.report.printer import RowEvents
+from tileops.report.summary import ITEM
 from tileops.roofline import interval_words, rerun_interval, time_interval
 
 
@@ -26,9 +27,12 @@ def row_line(rec: Record) -> str:
         if level is None:
             spread = " (no interval: too few blocks)"
         else:
-            spread = " " + interval_words(t.actual_time_s, *level, t.ci_df).removeprefix("known to ")
-            if rerun is not None and t.level_ci_s is not None and rerun != level:
-                spread += f" (a rerun: {interval_words(t.actual_time_s, *rerun, t.ci_df).removeprefix('known to ')})"
+            words = interval_words(t.actual_time_s, *level, t.ci_df)
+            spread = " " + words.removeprefix("known to ")
+            again = interval_words(t.actual_time_s, *rerun, t.ci_df) if rerun is not None else words
+            if t.level_ci_s is not None and again != words and words.startswith("known"):
+                # a level not known within 10x says where a rerun may read no better: its reason is said once
+                spread += f" (a rerun: {again.removeprefix('known to ')})"
         line = f"{seconds(t.median_s)}{spread} (n={t.n}, {STOP_WORDS.get(t.stop_reason, t.stop_reason)})"
         c = rec.conditions
         if c is not None and (c.contended or c.throttled):
@@ -74,10 +78,12 @@ class RowProgress:
 
     def pass_started(self, number: int, total: int) -> None:
         """The sweep's second pass: the bar starts again over the rows it revisits, and a line says why."""
-        self.events.new_pass(total, f"second pass: {total} row(s) visited again in a fresh worker process, so "
-                             "each row's interval also covers what moves between processes and over the sweep; "
-                             "each line shows this visit alone, every row's interval is set from both visits at "
-                             "the end (--passes 1 skips the pass)")
+        self.events.new_pass(total, f"second pass: {total} row(s) visited again in a fresh worker process "
+                             "(--passes 1 skips the pass)\n"
+                             f"{ITEM}so each row's interval also covers what moves between processes and over the "
+                             "sweep\n"
+                             f"{ITEM}each line below shows this visit alone; every row's interval is set from both "
+                             "visits at the end")
 
     def row_finished(self, index: int, total: int, planned: Planned, record: Record) -> None:
         self.events.finished(index, total, describe(planned), row_line(record), row_fields(planned, record))

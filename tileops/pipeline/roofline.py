@@ -115,6 +115,7 @@ def _run(opts: RooflineOptions, out: TextIO, say: Callable[[str], None], colour:
     from tileops.report.stream import default_jobs, read_priced
     from tileops.report.summary import RunFacts
     from tileops.report.tables import new_report
+    from tileops.report.texttable import terminal_columns
 
     jobs = default_jobs() if opts.jobs is None else opts.jobs
     if jobs < 1:
@@ -149,7 +150,7 @@ def _run(opts: RooflineOptions, out: TextIO, say: Callable[[str], None], colour:
     new = rest.pop(0) if baseline else None
     comparison = compare_indexes(new, old, opts.threshold) if (new is not None and old is not None) else None
     h = facts.health()
-    report.write(out, facts, comparison, h, colour=colour)
+    report.write(out, facts, comparison, h, colour=colour, width=terminal_columns(out))  # folded on a terminal only
     out.flush()
     if opts.plot_dir is not None:
         try:

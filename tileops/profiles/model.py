@@ -187,7 +187,7 @@ def suspect_calibration(calibration: float | None, cause: str) -> str | None:
     if calibration is None or calibration <= SUSPECT_CALIBRATION:
         return None
     return (f"the calibration reached {calibration:.1%} of this theoretical, and no kernel sustains more than "
-            f"{SUSPECT_CALIBRATION:.0%} of a true peak: the theoretical is probably too low (likely cause: {cause}), "
+            f"{SUSPECT_CALIBRATION:.0%} of a true peak; the theoretical is probably too low (likely cause: {cause}); "
             "so a row above it is not blamed on its formula")
 
 

@@ -40,7 +40,7 @@ class ConditionFacts:
         self.power: dict[str, int] = {}  # power state -> GPU rows
         self.capped_basis: dict[str, int] = {}  # basis (burst, sustained) -> power-capped rows priced on it
         self.energy = 0  # rows with joules per call
-        self.energy_blank: dict[str, int] = {}  # why a row with sensor readings has no joules per call -> rows
+        self.energy_blank: dict[str, int] = {}  # why a row has no joules per call (its head, energy_head) -> rows
 
     def add(self, p: Priced) -> None:
         r = p.record
@@ -61,7 +61,7 @@ class ConditionFacts:
             if e.joules_per_call is not None:
                 self.energy += 1
             else:
-                _count(self.energy_blank, e.blank.get("joules_per_call", "no energy reading"))
+                _count(self.energy_blank, energy_head(e.blank.get("joules_per_call", "no energy reading")))
 
     def merge(self, later: ConditionFacts) -> None:
         self.gap_rows = (self.gap_rows + later.gap_rows)[:GAP_ROWS_SHOWN]
@@ -111,6 +111,13 @@ class ConditionFacts:
                                                  sorted(self.energy_blank.items(), key=lambda kv: (-kv[1], kv[0])))
             out.append(line)
         return out
+
+
+def energy_head(why: str) -> str:
+    """What a reason for no energy reading says before its parentheses: ``no RAPL energy counter``. The whole
+    sentence, where it is and what to do, is each row's ``energy_blank``; the bench says it once per host
+    (tileops.pipeline.hostnotes), not under every run."""
+    return why.split(" (", 1)[0]
 
 
 def gap_cells(p: Priced, g: GapSplit) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Literal, Protocol
 
 from tileops.defaults import OUTPUT_FORMATS
-from tileops.report.texttable import TextTable, colour_wanted
+from tileops.report.texttable import TextTable, colour_wanted, fold, terminal_columns
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -155,8 +155,9 @@ class ConsolePrinter:
     def say(self, line: Styled, *, kind: Kind = "message", result: bool = False, bare: bool = False,
             **fields: Any) -> None:
         console = self.out if result else self.err
-        # never folded at the console's width: a path or a command in it stays whole, to copy and grep
-        console.print(self._text(_labelled(line, kind, bare)), soft_wrap=True, highlight=False)
+        # folded at spaces on a terminal only (a path or a command stays whole, to copy); a pipe gets whole lines
+        console.print(_folded(self._text(_labelled(line, kind, bare)), terminal_columns(console.file)),
+                      soft_wrap=True, highlight=False)
 
     def show(self, renderable: Any, *, data: Any = None, result: bool = True) -> None:
         (self.out if result else self.err).print(renderable)
@@ -175,7 +176,7 @@ class ConsolePrinter:
         console = self.out
         colour = console.color_system is not None and not console.no_color and not console.record
         text = render_text(priced, "table", comparison=comparison, health=health, title=title,
-                           full_table=full_table, colour=colour)
+                           full_table=full_table, colour=colour, width=terminal_columns(console.file))
         if console.record:  # a recording console keeps what is printed through it
             from rich.text import Text
 
@@ -237,7 +238,11 @@ class _LiveRows:
         self.bar = self.progress.add_task("benchmarking", total=total)
 
     def _line(self, text: str) -> None:
-        self.console.print(text, highlight=False, markup=False, soft_wrap=True)  # never folded
+        from rich.text import Text
+
+        # folded at spaces on a terminal, each continuation indented; whole lines in a log
+        self.console.print(_folded(Text(text), terminal_columns(self.console.file)), highlight=False,
+                           soft_wrap=True)
 
     def started(self, index: int, total: int, what: str, wait: str | None) -> None:
         from rich.markup import escape
@@ -254,6 +259,29 @@ class _LiveRows:
         self.progress.advance(self.bar)
         # a log: one numbered line per row; a terminal: every finished row's line stays above the live bar
         self._line(f"[{index}/{total}] {what}: {line}" if not self.live else f"{what}: {line}")
+
+
+def _folded(text: Text, columns: int | None) -> Text:
+    """``text`` folded as :func:`~tileops.report.texttable.fold` folds each of its lines, its styles kept (None:
+    as it is)."""
+    if columns is None:
+        return text
+    from rich.text import Text
+
+    out = Text()
+    for n, line in enumerate(text.split("\n", allow_blank=True)):
+        if n:
+            out.append("\n")
+        pos = 0
+        for i, part in enumerate(fold(line.plain, columns)):
+            body = part.lstrip(" ") if i else part
+            start = line.plain.find(body, pos)
+            if start < 0:  # not a piece of the line (a tab textwrap turned into a space): the line unfolded
+                return text
+            out.append_text(Text("\n" + part[:len(part) - len(body)]) if i else Text())
+            out.append_text(line[start:start + len(body)])
+            pos = start + len(body)
+    return out
 
 
 def _write_listing(out: IO[str], plan: Listing, colour: bool) -> None:

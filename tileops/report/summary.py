@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 import tileops.report.columns as columns
 from tileops.report.conditions import ConditionFacts
 from tileops.roofline import (BLANK_REASONS, BLANK_SKIPPED, HOST_BOUND_RATIO, NOT_JUDGED_NOISE, NOT_JUDGED_REASONS,
-                              UNSTABLE_CPU, UNSTABLE_GPU, BackendRace, CeilingHealth, Health, HealthTally, Priced,
+                              BackendRace, CeilingHealth, Health, HealthTally, Priced,
                               RaceKey, RaceTally, race_key, si)
 
 #: Where a person finds every row when a report shows only some.
@@ -42,6 +42,31 @@ UNSTABLE_SHOWN = 5
 def _unstable_row(p: Priced) -> str:
     r = p.record
     return f"{r.op} [{r.label} {r.dtype} {r.backend}]: {p.unstable[0]}"
+
+
+#: How a line's items sit under it (the rows it names, the clauses of its reason): the text report prints them
+#: as they are, markdown as a list nested under the line's bullet. One idea per line, each line short enough to
+#: read, and still whole for grep.
+ITEM = "  "
+
+
+def _listed(n: int, shown: list[str], where: str) -> list[str]:
+    """The rows a line names, one per item line, and how many more there are (``where``: what roofline.json
+    keeps of each)."""
+    more = [f"{ITEM}and {n - len(shown)} more ({where}: roofline.json)"] if n > len(shown) else []
+    return [ITEM + row for row in shown] + more
+
+
+def clauses(text: str) -> list[str]:
+    """A reason's clauses, split at each ``; `` outside parentheses: one item line each."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch in "(["
+        depth -= ch in ")]"
+        if depth == 0 and text.startswith("; ", i):
+            out.append(text[start:i])
+            start = i + 2
+    return out + [text[start:]]
 
 
 def shown_verdict(p: Priced) -> str:
@@ -100,8 +125,8 @@ class BackendTally:
             _, op, label, dtype = self.slowest[b]
             lines.append(f"compile time, reported apart (a {b} row's first call, compilation included; never in "
                          f"its time): {len(secs)} row(s), median {columns.seconds(secs[len(secs) // 2])}, "
-                         f"{columns.seconds(sum(secs))} in all; slowest {op} [{label} {dtype}] "
-                         f"{columns.seconds(secs[-1])}")
+                         f"{columns.seconds(sum(secs))} in all")
+            lines.append(f"{ITEM}slowest: {op} [{label} {dtype}] {columns.seconds(secs[-1])}")
         wins: dict[str, int] = {}
         margins: list[float] = []
         tied = 0
@@ -255,18 +280,15 @@ class RunFacts:
         lines += [f"note: {note}" for note in self.notes]
         n, shown_rows = self.host_bound
         if n:
-            more = f", and {n - len(shown_rows)} more" if n > len(shown_rows) else ""
             lines.append(f"host-bound: {n} row(s) whose calls span more than {HOST_BOUND_RATIO:.1f}x their device-busy "
-                         f"time (the device waits on the host between kernels), so their SOL of busy time overstates "
-                         f"them: {'; '.join(shown_rows)}{more}")
+                         "time (the device waits on the host between kernels), so their SOL of busy time overstates "
+                         "them:")
+            lines += _listed(n, shown_rows, "each row's note")
         n, shown_rows = self.unstable
         if n:
-            more = f", and {n - len(shown_rows)} more" if n > len(shown_rows) else ""
-            cpu, gpu = f"±{UNSTABLE_CPU * 100:.0f} %", f"±{UNSTABLE_GPU * 100:.0f} %"
-            lines.append(f"unstable: {n} row(s) whose time is not known well enough to judge (an interval wider than "
-                         f"{cpu} on a CPU, {gpu} on a GPU) or that ran contended or throttled; their SOL is shown, "
-                         f"not judged: {'; '.join(shown_rows)}{more}. Re-run them on a quieter host or with more time "
-                         "(--max-time)")
+            lines.append(f"unstable: {n} row(s) whose SOL is shown, not judged; re-run them on a quieter host or with "
+                         "more time (--max-time):")
+            lines += _listed(n, shown_rows, "each row's reasons")
         lines += self.conditions.lines()
         return lines + self.backends.lines(self.races()) + physics_lines(h)
 
@@ -312,15 +334,15 @@ def physics_lines(h: Health) -> list[str]:
             top = f"; highest implied rate {_percent(c.max_ratio)} of it" if c.max_ratio is not None else ""
             lines.append(f"physics check passed on {name}: {c.judged} row(s) judged against the {theo}{top}")
         for reason, n in sorted(c.not_judged.items(), key=lambda kv: (-kv[1], kv[0])):
-            decide = ""
+            lines.append(f"physics check NOT JUDGED on {name}: {n} row(s), {reason}")
+            lines += [ITEM + clause for clause in clauses(NOT_JUDGED_REASONS.get(reason, reason))]
             if reason == NOT_JUDGED_NOISE and c.noise_range is not None:
                 lo, hi = c.noise_range
-                decide = (f"; their fastest blocks imply {_percent(lo)}–{_percent(hi)} of it: a breach needs the "
-                          "slow end above 100 %, a pass the fast end at most 100 %")
-            lines.append(f"physics check NOT JUDGED on {name}: {n} row(s), {reason} "
-                         f"({NOT_JUDGED_REASONS.get(reason, reason)}){decide}")
+                lines.append(f"{ITEM}their fastest blocks imply {_percent(lo)}–{_percent(hi)} of it: a breach needs "
+                             "the slow end above 100 %, a pass the fast end at most 100 %")
         if c.suspect:
-            lines.append(f"physics check: ceiling {name} SUSPECT ({theo}): {c.suspect}")
+            lines.append(f"physics check: ceiling {name} SUSPECT ({theo}):")
+            lines += [ITEM + clause for clause in clauses(c.suspect)]
     passed = [_ceiling_name(c, several) for c in h.ceilings if c.state == "held"]
     unjudged = [f"{_ceiling_name(c, several)} ({', '.join(sorted(c.not_judged))})" for c in h.unjudged()]
     state = h.state

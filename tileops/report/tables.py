@@ -26,8 +26,8 @@ import tileops.report.columns as columns
 from tileops.report.encode import Lines, csv_line, json_row
 from tileops.report.baseline import Comparison, RowChange
 from tileops.report.conditions import GAP_COLUMNS, GAP_RIGHT
-from tileops.report.summary import EVERYTHING_HINT, VERDICT_ORDER, RunFacts, shown_verdict
-from tileops.report.texttable import TextTable, ansi
+from tileops.report.summary import EVERYTHING_HINT, ITEM, VERDICT_ORDER, RunFacts, shown_verdict
+from tileops.report.texttable import TextTable, ansi, fold
 from tileops.roofline import BLANK_ERROR, BackendRace, Health, Priced, RaceKey, race_key
 
 VERDICT_STYLE = {
@@ -105,7 +105,9 @@ class Report:
         raise NotImplementedError
 
     def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
-              health: Health | None = None, *, colour: bool = False) -> None:
+              health: Health | None = None, *, colour: bool = False, width: int | None = None) -> None:
+        """The report on ``out``; ``width``: a terminal's columns, to fold the table report's sentences at
+        (None: each stays one line, as a log and grep want)."""
         raise NotImplementedError
 
 
@@ -200,7 +202,7 @@ class CsvReport(Report):
         self.races.merge(later.races)
 
     def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
-              health: Health | None = None, *, colour: bool = False) -> None:
+              health: Health | None = None, *, colour: bool = False, width: int | None = None) -> None:
         extra = ["baseline_time_s", "time_ratio", "change", "change_reason"] if self.baseline else []
         tail = Lines()
         w = csv.writer(tail, lineterminator="\n")
@@ -259,7 +261,7 @@ class JsonReport(Report):
         self.races.merge(later.races)
 
     def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
-              health: Health | None = None, *, colour: bool = False) -> None:
+              health: Health | None = None, *, colour: bool = False, width: int | None = None) -> None:
         h = health or facts.health()
         races = facts.races()
         out.write(f'{{\n  "health": {_indented(h.as_dict())},\n  "profiles": {_indented(sorted(facts.profiles))},\n'
@@ -335,7 +337,7 @@ class MarkdownReport(Report):
                 self.races[op] = later.races[op]
 
     def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
-              health: Health | None = None, *, colour: bool = False) -> None:
+              health: Health | None = None, *, colour: bool = False, width: int | None = None) -> None:
         out.write(f"# Roofline — profile {facts.profile_names()}\n\n")
         compiled, races = facts.compiled, facts.races()
         shown = facts.columns()
@@ -359,7 +361,8 @@ class MarkdownReport(Report):
             out.writelines("| " + " | ".join(map(_md, cells)) + " |\n" for cells in gaps)
             out.write("\n")
         out.write("## Summary\n\n")
-        out.writelines(f"- {_md(line)}\n" for line in facts.lines(health))
+        out.writelines(f"  - {_md(line[len(ITEM):])}\n" if line.startswith(ITEM) else f"- {_md(line)}\n"
+                       for line in facts.lines(health))
         if comparison is not None:
             out.write("\n## Against the baseline\n\n")
             changed = _changed(comparison)
@@ -543,7 +546,7 @@ class TableReport(Report):
         return self.title or f"Roofline — profile {facts.profile_names()}"
 
     def write(self, out: TextIO, facts: RunFacts, comparison: Comparison | None = None,
-              health: Health | None = None, *, colour: bool = False) -> None:
+              health: Health | None = None, *, colour: bool = False, width: int | None = None) -> None:
         h = health or facts.health()
         digest = self.all is None
         lines = self._digest(facts, colour) if digest else self._rows_table(facts, colour)
@@ -554,7 +557,8 @@ class TableReport(Report):
         reset = "\x1b[0m" if colour else ""
 
         def say(line: str, style: str = "") -> None:
-            out.write((ansi(style) + line + reset if colour and style else line) + "\n")
+            for part in fold(line, width):
+                out.write((ansi(style) + part + reset if colour and style else part) + "\n")
 
         for line in facts.lines(h, breach_limit=BREACH_LINES_SHOWN if digest else None):
             say(line, "bold red" if line.startswith(("FORMULA ERROR", "health: FAILED", "physics check BREACHED"))
@@ -645,8 +649,9 @@ def new_report(fmt: str, *, baseline: bool = False, title: str | None = None, fu
 
 def render_text(priced: Sequence[Priced], fmt: str, *, comparison: Comparison | None = None,
                 health: Health | None = None, title: str | None = None, full_table: bool = False,
-                colour: bool = False) -> str:
-    """One report of these rows as text (what ``tileops roofline`` prints for the same rows)."""
+                colour: bool = False, width: int | None = None) -> str:
+    """One report of these rows as text (what ``tileops roofline`` prints for the same rows); ``width``: a
+    terminal's columns, to fold the table report's sentences at."""
     import io
 
     report = new_report(fmt, baseline=comparison is not None, title=title, full_table=full_table)
@@ -655,7 +660,7 @@ def render_text(priced: Sequence[Priced], fmt: str, *, comparison: Comparison | 
         report.add(p)
         facts.add(p)
     buf = io.StringIO()
-    report.write(buf, facts, comparison, health, colour=colour)
+    report.write(buf, facts, comparison, health, colour=colour, width=width)
     return buf.getvalue()
 
 

@@ -6,12 +6,15 @@ These tables look the same (rich's default heavy-head box, left-aligned title,
 bold header) but are plain string formatting: column widths are the widest
 cell, and a cell's style is one ANSI escape when the output takes colour.
 The table is as wide as its cells; nothing is wrapped or cut (a narrow
-terminal wraps the lines, ``less -S`` scrolls them).
+terminal wraps the lines, ``less -S`` scrolls them). A sentence around it is
+folded at spaces (:func:`fold`) only on a terminal (:func:`terminal_columns`):
+a pipe or a file keeps each sentence on one line, for grep.
 """
 
 from __future__ import annotations
 
 import os
+import textwrap
 import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -37,6 +40,35 @@ def colour_wanted(stream: IO[str]) -> bool:
         return True
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+
+
+def terminal_columns(stream: IO[str]) -> int | None:
+    """How wide a terminal ``stream`` is, to fold a long sentence at (``$COLUMNS`` first, as rich reads it);
+    None for a pipe or a file, whose lines are never folded: a log keeps each sentence whole for grep."""
+    isatty = getattr(stream, "isatty", None)
+    if not (isatty and isatty()):
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+#: How much further a folded line's continuation sits than the line, so the next line's start stands out.
+HANG = "    "
+
+
+def fold(line: str, columns: int | None) -> list[str]:
+    """``line`` folded at spaces to ``columns`` (None: whole), its continuations indented :data:`HANG` more
+    than it; a word longer than the width (a path, a command to copy) stays whole."""
+    if columns is None or width(line) <= columns:
+        return [line]
+    indent = line[:len(line) - len(line.lstrip(" "))] + HANG
+    return textwrap.wrap(line, max(columns, len(indent) + 20), subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False) or [line]
 
 
 @lru_cache(maxsize=4096)

@@ -137,10 +137,10 @@ NOT_JUDGED_REASONS: dict[str, str] = {
     NOT_JUDGED_SUSPECT: "the row is above a ceiling its own calibration puts in doubt (the calibration reached over "
                         "95% of it): the theoretical is more likely wrong than the formula; see the ceiling's "
                         "SUSPECT line, fix the theoretical (clock, units per core, nominal) and price again",
-    NOT_JUDGED_NOISE: "the row's fastest blocks straddle the ceiling: the slowest the call can be, noise aside, "
-                      "implies a rate under the theoretical (plus its uncertainty), the fastest its readings allow "
-                      "one above, so neither a breach nor a pass is shown; re-run the row with more time "
-                      "(--max-time) for more blocks",
+    NOT_JUDGED_NOISE: "the row's fastest blocks straddle the ceiling: the slowest the call can be (noise aside) "
+                      "implies a rate under the theoretical plus its uncertainty, the fastest its readings allow one "
+                      "above; so neither a breach nor a pass is shown; re-run the row with more time (--max-time) "
+                      "for more blocks",
 }
 
 
