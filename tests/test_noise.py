@@ -299,7 +299,7 @@ def test_the_plot_draws_an_error_bar_for_each_row_with_an_interval(tmp_path) -> 
     svg = write_plot(rows, CPU, tmp_path)[1].read_text(encoding="utf-8")
     group = re.search(r'<g id="sol-ci">(.*?)</g>\s*</g>', svg, flags=re.S)
     assert group is not None, "no error bars drawn"
-    assert "#fdae61" in svg  # the unstable row's colour
+    assert re.search(r'id="points-torch-[\w-]+-unstable"', svg)  # the unstable row: hollow, its own group
     # two bars (steady, noisy), each a vertical line plus two caps
     assert len(re.findall(r"<path ", group.group(1))) + len(re.findall(r"<use ", group.group(1))) >= 2
 

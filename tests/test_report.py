@@ -302,7 +302,8 @@ def test_a_large_plot_stays_small_and_keeps_its_ceilings_labelled(tmp_path: Path
     png, svg = write_plot(priced, PROFILE, tmp_path)
     assert png.stat().st_size < 2 << 20 and svg.stat().st_size < 2 << 20
     text = svg.read_text(encoding="utf-8")
-    for ceiling in ("memory theoretical 40 GB/s", "memory effective 20 GB/s", "cpu.fp32 theoretical 200 GFLOP/s",
+    for ceiling in ("memory theoretical 40 GB/s", "memory effective 20 GB/s",
+                    "cpu.fp32 = cpu.fp32_matmul theoretical 200 GFLOP/s",
                     "cpu.fp32 effective 100 GFLOP/s", "cpu.fp32_matmul: uncalibrated"):
         assert ceiling in text, ceiling
     lay = plot_layout(priced, PROFILE)
