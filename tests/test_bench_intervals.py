@@ -239,7 +239,8 @@ def test_a_finished_rows_line_reads_as_a_person_would_write_it() -> None:
     # an interval further than 10x from the level: words with the reason, never "1e-09 s–1e+09 s"
     assert row_line(_ok(1e-4, [1e-6, 0.5])) == ("100 µs not known to within 10x (its blocks or visits disagree by "
                                                "that much: a busy host) (n=486, precision reached)")
-    assert row_line(_ok(1e-4, None)) == "100 µs (no interval: too few blocks) (n=486, precision reached)"
+    assert row_line(_ok(1e-4, None)) == ("100 µs (one block, its time cap reached: this visit alone has no interval; "
+                                         "the row's is set from both visits at the end) (n=486, precision reached)")
     busy = RowConditions(window_s=0.3, contended=True, contention=["steal 5.0% of CPU time (limit 3%)"],
                          cpu=CpuConditions(cores=2, steal=0.05))
     assert row_line(_ok(1e-4, [0.9e-4, 1.1e-4], conditions=busy)).endswith(

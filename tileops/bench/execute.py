@@ -23,6 +23,7 @@ import torch
 
 from tileops.bench.interval import CONFIDENCE, BlockRule, fast_interval, sample_blocks, visit_of
 from tileops.bench.sensors import RowSensors
+from tileops.bench.slices import host_slice, timed_in_slices
 from tileops.stats import two_sided_t
 from tileops.bench.stopping import quantile, rel_noise
 from tileops.bench.cupti import AttributionError
@@ -144,7 +145,9 @@ def visit_timing(blocks: Sequence[Sequence[float]], **fields: Any) -> Timing:
     """A visit's (or a row's visits', pooled) timing from its blocks: the sample statistics over every sample,
     the level at the visit's centre (``interval.Visit``), and the visit's own interval from its blocks alone
     (``median_ci_s``, ``level_ci_s``): the sweep replaces both by the row's
-    (``tileops.bench.revisit.finish``), which add what one visit cannot see. ``fields``: the rest of Timing."""
+    (``tileops.bench.revisit.finish``), which add what one visit cannot see. A CPU row whose samples are
+    bimodal at the OS time slice is marked (``slices``: ``tileops.bench.slices``). ``fields``: the rest of
+    Timing."""
 
     s = sorted(x for b in blocks for x in b)
     visit = visit_of(blocks)
@@ -157,6 +160,8 @@ def visit_timing(blocks: Sequence[Sequence[float]], **fields: Any) -> Timing:
         ci = within_contract((level * math.exp(-h), level * math.exp(h)))
         fields.setdefault("ci_df", min(df, 1000.0))
     fast = fast_interval(blocks)
+    if fields.get("timer") == "cpu-wall" and "slices" not in fields:  # a GPU timer reads the device, not threads
+        fields["slices"] = timed_in_slices(blocks, *host_slice())
     return Timing(median_s=level, min_s=s[0], mean_s=statistics.fmean(s), p10_s=quantile(s, 0.10),
                   p90_s=quantile(s, 0.90), n=len(s), rel_noise=rel_noise(s),
                   median_ci_s=_around(ci, level), level_ci_s=_around(ci, level), visits_s=[level],
