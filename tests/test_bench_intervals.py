@@ -56,7 +56,8 @@ def test_a_real_cpu_row_carries_its_interval_and_what_surrounded_it() -> None:
     assert t is not None and t.median_ci_s is not None
     lo, hi = t.median_ci_s
     assert lo <= t.median_s <= hi and lo < hi  # real samples never agree to the last bit
-    assert t.n >= 2 * QUICK_BLOCKS.min_block_samples  # two blocks at least (a busy host may hit the cap first)
+    assert t.n >= 2 and t.ci_df is not None  # two blocks at least (an interval of the visit's own, ci_df = blocks
+    # - 1), however slow a busy host makes the call: a slow call's blocks shrink to one sample (issue 37)
     assert t.stop_reason in (NOISE_REACHED, TIME_CAP)
     c = rec.conditions
     assert c is not None and c.gpu is None and c.cpu is not None

@@ -181,15 +181,17 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> tuple[T
     synchronisation or one profiler session: no blocks of one)."""
     t_start = time.perf_counter()
     warm = warm_up(fn, timer, rule)
-    if timer.first_batch > rule.min_block_samples:
-        rule = dataclasses.replace(rule, min_block_samples=timer.first_batch,
+    pace = (time.perf_counter() - t_start) / warm  # a warm call's time: sizes a slow row's first block
+    if timer.first_batch > rule.least_block_samples:
+        rule = dataclasses.replace(rule, min_block_samples=max(timer.first_batch, rule.min_block_samples),
+                                   least_block_samples=timer.first_batch,
                                    max_block_samples=max(timer.first_batch, rule.max_block_samples))
 
     def rewarm() -> None:  # the pause between blocks lets a CPU's pool threads sleep: wake them, untimed
         fn()
         timer.sync()
 
-    got = sample_blocks(lambda k: timer.sample(fn, k), rule, rewarm=rewarm)
+    got = sample_blocks(lambda k: timer.sample(fn, k), rule, rewarm=rewarm, pace_s=pace)
     spans = timer.spans
     timing = visit_timing(got.blocks, timer=timer.kind, warmup=warm, total_s=time.perf_counter() - t_start,
                           stop_reason=got.stop_reason, fallback_reason=timer.fallback_reason,
