@@ -277,6 +277,12 @@ def find_row(op: str, label: str) -> Workload:
     raise KeyError(f"{op}: no workload row labelled {label!r}")
 
 
+def _threads_used(task: Task) -> int | None:
+    """A CPU row's ``env.threads``: the intra-op threads torch ran it on in this worker (what ``--threads`` set,
+    read back rather than assumed); a GPU row's stays the run's."""
+    return torch.get_num_threads() if task.device.kind == "cpu" else task.env.threads
+
+
 def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[], None] | None = None) -> Record:
     """Run one row; every failure becomes an error record (never an exception).
 
@@ -317,7 +323,8 @@ def run_visit(task: Task, cache_bytes: int | None = None, on_prepared: Callable[
             read_bytes = op.eval_roofline_read_bytes()
         except Exception:
             read_bytes = None
-        env = dataclasses.replace(task.env, clocks_before=clocks_before, clocks_after=read_clocks(task.device))
+        env = dataclasses.replace(task.env, clocks_before=clocks_before, clocks_after=read_clocks(task.device),
+                                  threads=_threads_used(task))
         return Record(**base, status="ok", timing=timing, flops=flops, bytes=nbytes, read_bytes=read_bytes,
                       roof_key=op.roof_key(), data_terms=op.roofline_data_terms(), env=env,
                       started_at=started, finished_at=utcnow(), conditions=conditions), blocks

@@ -35,7 +35,7 @@ from tileops.bench.hostnoise import HostModel, HostPrior, prior_model, read_prio
 from tileops.bench.interval import visit_of
 from tileops.bench.revisit import (KindOf, finish, first_visit_rule, kind_by_intensity, revisited, row_kind,
                                    same_timer, second_visit_rule, settle)
-from tileops.bench.worker import RowResult, Worker, default_threads
+from tileops.bench.worker import RowResult, Worker, cpu_threads
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
 from tileops.interrupts import deferred, exit_code, signal_name
@@ -277,14 +277,16 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
     The sweep's view of the run's ``options``: the selection, the timer, the stopping rule, the timeouts,
     the compile cache, the traces. ``device`` is the one the run measures, described once by the caller.
     ``out``: a new run's directory (default ``results/<run id>``); ``resume``: the stopped run to finish
-    (its run file's options are the ones it keeps). Every input is checked here, before the first row: the
-    timer, the selection, the run directory (writable, not held by another runner, its run file and records
+    (its run file's options are the ones it keeps, its CPU rows' thread count too: ``RunInfo.threads``). Every
+    input is checked here, before the first row: the timer, the thread count (``--threads``), the selection,
+    the run directory (writable, not held by another runner, its run file and records
     readable). Between the rows and the run directory, one look at the host (``tileops.bench.quiet``), which
     run.json records (a resumed run, its own): with ``options.require_quiet`` a busy host is HostBusyError
     (exit 5) and nothing is written.
     """
     check_timer(options.timer, device.kind)  # --timer cupti without CUPTI: exit 2 before anything is written
     rule = stopping_rule(device, options)  # knobs that cannot work together: exit 2 likewise
+    threads = cpu_threads(options.threads, device.kind)  # more than this host gives, or on a GPU: likewise
     notices: list[str] = []
     planned = plan_rows(Selection.of(options), device, notices, strict=resume is None)
     quiet = check_quiet(device, require_quiet=options.require_quiet)
@@ -292,6 +294,12 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
         run_dir = Path(resume)
         lock, info, done, repaired = _open_resumed(run_dir)
         notices += repaired
+        if options.threads is None and info.threads is not None and device.kind == "cpu":
+            try:  # the run's own count, never whatever this host's default is today
+                threads = cpu_threads(info.threads, device.kind, source=f"{run_dir}/run.json: threads")
+            except BaseException:
+                lock.release()
+                raise
     else:
         run_id = new_run_id()
         run_dir = Path(out) if out else Path("results") / run_id
@@ -303,8 +311,8 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
     info.quiet = quiet.as_dict()
     info.stopping_rule = asdict(rule)
     info.host_allocator = allocator.describe()
+    info.threads = threads
     lock.reserve()
-    threads = default_threads() if device.kind == "cpu" else None
     todo = [p for p in planned if p.key not in done]
     compiles = any(p.backend != "torch" and not p.skip_reason for p in todo)
     compile_cache = Path(options.compile_cache) if options.compile_cache else None

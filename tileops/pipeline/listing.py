@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tileops.bench import sweep
+from tileops.bench.worker import cpu_threads
 from tileops.pipeline.outcome import exit_code
 from tileops.records import RECORDS_FILE, iter_records
 from tileops.report.printer import Listing, Printer
@@ -56,6 +57,7 @@ def list_plan(req: BenchRequest, printer: Printer) -> Listed:
     if req.resume is not None and (req.resume / RECORDS_FILE).exists():
         done = {r.key for r in iter_records(req.resume / RECORDS_FILE, fast_json=False) if r.status == "ok"}
     rule = sweep.stopping_rule(device, opts)
+    cpu_threads(opts.threads, device.kind)  # --threads beyond this host's CPUs, or on a GPU: refused as the run is
     row_timeout = opts.row_timeout_s or sweep.DEFAULT_ROW_TIMEOUT_S[device.kind]
     compile_timeout = opts.compile_timeout_s or sweep.DEFAULT_COMPILE_TIMEOUT_S
 
