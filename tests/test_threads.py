@@ -37,7 +37,8 @@ def test_the_thread_count_is_the_cpus_by_default_and_refused_beyond_them_or_on_a
         cpu_threads(1, "cuda")
     assert cpu_threads(None, "cuda") is None
     with pytest.raises(TileOpsError, match=rf"^run.json: threads {CPUS + 9}: this process may use {CPUS} CPU\(s\) "
-                                           r".*, or resume where as many CPUs are free$"):
+                                           rf".*; the run keeps its count: resume where {CPUS + 9} CPUs are free, "
+                                           r"or start a new run with --out$"):
         cpu_threads(CPUS + 9, "cpu", source="run.json: threads")  # a resumed run's own count, on a smaller host
 
 
@@ -111,6 +112,16 @@ def test_quick_gemm_on_the_cpu_gives_every_row_an_interval(tmp_path: Path,
         again = tileops("bench", "--resume", str(out), "--threads", "1", env=env)
         assert again.returncode == 2
         assert f"these flags differ: --threads (the run: {CPUS})" in again.stderr
+    # a host that now gives the process fewer CPUs than the run ran on: refused, the run file untouched
+    run_file = out / "run.json"
+    data = json.loads(run_file.read_text())
+    data["threads"] = CPUS + 3
+    run_file.write_text(json.dumps(data))
+    smaller = tileops("bench", "--resume", str(out), env=env)
+    assert smaller.returncode == 2
+    assert (f"{out}/run.json: threads {CPUS + 3}: this process may use {CPUS} CPU(s) (its CPU affinity); the run "
+            f"keeps its count: resume where {CPUS + 3} CPUs are free") in smaller.stderr
+    assert json.loads(run_file.read_text()) == data
 
 
 @pytest.mark.slow

@@ -286,7 +286,8 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
     """
     check_timer(options.timer, device.kind)  # --timer cupti without CUPTI: exit 2 before anything is written
     rule = stopping_rule(device, options)  # knobs that cannot work together: exit 2 likewise
-    threads = cpu_threads(options.threads, device.kind)  # more than this host gives, or on a GPU: likewise
+    threads = None if resume else cpu_threads(options.threads, device.kind)  # more CPUs than this host gives,
+    # or on a GPU: likewise (a resumed run's own count is checked against this host once its run file is read)
     notices: list[str] = []
     planned = plan_rows(Selection.of(options), device, notices, strict=resume is None)
     quiet = check_quiet(device, require_quiet=options.require_quiet)
@@ -294,12 +295,12 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
         run_dir = Path(resume)
         lock, info, done, repaired = _open_resumed(run_dir)
         notices += repaired
-        if options.threads is None and info.threads is not None and device.kind == "cpu":
-            try:  # the run's own count, never whatever this host's default is today
-                threads = cpu_threads(info.threads, device.kind, source=f"{run_dir}/run.json: threads")
-            except BaseException:
-                lock.release()
-                raise
+        try:  # the run's own count (given again, or kept in run.json), never whatever this host's default is today
+            threads = cpu_threads(options.threads if options.threads is not None else info.threads, device.kind,
+                                  source=f"{run_dir}/run.json: threads")
+        except BaseException:
+            lock.release()
+            raise
     else:
         run_id = new_run_id()
         run_dir = Path(out) if out else Path("results") / run_id

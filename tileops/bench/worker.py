@@ -212,7 +212,7 @@ def cpu_threads(asked: int | None, device_kind: str, *, source: str = "--threads
     if asked is None:
         return available
     if not 1 <= asked <= available:
-        raise TileOpsError(f"{source} {asked}: this process may use {available} CPU(s) (its CPU affinity); give "
-                           f"--threads from 1 to {available}" + ("" if source == "--threads" else
-                                                               ", or resume where as many CPUs are free"))
+        fix = (f"give --threads from 1 to {available}" if source == "--threads" else
+               f"the run keeps its count: resume where {asked} CPUs are free, or start a new run with --out")
+        raise TileOpsError(f"{source} {asked}: this process may use {available} CPU(s) (its CPU affinity); {fix}")
     return asked
