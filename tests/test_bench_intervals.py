@@ -56,7 +56,8 @@ def test_a_real_cpu_row_carries_its_interval_and_what_surrounded_it() -> None:
     assert t is not None and t.median_ci_s is not None
     lo, hi = t.median_ci_s
     assert lo <= t.median_s <= hi and lo < hi  # real samples never agree to the last bit
-    assert t.n >= 2 * QUICK_BLOCKS.min_block_samples  # two blocks at least (a busy host may hit the cap first)
+    assert t.n >= 2 and t.ci_df is not None  # two blocks at least (an interval of the visit's own, ci_df = blocks
+    # - 1), however slow a busy host makes the call: a slow call's blocks shrink to one sample (issue 37)
     assert t.stop_reason in (NOISE_REACHED, TIME_CAP)
     c = rec.conditions
     assert c is not None and c.gpu is None and c.cpu is not None
@@ -245,7 +246,8 @@ def test_a_finished_rows_line_reads_as_a_person_would_write_it() -> None:
                     "(n=486, precision reached)")
     assert row_line(_ok(1e-4, [1e-7, 5.0], level_ci_s=(0.95e-4, 1.05e-4))).startswith(
         "100 µs ±5.0 % (a rerun: not known to within 10x (its blocks or visits disagree by that much: a busy host))")
-    assert row_line(_ok(1e-4, None)) == "100 µs (no interval: too few blocks) (n=486, precision reached)"
+    assert row_line(_ok(1e-4, None)) == ("100 µs (one block, its time cap reached: this visit alone has no interval; "
+                                         "the row's is set from both visits at the end) (n=486, precision reached)")
     busy = RowConditions(window_s=0.3, contended=True, contention=["steal 5.0% of CPU time (limit 3%)"],
                          cpu=CpuConditions(cores=2, steal=0.05))
     assert row_line(_ok(1e-4, [0.9e-4, 1.1e-4], conditions=busy)).endswith(

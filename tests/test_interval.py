@@ -3,6 +3,8 @@ the fast end the physics check judges, and one real CPU row measured by the plan
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import random
 import statistics
@@ -147,11 +149,46 @@ def test_a_rule_that_cannot_work_is_refused(kwargs: dict, words: str) -> None:
 
 def test_blocks_are_sized_to_the_block_time_at_the_last_pace() -> None:
     rule = BlockRule(block_time_s=0.02, min_block_samples=3, max_block_samples=64, max_samples=100)
-    assert rule.next_block_size(0.003, 3, 3) == 20  # 1 ms a sample
-    assert rule.next_block_size(0.3, 3, 3) == 3  # a slow op: the minimum
-    assert rule.next_block_size(3e-5, 3, 3) == 64  # a fast op: the maximum
-    assert rule.next_block_size(0.003, 3, 90) == 10  # never past the sample cap
-    assert rule.next_block_size(0.0, 3, 3) == 64
+    size = functools.partial(rule.next_block_size, blocks=rule.min_blocks, elapsed_s=0.5)  # its minimum taken
+    assert size(0.003, 3, 3) == 20  # 1 ms a sample
+    assert size(0.3, 3, 3) == 3  # a slow op: the minimum
+    assert size(3e-5, 3, 3) == 64  # a fast op: the maximum
+    assert size(0.003, 3, 90) == 10  # never past the sample cap
+    assert size(0.0, 3, 3) == 64
+
+
+def test_a_slow_rows_blocks_shrink_so_its_minimum_blocks_fit_before_the_cap() -> None:
+    """Issue 37: a call of a third of the cap made one block of three samples, and its visit no interval of its
+    own. Until the visit has its minimum blocks, a block is no bigger than lets the rest fit (one sample at
+    least); past them, blocks are sized to the block time as before."""
+    rule = BlockRule(max_time_s=1.0, min_blocks=4, pause_s=0.01, block_time_s=0.02, min_block_samples=3)
+    assert rule.first_block_size(None) == rule.first_block_size(1e-3) == 3  # a fast call: the minimum
+    assert rule.first_block_size(0.05) == 3  # 4 blocks of 3 fit: 0.6 s + 3 gaps of 0.06 s
+    assert rule.first_block_size(0.1) == 1  # they do not: 4 x 0.1 + 3 x 0.11 fits one sample a block
+    assert rule.fitting(0.1, 2, 0.5) == 1 and rule.fitting(0.013, 2, 0.5) == 17  # (1 - 0.5 - 2 x 0.023) / 0.026
+    assert rule.fitting(0.1, 4, 0.5) == rule.max_block_samples  # its minimum taken: no limit
+    assert rule.next_block_size(0.3, 1, 3, blocks=1, elapsed_s=0.3) == 1
+    assert dataclasses.replace(rule, least_block_samples=3).first_block_size(0.1) == 3  # a GPU timer's batch
+
+
+@pytest.mark.parametrize(("call_s", "rule"), [(0.03, visit_rule(QUICK_BLOCKS)), (0.5, visit_rule(QUICK_BLOCKS)),
+                                              (2.0, visit_rule(CPU_BLOCKS)), (0.05, QUICK_BLOCKS)])
+def test_every_cpu_visit_gets_two_blocks_for_no_more_calls_than_its_old_first_block(call_s: float,
+                                                                                   rule: BlockRule) -> None:
+    """However slow the call, a visit takes two blocks (an interval of its own) before the cap ends it; a slow
+    row's two single-sample blocks and the re-warm call between them are the three calls the old first block of
+    ``min_block_samples`` made alone."""
+    row = FakeRow([call_s], per_s=call_s)
+    calls: list[str] = []
+
+    def rewarm() -> None:
+        calls.append("rewarm")
+        row.t += call_s
+
+    got = sample_blocks(row.sample, rule, rewarm=rewarm, sleep=row.sleep, clock=lambda: row.t, pace_s=call_s)
+    assert len(got.blocks) >= 2 and got.visit.se is not None and got.stop_reason == TIME_CAP
+    if call_s >= rule.max_time_s:
+        assert len(got.samples) + len(calls) == rule.min_block_samples  # 1 + re-warm + 1
 
 
 def test_the_shipped_rules_are_consistent() -> None:

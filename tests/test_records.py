@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from roofline_fixtures import make_record
 
-from tileops.records.contract import CpuConditions, GpuConditions, RowConditions
+from tileops.records.contract import CpuConditions, GpuConditions, RowConditions, SchedulerSlices
 from tileops.records import (AuditEntry, DeviceIdentity, Environment, Machine, Record, RecordFileError, RunInfo,
                              append_record, from_data, iter_records, load_records, parse_record, read_audit,
                              read_run_info, to_data, to_json, torn_tail, utcnow, write_run_info)
@@ -345,6 +345,11 @@ _RECORDS = [
                                               sm_mhz_readings=7, clock_events=["sw_power_cap"],
                                               clock_event_mask=4, power_w=690.5, power_limit_w=700.0,
                                               energy_j=12.5, power_capped_s=0.3))),
+    # issue 37: a row timed in scheduler slices, on one thread
+    dataclasses.replace(make_record(), env=dataclasses.replace(make_record().env, threads=1),
+                        timing=dataclasses.replace(make_record().timing, level_ci_s=[0.5, 3.0], slices=SchedulerSlices(
+                            slow=12, samples=40, fast_s=0.6, slow_s=2.5, slice_s=1.5e-3,
+                            slice_source="the kernel's default for 2 CPUs (0.75 ms x 2): no slice file readable"))),
 ]
 
 

@@ -55,7 +55,7 @@ def values(tmp_path: Path) -> dict[str, list[str]]:
         "job": ["nightly"], "instance": ["gpu-07"], "push_attempts": ["1"], "push_backoff_s": ["0"],
         "push_timeout_s": ["1"], "metrics_detail": ["full"],
         "target_precision": ["4%"], "min_time_s": ["0.01"], "max_time_s": ["0.2"], "min_samples": ["5"],
-        "require_quiet": [], "passes": ["1"],
+        "require_quiet": [], "passes": ["1"], "threads": ["1"],
     }
 
 
@@ -114,6 +114,7 @@ def test_a_resumed_run_restores_every_flag_it_was_started_with(tmp_path: Path, m
     assert read_run_info(out).quiet["quiet"] is True  # type: ignore[union-attr]  # --require-quiet looked again
     assert "calibrating" not in err  # --calibrate never (and --profile)
     assert read_run_info(out).host_noise == {} and "second pass" not in err  # --passes 1: one visit per row
+    assert {r.env.threads for r in iter_records(out)} == {1} and read_run_info(out).threads == 1  # --threads 1
     with pytest.raises(TileOpsError, match=r"--row-timeout \(the run: 120.0\)"):  # a measurement flag: must match
         resume_request(out, {"row_timeout_s": 60.0}, flags=flags)
     assert resume_request(out, {"metrics_detail": "lean"}, flags=flags).options.metrics_detail == "lean"  # output

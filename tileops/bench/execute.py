@@ -23,6 +23,7 @@ import torch
 
 from tileops.bench.interval import CONFIDENCE, BlockRule, fast_interval, sample_blocks, visit_of
 from tileops.bench.sensors import RowSensors
+from tileops.bench.slices import host_slice, timed_in_slices
 from tileops.stats import two_sided_t
 from tileops.bench.stopping import quantile, rel_noise
 from tileops.bench.cupti import AttributionError
@@ -144,7 +145,9 @@ def visit_timing(blocks: Sequence[Sequence[float]], **fields: Any) -> Timing:
     """A visit's (or a row's visits', pooled) timing from its blocks: the sample statistics over every sample,
     the level at the visit's centre (``interval.Visit``), and the visit's own interval from its blocks alone
     (``median_ci_s``, ``level_ci_s``): the sweep replaces both by the row's
-    (``tileops.bench.revisit.finish``), which add what one visit cannot see. ``fields``: the rest of Timing."""
+    (``tileops.bench.revisit.finish``), which add what one visit cannot see. A CPU row whose samples are
+    bimodal at the OS time slice is marked (``slices``: ``tileops.bench.slices``). ``fields``: the rest of
+    Timing."""
 
     s = sorted(x for b in blocks for x in b)
     visit = visit_of(blocks)
@@ -157,6 +160,8 @@ def visit_timing(blocks: Sequence[Sequence[float]], **fields: Any) -> Timing:
         ci = within_contract((level * math.exp(-h), level * math.exp(h)))
         fields.setdefault("ci_df", min(df, 1000.0))
     fast = fast_interval(blocks)
+    if fields.get("timer") == "cpu-wall" and "slices" not in fields:  # a GPU timer reads the device, not threads
+        fields["slices"] = timed_in_slices(blocks, *host_slice())
     return Timing(median_s=level, min_s=s[0], mean_s=statistics.fmean(s), p10_s=quantile(s, 0.10),
                   p90_s=quantile(s, 0.90), n=len(s), rel_noise=rel_noise(s),
                   median_ci_s=_around(ci, level), level_ci_s=_around(ci, level), visits_s=[level],
@@ -176,15 +181,17 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> tuple[T
     synchronisation or one profiler session: no blocks of one)."""
     t_start = time.perf_counter()
     warm = warm_up(fn, timer, rule)
-    if timer.first_batch > rule.min_block_samples:
-        rule = dataclasses.replace(rule, min_block_samples=timer.first_batch,
+    pace = (time.perf_counter() - t_start) / warm  # a warm call's time: sizes a slow row's first block
+    if timer.first_batch > rule.least_block_samples:
+        rule = dataclasses.replace(rule, min_block_samples=max(timer.first_batch, rule.min_block_samples),
+                                   least_block_samples=timer.first_batch,
                                    max_block_samples=max(timer.first_batch, rule.max_block_samples))
 
     def rewarm() -> None:  # the pause between blocks lets a CPU's pool threads sleep: wake them, untimed
         fn()
         timer.sync()
 
-    got = sample_blocks(lambda k: timer.sample(fn, k), rule, rewarm=rewarm)
+    got = sample_blocks(lambda k: timer.sample(fn, k), rule, rewarm=rewarm, pace_s=pace)
     spans = timer.spans
     timing = visit_timing(got.blocks, timer=timer.kind, warmup=warm, total_s=time.perf_counter() - t_start,
                           stop_reason=got.stop_reason, fallback_reason=timer.fallback_reason,
@@ -270,6 +277,12 @@ def find_row(op: str, label: str) -> Workload:
     raise KeyError(f"{op}: no workload row labelled {label!r}")
 
 
+def _threads_used(task: Task) -> int | None:
+    """A CPU row's ``env.threads``: the intra-op threads torch ran it on in this worker (what ``--threads`` set,
+    read back rather than assumed); a GPU row's stays the run's."""
+    return torch.get_num_threads() if task.device.kind == "cpu" else task.env.threads
+
+
 def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[], None] | None = None) -> Record:
     """Run one row; every failure becomes an error record (never an exception).
 
@@ -310,7 +323,8 @@ def run_visit(task: Task, cache_bytes: int | None = None, on_prepared: Callable[
             read_bytes = op.eval_roofline_read_bytes()
         except Exception:
             read_bytes = None
-        env = dataclasses.replace(task.env, clocks_before=clocks_before, clocks_after=read_clocks(task.device))
+        env = dataclasses.replace(task.env, clocks_before=clocks_before, clocks_after=read_clocks(task.device),
+                                  threads=_threads_used(task))
         return Record(**base, status="ok", timing=timing, flops=flops, bytes=nbytes, read_bytes=read_bytes,
                       roof_key=op.roof_key(), data_terms=op.roofline_data_terms(), env=env,
                       started_at=started, finished_at=utcnow(), conditions=conditions), blocks

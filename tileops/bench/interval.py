@@ -185,13 +185,16 @@ class BlockRule:
     min_block_samples: int = 3  # a block's median needs a few samples (a GPU timer: its batch)
     max_block_samples: int = 64
     confidence: float = CONFIDENCE
+    #: the smallest block a slow row's first ``min_blocks`` blocks shrink to so that they fit before the time cap
+    #: (:meth:`fitting`): one sample on a CPU, a GPU timer's batch
+    least_block_samples: int = 1
 
     def __post_init__(self) -> None:
         if self.min_blocks < 2:
             raise ValueError(f"min_blocks must be at least 2 (an interval needs two blocks), got {self.min_blocks}")
-        if not 1 <= self.min_block_samples <= self.max_block_samples:
-            raise ValueError(f"need 1 <= min_block_samples <= max_block_samples, got {self.min_block_samples} "
-                             f"and {self.max_block_samples}")
+        if not 1 <= self.least_block_samples <= self.min_block_samples <= self.max_block_samples:
+            raise ValueError(f"need 1 <= least_block_samples <= min_block_samples <= max_block_samples, got "
+                             f"{self.least_block_samples}, {self.min_block_samples} and {self.max_block_samples}")
         if self.target_precision <= 0 or self.max_time_s <= 0 or self.pause_s < 0 or self.block_time_s <= 0:
             raise ValueError("target_precision, max_time_s and block_time_s must be > 0, pause_s >= 0")
 
@@ -200,7 +203,9 @@ class BlockRule:
         n = sum(len(b) for b in blocks)
         if n >= self.max_samples:
             return SAMPLE_CAP
-        if elapsed_s >= self.max_time_s and n >= 1:
+        # A slow row's first block shrinks to fewer than min_block_samples (:meth:`fitting`): its second block
+        # then waits for no cap, and the two cost the calls the one block of min_block_samples would have.
+        if elapsed_s >= self.max_time_s and n >= 1 and (len(blocks) >= 2 or n >= self.min_block_samples):
             return TIME_CAP
         if len(blocks) >= self.min_blocks and n >= self.min_samples and elapsed_s >= self.min_time_s:
             h = visit_of(blocks).half_width(self.confidence)
@@ -208,11 +213,36 @@ class BlockRule:
                 return NOISE_REACHED
         return None
 
-    def next_block_size(self, last_block_s: float, last_block_n: int, taken: int) -> int:
-        """Samples in the next block: as many as fill ``block_time_s`` at the last block's pace, within bounds."""
+    def next_block_size(self, last_block_s: float, last_block_n: int, taken: int, *, blocks: int,
+                        elapsed_s: float) -> int:
+        """Samples in the next block: as many as fill ``block_time_s`` at the last block's pace, within bounds;
+        while the visit has fewer than ``min_blocks`` (``blocks`` taken, ``elapsed_s`` spent), no more than
+        lets them all fit before the time cap (:meth:`fitting`)."""
         per_sample = last_block_s / last_block_n if last_block_n else 0.0
         k = round(self.block_time_s / per_sample) if per_sample > 0 else self.max_block_samples
-        return max(self.min_block_samples, min(k, self.max_block_samples, max(1, self.max_samples - taken)))
+        k = max(self.min_block_samples, min(k, self.max_block_samples, max(1, self.max_samples - taken)))
+        return min(k, self.fitting(per_sample, blocks, elapsed_s))
+
+    def first_block_size(self, pace_s: float | None) -> int:
+        """The visit's first block: ``min_block_samples``, fewer for a row whose calls (``pace_s`` each, from its
+        warm-up) would leave no room for its other blocks before the time cap (:meth:`fitting`)."""
+        return min(self.min_block_samples, self.fitting(pace_s or 0.0, 0, 0.0))
+
+    def fitting(self, per_sample_s: float, blocks: int, elapsed_s: float) -> int:
+        """The largest block that still lets the visit take ``min_blocks`` blocks before its time cap, each block
+        after the first behind a pause and a re-warm call; never below ``least_block_samples`` (where even blocks
+        of that size cannot fit, the cap ends the visit with fewer and its record says how many it has).
+
+        Why: a row slower than the block time was sampled in blocks of ``min_block_samples``, so a call of a
+        third of the cap made one block, and its visit no interval of its own (issue 37: ``--quick`` gemm,
+        ``n=3``). Single samples cost no more time and make as many blocks as the cap holds."""
+        need = self.min_blocks - blocks
+        if need <= 0 or per_sample_s <= 0:
+            return self.max_block_samples
+        gaps = need if blocks else need - 1  # a pause and a re-warm call before every block but the first
+        room = self.max_time_s - elapsed_s - gaps * (self.pause_s + per_sample_s)
+        fit = math.floor(room / (need * per_sample_s)) if room > 0 else 0
+        return max(self.least_block_samples, min(fit, self.max_block_samples))
 
 
 def visit_rule(rule: BlockRule, visits: int = 2) -> BlockRule:
@@ -258,16 +288,17 @@ class BlockSampling:
 def sample_blocks(sample: Callable[[int], Sequence[float]], rule: BlockRule, *,
                   rewarm: Callable[[], None] | None = None, between: Callable[[], None] | None = None,
                   sleep: Callable[[float], None] = time.sleep,
-                  clock: Callable[[], float] = time.perf_counter) -> BlockSampling:
+                  clock: Callable[[], float] = time.perf_counter, pace_s: float | None = None) -> BlockSampling:
     """Sample one visit block by block until ``rule`` stops; ``sample(k)`` times ``k`` repetitions (a timer's).
 
     Between blocks: ``between()`` (e.g. rebuild the inputs), a pause of ``rule.pause_s``, then ``rewarm()``
-    (one untimed call, synchronised), so the pause costs the next block nothing. ``sleep`` and ``clock`` are
-    injectable for tests and simulations.
+    (one untimed call, synchronised), so the pause costs the next block nothing. ``pace_s``: a call's time as
+    the warm-up saw it, which sizes the first block of a slow row (:meth:`BlockRule.first_block_size`).
+    ``sleep`` and ``clock`` are injectable for tests and simulations.
     """
     out = BlockSampling()
     t0 = clock()
-    k = rule.min_block_samples
+    k = rule.first_block_size(pace_s)
     first = True
     while True:
         if not first:
@@ -289,5 +320,6 @@ def sample_blocks(sample: Callable[[int], Sequence[float]], rule: BlockRule, *,
         if reason:
             out.stop_reason = reason
             break
-        k = rule.next_block_size(block_s, len(block), sum(len(b) for b in out.blocks))
+        k = rule.next_block_size(block_s, len(block), sum(len(b) for b in out.blocks), blocks=len(out.blocks),
+                                 elapsed_s=out.elapsed_s)
     return out

@@ -35,7 +35,7 @@ from tileops.bench.hostnoise import (ROW_KINDS, HostModel, HostPrior, Level, Pai
                                      with_reruns)
 from tileops.bench.interval import BlockRule, Visit, visit_of, visit_rule
 from tileops.bench.select import Planned
-from tileops.records import Record, RowConditions, Timing
+from tileops.records import Record, RowConditions, SchedulerSlices, Timing
 
 Key = tuple[str, str, str, str]
 Blocks = Sequence[Sequence[float]]
@@ -117,8 +117,8 @@ def merge_visits(first: Record, second: Record, blocks1: Blocks, blocks2: Blocks
 
 def finish(rec: Record, visits: Sequence[Visit], kind: str, model: HostModel) -> Record:
     """The record with its level and both intervals from its visits under ``model``
-    (``hostnoise.row_interval``, with the row's own reruns); a record that is not ok, or has no timing, is
-    returned as it is."""
+    (``hostnoise.row_interval``, with the row's own reruns; a row timed in scheduler slices: widened over both
+    its clusters); a record that is not ok, or has no timing, is returned as it is."""
     return _finished(rec, visits, kind, model)[0]
 
 
@@ -128,10 +128,19 @@ def _finished(rec: Record, visits: Sequence[Visit], kind: str, model: HostModel
     if rec.status != "ok" or t is None or not visits:
         return rec, None
     iv = row_interval(visits, kind, model, row=" ".join(rec.key))
+    rerun, level_ci = iv.rerun, iv.level_ci
+    if t.slices is not None:  # timed in scheduler slices: no precise interval, one over both clusters
+        rerun, level_ci = _spanning(rerun, t.slices), _spanning(level_ci, t.slices)
     timing = dataclasses.replace(
-        t, median_s=iv.level_s, median_ci_s=_held(iv.rerun, iv.level_s), level_ci_s=_held(iv.level_ci, iv.level_s),
+        t, median_s=iv.level_s, median_ci_s=_held(rerun, iv.level_s), level_ci_s=_held(level_ci, iv.level_s),
         ci_df=max(1.0, round(iv.df, 2)), visits_s=list(iv.visits))
     return dataclasses.replace(rec, timing=timing), iv
+
+
+def _spanning(pair: tuple[float, float], sl: SchedulerSlices) -> tuple[float, float]:
+    """``pair`` widened to reach both clusters of a row timed in scheduler slices: its time is the op's (the fast
+    cluster) or the scheduler's (the slow one) depending on the host's other work, not known any closer."""
+    return min(pair[0], sl.fast_s), max(pair[1], sl.slow_s)
 
 
 def _held(pair: tuple[float, float], level: float) -> list[float]:

@@ -36,7 +36,7 @@ from tileops.bench.hostnoise import HostModel, HostPrior, prior_model, read_prio
 from tileops.bench.interval import visit_of
 from tileops.bench.revisit import (KindOf, finish, first_visit_rule, kind_by_intensity, revisited, row_kind,
                                    same_timer, second_visit_rule, settle)
-from tileops.bench.worker import RowResult, Worker, default_threads
+from tileops.bench.worker import RowResult, Worker, cpu_threads
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
 from tileops.fsutil import unwritable_dir
@@ -301,9 +301,11 @@ class Checked:
 def check_inputs(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
                  resume: Path | None = None) -> Checked:
     """Every input of the sweep checked before anything is written: the timer, the stopping rule's knobs, the
-    selection, the run directory (:func:`check_run_dir`). TileOpsError (exit 2) naming the first that is bad."""
+    thread count, the selection, the run directory (:func:`check_run_dir`). TileOpsError (exit 2) naming the first that is bad."""
     check_timer(options.timer, device.kind)  # --timer cupti without CUPTI
     rule = stopping_rule(device, options)  # knobs that cannot work together
+    if resume is None:  # more CPUs than this host gives, or on a GPU (a resumed run: its own count, in prepare)
+        cpu_threads(options.threads, device.kind)
     notes: list[str] = []
     planned = plan_rows(Selection.of(options), device, notes, strict=resume is None)
     check_run_dir(out, resume)
@@ -332,19 +334,28 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
     The sweep's view of the run's ``options``: the selection, the timer, the stopping rule, the timeouts,
     the compile cache, the traces. ``device`` is the one the run measures, described once by the caller.
     ``out``: a new run's directory (default ``results/<run id>``); ``resume``: the stopped run to finish
-    (its run file's options are the ones it keeps). Every input is checked here, before the first row: the
-    timer, the selection, the run directory (writable, not held by another runner, its run file and records
-    readable): ``checked`` where the caller checked them already (:func:`check_inputs`). Between the rows and
-    the run directory, one look at the host (``tileops.bench.quiet``), which run.json records (a resumed run,
-    its own): with ``options.require_quiet`` a busy host is HostBusyError (exit 5) and nothing is written.
+    (its run file's options are the ones it keeps, its CPU rows' thread count too: ``RunInfo.threads``). Every
+    input is checked here, before the first row: the timer, the thread count (``--threads``), the selection,
+    the run directory (writable, not held by another runner, its run file and records readable): ``checked``
+    where the caller checked them already (:func:`check_inputs`). Between the rows and the run directory, one
+    look at the host (``tileops.bench.quiet``), which run.json records (a resumed run, its own): with
+    ``options.require_quiet`` a busy host is HostBusyError (exit 5) and nothing is written.
     """
     checked = checked or check_inputs(options, device, out=out, resume=resume)
     rule, planned, notices = checked.rule, checked.planned, list(checked.notes)
+    threads = None if resume else cpu_threads(options.threads, device.kind)  # a resumed run's own count is
+    # checked against this host once its run file is read
     quiet = check_quiet(device, require_quiet=options.require_quiet)
     if resume is not None:
         run_dir = Path(resume)
         lock, info, done, repaired = _open_resumed(run_dir)
         notices += repaired
+        try:  # the run's own count (given again, or kept in run.json), never whatever this host's default is today
+            threads = cpu_threads(options.threads if options.threads is not None else info.threads, device.kind,
+                                  source=f"{run_dir}/run.json: threads")
+        except BaseException:
+            lock.release()
+            raise
         owed, said = owed_second_visits(run_dir, info, planned, done, repair=True)
         notices += said
         for name in OUTPUT_ONLY_FIELDS:  # the only options a resumed run may change (resume_request checks)
@@ -360,8 +371,8 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
     info.quiet = quiet.as_dict()
     info.stopping_rule = asdict(rule)
     info.host_allocator = allocator.describe()
+    info.threads = threads
     lock.reserve()
-    threads = default_threads() if device.kind == "cpu" else None
     todo = [p for p in planned if p.key not in done]
     compiles = any(p.backend != "torch" and not p.skip_reason for p in todo)
     compile_cache = Path(options.compile_cache) if options.compile_cache else None

@@ -26,6 +26,7 @@ from typing import Any
 
 from tileops.bench.allocator import keep_freed_memory
 from tileops.bench.execute import Task, run_visit
+from tileops.errors import TileOpsError
 from tileops.records import ErrorInfo, ErrorKind, Record, utcnow
 
 _CTX = mp.get_context("spawn")  # a fresh interpreter: no inherited CUDA context, no forked locks
@@ -188,8 +189,30 @@ def _error(task: Task, family: str, started: datetime, kind: ErrorKind, message:
 
 
 def default_threads() -> int:
-    """All cores the process may use (the CPU timer runs the op with every core)."""
+    """All cores the process may use (its CPU affinity): torch's own default for its intra-op threads, and the
+    bench's for a CPU row (the CPU timer runs the op with every core)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
         return os.cpu_count() or 1
+
+
+def cpu_threads(asked: int | None, device_kind: str, *, source: str = "--threads") -> int | None:
+    """The intra-op threads a run's CPU rows run on: ``asked`` (``--threads N``; ``source`` names where it came
+    from), else every CPU this process may use (:func:`default_threads`); None on a GPU, whose rows are timed on
+    the device. TileOpsError for a count this process cannot have, or for ``--threads`` on a GPU, where it would
+    change only the host's threads around the launches, not the time measured."""
+    if device_kind != "cpu":
+        if asked is not None:
+            raise TileOpsError(f"{source} {asked}: --threads sets a CPU row's intra-op threads; a GPU row is timed "
+                               "on the device, where it would change only the host's threads around the launches. "
+                               "Leave --threads out, or give --device cpu")
+        return None
+    available = default_threads()
+    if asked is None:
+        return available
+    if not 1 <= asked <= available:
+        fix = (f"give --threads from 1 to {available}" if source == "--threads" else
+               f"the run keeps its count: resume where {asked} CPUs are free, or start a new run with --out")
+        raise TileOpsError(f"{source} {asked}: this process may use {available} CPU(s) (its CPU affinity); {fix}")
+    return asked

@@ -83,6 +83,13 @@ def _whole(text: str, low: int, high: int, expected: str, out_of_range: str) -> 
     return value
 
 
+def threads(text: str) -> int:
+    """``--threads``: a whole number of threads, at least 1 (the bench refuses more than the CPUs this process
+    may use, naming them, before anything is written)."""
+    what = "a whole number of threads from 1 to the CPUs this process may use"
+    return _whole(text, 1, 1 << 16, what, what)
+
+
 def count(text: str) -> int:
     """A whole number from 1 to 1000 (attempts, repetitions)."""
     what = "a whole number from 1 to 1000"

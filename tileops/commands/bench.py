@@ -94,6 +94,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "wrapped, one per row), jsonl (one JSON object per event on stdout); auto (the default): "
                         "console on a terminal, log elsewhere")
     p.add_argument("--device", default=None, help="auto (the default: a GPU when there is one), cpu, cuda or cuda:N")
+    p.add_argument("--threads", dest="threads", type=argtypes.threads, default=None, metavar="N",
+                   help="CPU rows: the intra-op threads each row runs on (torch.set_num_threads(N) in the bench's "
+                        "worker), 1 to the CPUs this process may use; default: all of them (torch's own default). "
+                        "Recorded in each record (env.threads) and in the run's header, kept by --resume. 1 keeps "
+                        "a row off the scheduler's time slices on a busy host (docs/bench.md). Refused on a GPU: "
+                        "its rows are timed on the device, where it would change only the host's threads")
     p.add_argument("--out", type=Path, default=None, help="run directory (default: results/<run-id>/)")
     p.add_argument("--resume", type=Path, default=None, metavar="DIR",
                    help="finish a stopped run: its selection and options come from DIR/run.json; skips rows "

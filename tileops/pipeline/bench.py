@@ -140,13 +140,17 @@ def resume_request(run_dir: Path, given: Mapping[str, Any], *, flags: Mapping[st
     runs. An output-only option (``records.OUTPUT_ONLY_FIELDS``: the plot, the metrics' sinks and detail) takes
     the value given: what is done with the priced rows is no part of their measurement. A run file from before
     an option was stored resumes with its default; one from before the selection was part of the options takes
-    the selection from its ``selection``.
+    the selection from its ``selection``. A CPU run started
+    without ``--threads`` keeps the thread count it resolved to (``RunInfo.threads``), so ``--threads`` given on
+    the resume is held to that count, and a host that now gives the process fewer CPUs refuses to resume.
     """
     info = read_run_info(run_dir) if Path(run_dir).is_dir() else None
     if info is None:
         raise TileOpsError(f"{run_dir}: no run.json, so nothing to resume; start a new run with --out")
     options = _saved_options(run_dir, info)
     resolved_device = info.selection.get("device")
+    if options.threads is None and info.threads is not None:  # the count it resolved to, not today's default
+        options.threads = info.threads
 
     def flag(key: str) -> str:
         return (flags or {}).get(key) or "--" + key.replace("_", "-")
@@ -373,9 +377,14 @@ class _Priced:
 
 def _run(prep: sweep.PreparedSweep, chooser: ProfileChooser, req: BenchRequest, printer: Printer) -> BenchResult:
     device = prep.device
+    threads = prep.threads
     printer.say([("tileops bench", "bold"), (f" run {prep.info.run_id} on {device.name} ({device.torch_device}"
-                 + (f", {prep.threads} threads" if prep.threads else "") + f") -> {prep.run_dir}", "")],
-                result=True, run_id=prep.info.run_id, run_dir=str(prep.run_dir))
+                 + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else "")
+                 + f") -> {prep.run_dir}", "")],
+                result=True, run_id=prep.info.run_id, run_dir=str(prep.run_dir), threads=threads)
+    note = threads_note(threads)
+    if note:
+        printer.say(note, kind="note")
     for notice in prep.notices:
         printer.say(notice, kind="note")
     if req.changed:
@@ -463,6 +472,17 @@ def _after_rows(prep: sweep.PreparedSweep, swept: sweep.Sweep, chooser: ProfileC
         printer.say([(f"error: {info.rows_error} row(s) failed", "red"),
                      (f" (error records in {swept.records_path})", "")], kind="error", bare=True)
     return result
+
+
+def threads_note(threads: int | None) -> str | None:
+    """What a CPU run on fewer threads than the CPUs it may use should know; None on all of them (or a GPU)."""
+    from tileops.bench.worker import default_threads
+
+    cpus = default_threads()
+    if threads is None or threads >= cpus:
+        return None
+    return (f"CPU rows run on {threads} of the {cpus} CPUs this process may use (--threads {threads}): the "
+            "ceilings are the whole CPU's, so a compute-bound row's SOL reads lower by about that share")
 
 
 def row_kind(profile: Profile | None) -> Callable[[Record], str]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from tileops.bench import sweep
 from tileops.durations import format_budget
+from tileops.bench.worker import cpu_threads
 from tileops.pipeline.outcome import exit_code
 from tileops.records import RECORDS_FILE, Record, iter_records, read_run_info
 from tileops.report.printer import Listing, Printer
@@ -50,6 +51,7 @@ def list_plan(req: BenchRequest, printer: Printer, checked: CheckedRequest) -> L
             owed, said = sweep.owed_second_visits(req.resume, info, planned, done)
             notes += said
     rule = checked.sweep.rule
+    cpu_threads(opts.threads, device.kind)  # --threads beyond this host's CPUs, or on a GPU: refused as the run is
     row_timeout = opts.row_timeout_s or sweep.DEFAULT_ROW_TIMEOUT_S[device.kind]
     compile_timeout = opts.compile_timeout_s or sweep.DEFAULT_COMPILE_TIMEOUT_S
 

@@ -11,7 +11,7 @@ from tileops.records import Record
 from tileops.report.columns import seconds
 from tileops.report.printer import RowEvents
 from tileops.report.summary import ITEM
-from tileops.roofline import interval_words, rerun_interval, time_interval
+from tileops.roofline import interval_words, rerun_interval, sliced_words, time_interval
 
 
 #: How a progress line words a row's stop reason (``tileops.bench.stopping``'s reasons).
@@ -24,8 +24,12 @@ def row_line(rec: Record) -> str:
     if rec.status == "ok" and rec.timing:
         t = rec.timing
         level, rerun = time_interval(t), rerun_interval(t)
-        if level is None:
-            spread = " (no interval: too few blocks)"
+        sliced = sliced_words(rec)
+        if sliced is not None:
+            spread = f" (no precise interval: {sliced})"
+        elif level is None:  # a second visit's own line: one block cannot tell its spread
+            spread = (" (one block, its time cap reached: this visit alone has no interval; the row's is set from "
+                      "both visits at the end)")
         else:
             words = interval_words(t.actual_time_s, *level, t.ci_df)
             spread = " " + words.removeprefix("known to ")

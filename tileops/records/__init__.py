@@ -14,7 +14,8 @@ from tileops.records.contract import (AUDIT_FILE, AUDIT_PREMISE, AUDIT_VERDICTS,
                                       RUN_FILE_MAX_BYTES, SCHEMA_VERSION, SELECTION_FIELDS,
                                       AuditEntry, CpuConditions, GpuConditions, RowConditions,
                                       AuditVerdict, Environment, ErrorInfo, ErrorKind, Machine, Record, RunInfo,
-                                      RunOptions, RunStatus, Status, TimerKind, Timing, utcnow)
+                                      RunOptions, RunStatus, SchedulerSlices, Status, TimerKind, Timing,
+                                      utcnow)
 from tileops.records.identity import DeviceIdentity, device_key
 from tileops.records.decode import RecordFileError, from_data, to_data, to_json
 from tileops.records.files import (append_record, collecting_rarely, iter_jsonl, iter_records, jsonl_spans,
@@ -28,7 +29,8 @@ __all__ = [
     "DeviceIdentity",
     "RUN_FILE", "RUN_FILE_MAX_BYTES", "SCHEMA_VERSION", "SELECTION_FIELDS", "AuditEntry", "AuditVerdict",
     "Environment", "ErrorInfo", "ErrorKind", "Machine", "Record", "RecordFileError", "RunInfo", "RunOptions",
-    "RunStatus", "Status", "TimerKind", "Timing", "append_record", "collecting_rarely", "device_key", "from_data",
+    "RunStatus", "SchedulerSlices", "Status", "TimerKind", "Timing", "append_record", "collecting_rarely",
+    "device_key", "from_data",
     "iter_jsonl", "iter_records", "jsonl_spans", "load_records", "parse_record", "parse_time", "read_audit",
     "read_run_info", "replace_records", "resolve_records_path", "set_aside_torn_tail", "to_data", "to_json",
     "torn_tail", "utcnow", "write_run_info",

@@ -90,6 +90,8 @@ class Machine:
     driver: str | None = None
     cuda: str | None = None
     cpu_model: str | None = None
+    #: a CPU record's: the intra-op threads torch ran its row on in the worker (``--threads``, else the CPUs the
+    #: bench may use), read back there; a calibration's: the threads it measured on
     threads: int | None = field(default=None, metadata=_positive())
     l2_bytes: int | None = field(default=None, metadata=_positive())
     torch_version: str
@@ -176,6 +178,28 @@ class RowConditions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SchedulerSlices:
+    """A row timed in scheduler slices (``tileops.bench.slices``): its samples fall in a fast cluster and one
+    slower by about the OS time slice (a thread of a parallel op waited for its CPU), spread over the visit
+    rather than in one burst. Its time is then the scheduler's as much as the op's: no precise interval."""
+
+    slow: int = field(metadata={"ge": 1})  # samples in the slow cluster
+    samples: int = field(metadata={"ge": 1})  # samples judged (every sample of the row)
+    fast_s: float = field(metadata=_duration())  # the fast cluster's median
+    slow_s: float = field(metadata=_duration())  # the slow cluster's median
+    slice_s: float = field(metadata=_duration())  # the scheduler's time slice the gap was judged against
+    slice_source: str  # where the slice was read (a /proc or /sys file), or the default and why
+
+    def contract_check(self) -> tuple[str, str] | None:
+        """The slow cluster is part of the samples, and slower than the fast one."""
+        if self.slow > self.samples:
+            return "slow", f"expected at most the {self.samples} samples judged, got {self.slow}"
+        if not self.fast_s < self.slow_s:
+            return "slow_s", f"expected above fast_s ({self.fast_s!r}), got {self.slow_s!r}"
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Timing:
     """Device-busy time statistics over the timed repetitions, in seconds."""
 
@@ -218,6 +242,9 @@ class Timing:
     #: slowed the other blocks, and ``lo`` is the fastest its readings allow (``interval.fast_interval``). What
     #: the physics check judges on. None: not known (older records, one block of one sample).
     fast_ci_s: list[float] | None = None
+    #: CPU rows whose samples are bimodal at the OS time slice (:class:`SchedulerSlices`); None: not seen, not
+    #: judged (too few samples, a GPU timer), or a record written before issue 37
+    slices: SchedulerSlices | None = None
 
     def contract_check(self) -> tuple[str, str] | None:
         """A check across fields the per-field bounds cannot make: (field, what is wrong), or None."""
@@ -335,6 +362,9 @@ class RunOptions:
     compile_cache: str | None = None  # absolute; None: beside the run directory (or the environment's)
     compile_timeout_s: float | None = field(default=None, metadata=_positive())  # None: the bench's default
     keep_traces: bool = False  # each CUPTI row's last profiled batch kept as a Chrome trace in <run>/traces/
+    #: --threads: a CPU row's intra-op threads (torch.set_num_threads in the worker); None: not given, the CPUs
+    #: this process may use (RunInfo.threads is what it resolved to)
+    threads: int | None = field(default=None, metadata={"ge": 1, "le": 1 << 16})
     # the stopping rule's knobs (None: the device's preset, or --quick's); tileops.bench.interval.BlockRule
     target_precision: float | None = field(default=None, metadata={"gt": 0, "le": 1})  # the interval's half-width
     min_time_s: float | None = field(default=None, metadata=_nonneg(le=MAX_TIME_S))
@@ -390,6 +420,9 @@ class RunInfo:
     rows_error: int = field(default=0, metadata=_nonneg())
     rows_skipped: int = field(default=0, metadata=_nonneg())
     health: dict[str, Any] = field(default_factory=dict)
+    #: the intra-op threads the CPU rows run on, as resolved when the run started (``--threads``, else the CPUs
+    #: the process may use): a resumed run keeps it. None: a GPU run, or a run file written before issue 37
+    threads: int | None = field(default=None, metadata={"ge": 1, "le": 1 << 16})
     #: the host before the first row (``tileops.bench.quiet.QuietCheck.as_dict``: figures, warnings, blanks)
     quiet: dict[str, Any] = field(default_factory=dict)
     #: the stopping rule the rows were timed by, every knob (``tileops.bench.interval.BlockRule``): the preset

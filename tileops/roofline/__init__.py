@@ -35,8 +35,8 @@ from tileops.roofline.price import (ANOMALY, AT_CEILING, BLANK_BYTES_ZERO, BLANK
                                     Bound, Breach, Check, Priced, Verdict, audit_index, host_bound, host_bound_note,
                                     price, price_all, price_iter, si, with_gap)
 from tileops.roofline.noise import (CI_NO_INTERVAL, CI_REASONS, UNSTABLE_CPU, UNSTABLE_GPU, disturbances,
-                                    fast_times, interval_words, rerun_interval, sm_clock_mhz, sol_interval,
-                                    throttle_unsettles, time_interval, unstable_code, unstable_limit,
+                                    fast_times, interval_words, rerun_interval, sliced_words, sm_clock_mhz,
+                                    sol_interval, throttle_unsettles, time_interval, unstable_code, unstable_limit,
                                     unstable_reasons)
 from tileops.roofline.energy import EnergyRates, energy_rates, row_energy
 from tileops.roofline.gap import GapBlank, GapSplit, gap_for, split_gap
@@ -50,7 +50,7 @@ __all__ = [
     "BLANK_ROOF_UNCALIBRATED", "BLANK_SKIPPED", "HEALTH_STATES", "HOST_BOUND_RATIO", "NOTE_NOMINAL_UNKNOWN",
     "CI_NO_INTERVAL", "CI_REASONS", "NOT_JUDGED_NOISE", "UNSTABLE_CPU", "UNSTABLE_GPU", "sol_interval",
     "throttle_unsettles", "time_interval", "rerun_interval", "fast_times", "interval_words", "unstable_limit",
-    "unstable_reasons", "unstable_code", "disturbances", "sm_clock_mhz",
+    "unstable_reasons", "unstable_code", "disturbances", "sliced_words", "sm_clock_mhz",
     "NOT_JUDGED_ESTIMATE", "NOT_JUDGED_NOMINAL_UNKNOWN", "NOT_JUDGED_NO_PROFILE", "NOT_JUDGED_NO_ROOFLINE",
     "NOT_JUDGED_NO_TIMING", "NOT_JUDGED_REASONS", "NOT_JUDGED_ROOF_ABSENT", "NOT_JUDGED_SUSPECT",
     "NOT_JUDGED_THEORETICAL_MISSING", "VERDICTS", "BackendRace", "Bound", "Breach", "CeilingHealth",

@@ -12,8 +12,10 @@ takes three things:
   (device copies excluded from the time are added to both ends, as to the level);
 * **whether a verdict can stand**: a row whose level interval is wider than
   ``UNSTABLE_CPU`` (±5 %) on a CPU or ``UNSTABLE_GPU`` (±2 %) on a GPU, or that
-  ran contended or throttled, is ``unstable``: its SOL could lie on the other
-  side of the 80 % line, or the time is partly a neighbour's;
+  ran contended or throttled, or was timed in scheduler slices (``timing.slices``:
+  its interval spans the fast and the slow cluster, and is said in words, never
+  as a precise ±), is ``unstable``: its SOL could lie on the other side of the
+  80 % line, or the time is partly a neighbour's or the scheduler's;
 * **the times the physics check judges**: the fast end (``fast_times``), since
   noise only ever slows a call (``tileops.roofline.price``).
 
@@ -129,7 +131,10 @@ def unstable_reasons(record: Record, *, sustained: bool = False) -> tuple[str, .
     """Why the row's verdict cannot stand, one phrase each; empty when it can."""
     t = record.timing
     out: tuple[str, ...] = ()
-    if t is not None:
+    sliced = sliced_words(record)
+    if sliced is not None:  # its interval spans both clusters: the slices are the reason, not a width
+        out += (sliced,)
+    elif t is not None:
         p = precision(t)
         limit = unstable_limit(record.env.device.kind)
         if p is not None and p > limit:
@@ -138,6 +143,18 @@ def unstable_reasons(record: Record, *, sustained: bool = False) -> tuple[str, .
             known = "its time is " + (interval_words(t.actual_time_s, *ci, t.ci_df) if ci is not None else "not known")
             out += (f"{known}, wider than the ±{limit * 100:.0f} % a verdict needs on a {where}",)
     return out + disturbances(record, sustained=sustained)
+
+
+def sliced_words(record: Record) -> str | None:
+    """A row timed in scheduler slices (``timing.slices``), in words: how many samples, how much slower, and
+    what to do; its interval spans both clusters and is never shown as a precise ±. None for any other row."""
+    t = record.timing
+    sl = t.slices if t is not None else None
+    if sl is None:
+        return None
+    fix = "a quieter host" if record.env.threads == 1 else "--threads 1 or a quieter host"
+    return (f"timed in scheduler slices ({sl.slow} of {sl.samples} samples ~{_s(sl.slow_s - sl.fast_s)} slower: "
+            f"the OS time slice; try {fix})")
 
 
 def disturbances(record: Record, *, sustained: bool = False) -> tuple[str, ...]:
