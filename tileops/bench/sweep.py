@@ -301,7 +301,8 @@ class Checked:
 def check_inputs(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
                  resume: Path | None = None) -> Checked:
     """Every input of the sweep checked before anything is written: the timer, the stopping rule's knobs, the
-    thread count, the selection, the run directory (:func:`check_run_dir`). TileOpsError (exit 2) naming the first that is bad."""
+    thread count, the selection, the run directory (:func:`check_run_dir`). TileOpsError (exit 2) naming the
+    first that is bad."""
     check_timer(options.timer, device.kind)  # --timer cupti without CUPTI
     rule = stopping_rule(device, options)  # knobs that cannot work together
     if resume is None:  # more CPUs than this host gives, or on a GPU (a resumed run: its own count, in prepare)
