@@ -204,6 +204,21 @@ def test_the_fast_end_holds_a_correct_row_and_leaves_the_straddling_one_with_its
            "end at most 100 %" in items and any("straddle the ceiling" in x for x in items)
 
 
+def test_a_fast_end_beyond_ten_times_the_ceiling_is_said_in_words() -> None:
+    """Issue 34 (no absurd bounds): two blocks on a busy host gave a fast end implying 3.26e+07 % of the ceiling;
+    beyond 10x the line says why in words instead of printing the number."""
+    from tileops.report.summary import physics_lines
+
+    wild = price(_cpu(1.2e-6, (1e-9, 1.5e-6), level_ci_s=(1.1e-6, 1.3e-6), fast_ci_s=(1e-12, 0.82e-6)), PHYS)
+    assert _memory_check(wild).not_judged == NOT_JUDGED_NOISE
+    (memory,) = [c for c in health([wild]).ceilings if c.ceiling == "memory"]
+    assert memory.noise_range is not None and memory.noise_range[1] > 10
+    lines = [x for x in physics_lines(health([wild])) if "their fastest blocks imply" in x]
+    assert "  their fastest blocks imply 97.6%–over 1000% (too few blocks to bound the fast end within 10x) of it: " \
+           "a breach needs the slow end above 100 %, a pass the fast end at most 100 %" in lines
+    assert lines and not any("e+" in x for x in lines)
+
+
 def test_a_compute_peak_on_a_measured_clock_needs_a_breach_to_clear_its_tolerance() -> None:
     """A peak built on a measured clock is a bound to within MEASURED_CLOCK_TOLERANCE (2 %): a row 1 % above it
     is not a formula error, 5 % above it is."""

@@ -82,7 +82,8 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
           ROW_LABELS + ("verdict", "blank_reason", "bound", "roof", "physics"), "row"),
     _spec("tileops_row_unstable", "On an unstable row only (value 1), one series per reason its verdict cannot "
           "stand: wide-interval (its time's interval is wider than a verdict needs), contended (another load "
-          "shared the device), throttled (the clocks fell during the row).", ROW_LABELS + ("reason",), "row"),
+          "shared the device), throttled (the clocks fell during the row), time-sliced (a CPU row timed in "
+          "scheduler slices).", ROW_LABELS + ("reason",), "row"),
     _spec("tileops_physics_breach_ratio", "Implied rate / theoretical ceiling for each breached ceiling "
           "(above 1 by definition; only on rows that breach).", ROW_LABELS + ("ceiling",), "row"),
     _spec("tileops_row_host_bound_ratio", "On a host-bound row only: a call's span from its first launch to its "

@@ -309,9 +309,16 @@ def summary_lines(priced: Sequence[Priced], h: Health | None = None) -> list[str
     return RunFacts.of(priced).lines(h)
 
 
+#: The highest implied rate the within-noise line writes as a number (10x the ceiling): beyond it a fast end
+#: rests on too few blocks to mean anything, and is said in words (issue 34: no absurd bounds).
+NOISE_RANGE_SAID_UP_TO = 10.0
+
+
 def _percent(ratio: float) -> str:
     """45%, 2.5%, 0.041%: two significant figures below 10 %, so a small margin does not read as 0.0%."""
     pct = ratio * 100
+    if pct >= 100:
+        return f"{pct:.0f}%"  # 105%, 1000%: never 1e+03%
     return f"{pct:.3g}%" if pct >= 10 else f"{pct:.1f}%" if pct >= 1 else f"{pct:.2g}%"
 
 
@@ -338,7 +345,9 @@ def physics_lines(h: Health) -> list[str]:
             lines += [ITEM + clause for clause in clauses(NOT_JUDGED_REASONS.get(reason, reason))]
             if reason == NOT_JUDGED_NOISE and c.noise_range is not None:
                 lo, hi = c.noise_range
-                lines.append(f"{ITEM}their fastest blocks imply {_percent(lo)}–{_percent(hi)} of it: a breach needs "
+                top = _percent(hi) if hi <= NOISE_RANGE_SAID_UP_TO else (
+                    f"over {_percent(NOISE_RANGE_SAID_UP_TO)} (too few blocks to bound the fast end within 10x)")
+                lines.append(f"{ITEM}their fastest blocks imply {_percent(lo)}–{top} of it: a breach needs "
                              "the slow end above 100 %, a pass the fast end at most 100 %")
         if c.suspect:
             lines.append(f"physics check: ceiling {name} SUSPECT ({theo}):")

@@ -176,6 +176,7 @@ UNSTABLE_CODES: tuple[tuple[str, str], ...] = (
     ("its time is", "wide-interval"),  # the level's interval is wider than the device kind's limit
     ("contended", "contended"),
     ("throttled", "throttled"),
+    ("timed in scheduler slices", "time-sliced"),  # its samples bimodal at the OS time slice
 )
 #: A phrase no entry of :data:`UNSTABLE_CODES` names (a reason added without one).
 UNSTABLE_OTHER = "other"
@@ -183,7 +184,7 @@ UNSTABLE_OTHER = "other"
 
 def unstable_code(phrase: str) -> str:
     """The short name of one of :func:`unstable_reasons`' phrases (``wide-interval``, ``contended``,
-    ``throttled``; ``other`` for a phrase no code names)."""
+    ``throttled``, ``time-sliced``; ``other`` for a phrase no code names)."""
     return next((code for start, code in UNSTABLE_CODES if phrase.startswith(start)), UNSTABLE_OTHER)
 
 
