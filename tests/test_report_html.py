@@ -25,7 +25,7 @@ from tileops.report.baseline import compare
 from tileops.report.html import DATA_ID, ReportInput, render_report
 from tileops.report.summary import RunFacts
 from tileops.report.svgplot import SAME_CEILING, ceilings, plot_svg
-from tileops.roofline import price_all
+from tileops.roofline import price, price_all
 
 PROFILE = make_profile(name="html-test-cpu", match=("Test CPU",), bw_theoretical=40e9, bw_calibration=0.5,
                        roofs={"cpu.fp32": (200e9, 0.5)})
@@ -197,3 +197,16 @@ def test_a_physics_breach_is_exit_3_and_still_written(tmp_path: Path, profile_fi
     assert "a physics breach" in capsys.readouterr().err
     page = (run / "report.html").read_text(encoding="utf-8")
     assert "health: FAILED" in page and 'class="pt v-anomaly breach"' in page
+
+
+def test_an_unstable_point_shows_what_it_reads_hollow() -> None:
+    """Issue 37: on a busy host every point was the same orange. As in the PNG, an unstable row's point is
+    coloured by what its median reads (an anomaly's magenta above 105 %, else below or at-ceiling), hollow."""
+    from tileops.report.svgplot import _look
+
+    prof = make_profile(name="p", bw_theoretical=50e9, bw_calibration=1.0)
+    slow = price(make_record(bytes=1 << 20, median_s=1e-3, level_ci_s=(0.5e-3, 3e-3), ci_df=20.0), prof)
+    hot = price(make_record(bytes=67_000_000, median_s=1e-3, level_ci_s=(0.5e-3, 3e-3), ci_df=20.0), prof)
+    steady = price(make_record(bytes=1 << 20, median_s=1e-3, level_ci_s=(0.999e-3, 1.001e-3), ci_df=20.0), prof)
+    assert slow.verdict == hot.verdict == "unstable" and steady.verdict == "below"
+    assert _look(slow) == ("below", True) and _look(hot) == ("anomaly", True) and _look(steady) == ("below", False)

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tileops.profiles import Profile
+from tileops.report.plot_layout import reading
 from tileops.report.summary import shown_verdict
 from tileops.roofline import Priced, si, time_interval
 
@@ -260,8 +261,16 @@ def _shape(shape: str, x: float, y: float) -> str:
     return f'<path d="M{x:.1f},{y - 6:.1f} L{x + 6:.1f},{y:.1f} L{x:.1f},{y + 6:.1f} L{x - 6:.1f},{y:.1f} Z"'
 
 
+def _look(p: Priced) -> tuple[str, bool]:
+    """A point's colour and whether it is hollow, as the PNG draws it (``plot_layout.reading``): an unstable row
+    shows what its median reads, hollow, so a busy host's run is not one colour."""
+    shown = shown_verdict(p)
+    return (reading(p), True) if shown == "unstable" else (shown, False)
+
+
 def _marker(q: Point, p: Priced, ax: Axis, ay: Axis) -> str:
-    cls = f"pt v-{verdict_class(shown_verdict(p))}" + (" breach" if p.breaches else "")
+    look, unsure = _look(p)
+    cls = f"pt v-{verdict_class(look)}" + (" unsure" if unsure else "") + (" breach" if p.breaches else "")
     shape = BACKEND_SHAPE.get(p.record.backend, OTHER_SHAPE)
     return _shape(shape, ax(q.x), ay(q.y)) + f' class="{cls}" data-i="{q.index}"/>'
 
@@ -276,8 +285,11 @@ def _legend(memory: list[Ceiling], compute: list[Ceiling], priced: Sequence[Pric
     out = []
     for c, unit in [*((m, "B/s") for m in memory), *((c, "FLOP/s") for c in compute)]:
         out.append(f"{_swatch(c.colour, not c.effective)} {_e(c.label(unit))}")
-    verdicts = {shown_verdict(priced[q.index]) for q in points}
+    looks = [_look(priced[q.index]) for q in points]
+    verdicts = {v for v, _ in looks}
     out += [f'<span class="dot v-{v}"></span> {_e(v)}' for v in VERDICTS if v in verdicts]
+    if any(unsure for _, unsure in looks):
+        out.append('<span class="dot unsure"></span> hollow: unstable (its colour: what its median reads)')
     backends = sorted({priced[q.index].record.backend for q in points})
     out += [f"{SHAPE_GLYPH[BACKEND_SHAPE.get(b, OTHER_SHAPE)]} {_e(b)}" for b in backends]
     if any(priced[q.index].breaches for q in points):
