@@ -32,6 +32,13 @@ _ALLOWED = frozenset(json.load(open(os.environ["TILEOPS_SANDBOX_ALLOWED"], encod
 # site folders (as on the machine, where only the carried wheels' site folder has them)
 _WHEELS_ONLY = json.load(open(os.environ["TILEOPS_SANDBOX_WHEELS_ONLY"], encoding="utf-8")) \
     if os.environ.get("TILEOPS_SANDBOX_WHEELS_ONLY") else None
+# the distributions the machine has (its packages, the carried ones, this project): another's metadata is as absent
+# as its modules, so no entry point of a package the machine lacks is loaded (trio's hypothesis plugin, say)
+_DISTS = frozenset(json.load(open(os.environ["TILEOPS_SANDBOX_DISTS"], encoding="utf-8")))
+
+
+def _canonical(name):
+    return "-".join(name.lower().replace("_", "-").replace(".", "-").split("-"))
 
 
 def _outside_host(paths):
@@ -62,19 +69,20 @@ class DeviceOnlyFinder:
     def invalidate_caches(cls):
         PathFinder.invalidate_caches()
 
-    if _WHEELS_ONLY:
-        @classmethod
-        def find_distributions(cls, context=None):
-            from importlib.metadata import DistributionFinder
-            context = context or DistributionFinder.Context()
-            host = set(_WHEELS_ONLY["host_site"])
-            carried = set(_WHEELS_ONLY["distributions"])
-            for dist in PathFinder.find_distributions(context):
-                name = (dist.metadata["Name"] or "").lower().replace("_", "-").replace(".", "-")
-                where = os.path.realpath(str(getattr(dist, "_path", "")) + "/..")
-                if name in carried and where in host:
-                    continue
-                yield dist
+    @classmethod
+    def find_distributions(cls, context=None):
+        from importlib.metadata import DistributionFinder
+        context = context or DistributionFinder.Context()
+        host = set(_WHEELS_ONLY["host_site"]) if _WHEELS_ONLY else set()
+        carried = set(_WHEELS_ONLY["distributions"]) if _WHEELS_ONLY else set()
+        for dist in PathFinder.find_distributions(context):
+            name = _canonical(dist.metadata["Name"] or "")
+            if name not in _DISTS:
+                continue
+            where = os.path.realpath(str(getattr(dist, "_path", "")) + "/..")
+            if name in carried and where in host:
+                continue
+            yield dist
 
 
 sys.meta_path[:] = [DeviceOnlyFinder if f is PathFinder else f for f in sys.meta_path]
@@ -140,8 +148,10 @@ def sandbox_env(where: Path, wheels_only: bool = False) -> dict[str, str]:
     where.mkdir(parents=True, exist_ok=True)
     (where / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
     (where / "allowed.json").write_text(json.dumps(sorted(allowed)), encoding="utf-8")
+    (where / "distributions.json").write_text(json.dumps(sorted(allowed_distributions())), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSTARTUP")}
-    env.update(PYTHONPATH=str(where), TILEOPS_SANDBOX_ALLOWED=str(where / "allowed.json"), PYTHONNOUSERSITE="1")
+    env.update(PYTHONPATH=str(where), TILEOPS_SANDBOX_ALLOWED=str(where / "allowed.json"),
+               TILEOPS_SANDBOX_DISTS=str(where / "distributions.json"), PYTHONNOUSERSITE="1")
     if wheels_only:
         (where / "wheels-only.json").write_text(json.dumps(_wheels_only()), encoding="utf-8")
         env["TILEOPS_SANDBOX_WHEELS_ONLY"] = str(where / "wheels-only.json")
