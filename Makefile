@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast lint bench codegen validate clean image base-image device-wheels
+.PHONY: install test test-fast test-durations lint bench codegen validate clean image base-image device-wheels
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
+
+# Each test file's seconds from a whole run, into tests/durations.json: tests/conftest.py starts the longest
+# files first so the two workers end together. Re-run after adding a slow test file.
+test-durations: $(STAMP)
+	TILEOPS_TEST_DURATIONS=tests/durations.json $(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # For iteration: every test but those marked slow (each about 3 s or more: real runs, docker, Prometheus, the
 # GPU compile check). CI runs `make test`, never this alone.

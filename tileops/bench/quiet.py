@@ -93,7 +93,7 @@ def check_quiet(device: DeviceInfo | None = None, *, require_quiet: bool = False
     on_cpu = device is None or device.kind == "cpu"  # None: this host's CPU
     if on_cpu and load is not None and cores and load > cores:
         warnings.append(f"the host is busy: 1-minute load {load:.2f} on {cores} CPUs (other work is queued "
-                        "for every CPU), so rows will wait for it")
+                        "for every CPU), so what is timed will wait for it")
     if on_cpu and steal is not None and steal > STEAL_LIMIT:
         warnings.append(f"the hypervisor is taking {steal:.1%} of the CPU time (steal, limit {STEAL_LIMIT:.0%}): "
                         "other guests share these cores")
