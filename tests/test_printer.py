@@ -274,3 +274,29 @@ def test_a_real_run_keeps_sentences_whole_in_a_pipe_folds_them_on_a_terminal_and
     assert rc in (0, 1) and all(len(x) <= 100 or " " not in x.strip() for x in folded), folded
     whole = tileops("roofline", str(tmp_path / "one"), "--profile", str(prof), env=env).stdout.splitlines()
     assert " ".join(" ".join(folded).split()) in " ".join(" ".join(whole).split())
+
+
+def test_a_shown_renderables_sentences_stay_whole_in_a_pipe_and_fold_on_a_terminal() -> None:
+    """Issue 37: `tileops calibrate | tail` broke "...(a CPU: / no GPU clocks..." at 120 columns. A table keeps
+    its width; a sentence beside it is one line in a pipe or a log, and folds only on a terminal."""
+    from rich.console import Console, Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from tileops.report.printer import ConsolePrinter
+
+    sentence = "power state: none (a CPU: no GPU clocks or power to read); " * 4
+    table = Table("ceiling", "measured")
+    table.add_row("memory", "52.8 GB/s")
+
+    def shown(console: Console, printer_of=lambda c: ConsolePrinter(c, c)) -> str:
+        printer_of(console).show(Group(table, Text(sentence.strip())))
+        return console.file.getvalue()  # type: ignore[attr-defined]
+
+    piped = shown(Console(file=io.StringIO(), width=80))
+    assert sentence.strip() in piped.splitlines() and "┃ ceiling" in piped
+    terminal = shown(Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None))
+    assert sentence.strip() not in terminal.splitlines() and max(len(x) for x in terminal.splitlines()) <= 80
+    log_out = io.StringIO()
+    LogPrinter(log_out, io.StringIO()).show(Group(table, Text(sentence.strip())))
+    assert sentence.strip() in log_out.getvalue().splitlines()

@@ -160,7 +160,9 @@ class ConsolePrinter:
                       soft_wrap=True, highlight=False)
 
     def show(self, renderable: Any, *, data: Any = None, result: bool = True) -> None:
-        (self.out if result else self.err).print(renderable)
+        console = self.out if result else self.err
+        # a log or a pipe: tables at the piped width, sentences whole (never folded mid-phrase for grep)
+        console.print(renderable, soft_wrap=not console.is_terminal)
 
     def text(self, text: str) -> None:
         self.out.file.write(text)
@@ -302,7 +304,7 @@ def _plain_render(renderable: Any) -> str:
     buf = io.StringIO()
     width = max(int(os.environ.get("COLUMNS", "0") or 0), 200)
     Console(file=buf, width=width, color_system=None, no_color=True, highlight=False,
-            force_terminal=False).print(renderable)
+            force_terminal=False).print(renderable, soft_wrap=True)  # sentences whole, however long
     return buf.getvalue()
 
 
