@@ -18,7 +18,9 @@ install: $(STAMP)
 # The suite in TEST_WORKERS processes (pytest-xdist), a test file to one process (--dist loadfile: a file's
 # module fixtures, such as one real run several tests read, are made once). TEST_WORKERS=0 runs it in this one.
 TEST_WORKERS ?= 2
-XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+# --no-loadscope-reorder: xdist would hand out the files with the most tests first; tests/conftest.py orders them by
+# their recorded seconds instead (tests/durations.json), so the longest start first and the workers end together.
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
