@@ -11,9 +11,9 @@ table drawn in a worker would wrap at 80 columns where the same test run alone (
 width the command chooses for a pipe. A test about widths sets them itself.
 
 The files run longest first: ``tests/durations.json`` holds each file's seconds from an earlier whole run, and
-``--dist loadfile --no-loadscope-reorder`` (the Makefile's) hands files to the two workers in collection order, so the long files (a real bench, docker,
-the dry run) start early and the run does not end on one worker finishing a long file while the other idles.
-``TILEOPS_TEST_DURATIONS=FILE pytest ...`` writes that file again from a whole run (``make test-durations``).
+``--dist loadfile --no-loadscope-reorder`` (the Makefile's) hands files to the two workers in collection order,
+so the long files (a real bench, docker, the dry run) start early and the run does not end on one worker
+finishing a long file while the other idles. ``make test-durations`` writes that file again from a whole run.
 """
 
 from __future__ import annotations
