@@ -18,12 +18,12 @@ only (spec §5.2).
 
 from __future__ import annotations
 
-import errno
 import json
 import math
-import os
 from collections.abc import Sequence
 from pathlib import Path
+
+from tileops.records.files import append_line
 
 #: The first visits' file, in the run directory while a second pass is owed.
 FIRST_VISITS_FILE = "first-visits.jsonl"
@@ -37,25 +37,7 @@ def append_first_visit(path: Path, key: Key, blocks: Sequence[Sequence[float]]) 
     written, the file then cut back to whole lines."""
     line = (json.dumps({"key": list(key), "blocks": [list(map(float, b)) for b in blocks]},
                        separators=(",", ":")) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        start = os.fstat(fd).st_size
-        try:
-            rest = memoryview(line)
-            while rest:  # a short write (a nearly full disk) goes on until the kernel says why it cannot
-                written = os.write(fd, rest)
-                if written <= 0:
-                    raise OSError(errno.EIO, f"wrote nothing of the last {len(rest)} bytes", str(path))
-                rest = rest[written:]
-            os.fsync(fd)
-        except OSError:
-            try:
-                os.ftruncate(fd, start)
-            except OSError:
-                pass  # a torn tail: passed over by the reader, cut off by the next resume
-            raise
-    finally:
-        os.close(fd)
+    append_line(path, line)
 
 
 def read_first_visits(path: Path, *, repair: bool = False) -> dict[Key, Blocks]:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from tileops.defaults import BASELINE_THRESHOLD
 from tileops.errors import TileOpsError
 from tileops.pipeline.outcome import exit_code
+from tileops.pipeline.roofline import KeepRows
 
 if TYPE_CHECKING:
     from tileops.profiles import Profile, ProfileChooser
@@ -107,26 +108,13 @@ def _read(req: ReportRequest, records: Path) -> tuple[list[Priced], Any, Compari
             (old,) = read_priced(req.baseline, chooser, lambda: [TimeIndex()])
             if not len(old):
                 raise TileOpsError(f"baseline {', '.join(map(str, req.baseline))}: no records")
-        facts, kept, new = read_priced([records], chooser, lambda: [RunFacts(), _Keep(), TimeIndex()])
+        facts, kept, new = read_priced([records], chooser, lambda: [RunFacts(), KeepRows(), TimeIndex()])
     except (FileNotFoundError, RecordFileError, ProfileError) as exc:
         raise TileOpsError(str(exc)) from None
     if not facts.rows:
         raise TileOpsError(f"{records}: no records (run `tileops bench --out DIR` first)")
     comparison = compare_indexes(new, old, req.threshold) if old is not None else None
     return kept.rows, facts, comparison, chooser
-
-
-class _Keep:
-    """A sink holding every priced row: the page shows each."""
-
-    def __init__(self) -> None:
-        self.rows: list[Priced] = []
-
-    def add(self, p: Priced) -> None:
-        self.rows.append(p)
-
-    def merge(self, later: _Keep) -> None:
-        self.rows += later.rows
 
 
 def _run_info(run_dir: Path) -> dict[str, Any] | None:

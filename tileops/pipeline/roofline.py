@@ -68,8 +68,8 @@ class RooflineResult:
         return None
 
 
-class _Keep:
-    """A sink holding every priced row (only the plot needs them all)."""
+class KeepRows:
+    """A sink holding every priced row (the plot and the HTML page need them all)."""
 
     def __init__(self) -> None:
         self.rows: list[Priced] = []
@@ -77,7 +77,7 @@ class _Keep:
     def add(self, p: Priced) -> None:
         self.rows.append(p)
 
-    def merge(self, later: _Keep) -> None:
+    def merge(self, later: KeepRows) -> None:
         self.rows += later.rows
 
 
@@ -131,7 +131,7 @@ def _run(opts: RooflineOptions, out: TextIO, say: Callable[[str], None], colour:
     def sinks() -> list[Any]:
         made: list[Any] = [RunFacts(), new_report(opts.format, baseline=baseline, full_table=opts.full_table)]
         made.append(TimeIndex() if baseline else None)
-        made.append(_Keep() if opts.plot_dir is not None else None)
+        made.append(KeepRows() if opts.plot_dir is not None else None)
         return [s for s in made if s is not None]
 
     try:

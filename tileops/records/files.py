@@ -201,7 +201,13 @@ def append_record(path: Path, record: Record) -> None:
     leave a torn last line without its newline, which readers skip and a resumed
     run sets aside (:func:`set_aside_torn_tail`).
     """
-    line = (to_json(record) + "\n").encode("utf-8")
+    append_line(path, (to_json(record) + "\n").encode("utf-8"))
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append ``line`` (one whole line, its newline included) and fsync; a write that fails or comes up short is
+    undone (the file cut back to where it was, whole lines only) and the OSError raised. Only a crash between
+    the write and the cut leaves a torn tail, which readers skip and a resumed run sets aside."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         start = os.fstat(fd).st_size

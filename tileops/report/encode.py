@@ -42,21 +42,21 @@ def _json_msgspec(values: list[Any]) -> str:
     return _encode_json(_JsonRow(*values)).decode()[:-1]
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
     """``value`` with every float that is not finite as None, which is what msgspec writes for one (JSON
     has no NaN): the standard encoder's rows then read back as msgspec's do."""
     if type(value) is float:
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value
 
 
 def _json_std(values: list[Any]) -> str:
     """:func:`_json_msgspec` with the standard library alone: the same values, every whole number exact too."""
-    doc = dict(zip(ROW_COLUMNS, map(_finite, values)))
+    doc = dict(zip(ROW_COLUMNS, map(finite, values)))
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)[:-1]
 
 

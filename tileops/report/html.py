@@ -39,6 +39,7 @@ from tileops import __version__
 from tileops.profiles import Profile
 from tileops.report import columns
 from tileops.report.baseline import Comparison, RowChange
+from tileops.report.encode import finite
 from tileops.report.summary import RunFacts, shown_verdict
 from tileops.report.svgplot import placed, plot_svg, unplaced_reason, verdict_class
 from tileops.report.tables import _comparison_lines  # the comparison's summary, as the table prints it
@@ -85,7 +86,7 @@ def render_report(inp: ReportInput) -> str:
         f'<footer>Every row and field: <code>roofline.json</code>, or <code>tileops roofline {_e(inp.source or "RUN")} '
         f"--format csv</code>. Written by tileops {_e(__version__)}.</footer>",
     ))
-    data = {"rows": [_finite(columns.raw(p, races.get(race_key(p.record)))) for p in inp.priced],
+    data = {"rows": [finite(columns.raw(p, races.get(race_key(p.record)))) for p in inp.priced],
             "changes": _changes(inp),
             "extra": [_extra(p) for p in inp.priced]}
     run_id = (inp.run or {}).get("run_id") or next((p.record.run_id for p in inp.priced), "")
@@ -102,18 +103,9 @@ def script_json(data: Any) -> str:
     """``data`` as JSON that may sit inside a ``<script>`` element: no ``<``, ``>`` or ``&`` in it (escaped as
     ``\\u003c`` and so on, which JSON reads back as the same characters), so no string of a record can close
     the element or open a comment; no NaN or infinity (null, which JSON has)."""
-    text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
-
-def _finite(value: Any) -> Any:
-    if type(value) is float:
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _extra(p: Priced) -> dict[str, Any]:
