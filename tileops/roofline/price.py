@@ -246,6 +246,17 @@ class Priced:
     #: the SOL gap split by the row's audit entry (``tileops.roofline.gap``), or why not; None when the run has
     #: no audit entries at all (``price_iter``'s ``audit``)
     gap: GapSplit | GapBlank | None = None
+    #: issue 39, the device's state during the row, read by the reference probe timed between the row's blocks:
+    #: the probe's rate over the calibrated ceiling's rate of the same kind (1.0 = the device runs as calibrated),
+    #: with its 95 % interval; ``probe_kind`` names the probe ("memory", or "fma" for a compute-bound row). None
+    #: where the record carries no probe or the profile no matching ceiling.
+    probe_ratio: float | None = None
+    probe_ratio_ci: tuple[float, float] | None = None
+    probe_kind: str | None = None
+    #: SOL against the device's state during the row (efficiency / probe_ratio): the kernel's own efficiency,
+    #: which a slow device does not move; with its 95 % interval. None without ``probe_ratio``.
+    state_efficiency: float | None = None
+    state_efficiency_ci: tuple[float, float] | None = None
 
     @property
     def physics(self) -> str | None:
