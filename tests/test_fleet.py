@@ -250,3 +250,15 @@ def test_install_profiles_refuses_a_malformed_result(tmp_path: Path) -> None:
                       collected=_collected(tmp_path / "out", "cpu", {"cpu-x.yaml": {"uuid": "x"}}))
     assert fleet.install_profiles([o], tmp_path / "store", echo=lambda _: None) == []
     assert not o.ok and "not a device calibration result" in o.reason()
+
+
+def test_a_container_refused_for_a_busy_host_says_so_not_just_its_code() -> None:
+    """A calibration container that exits 5 or 8 stored nothing on purpose: the fleet's line says why."""
+    from tileops import exitcodes
+
+    busy = fleet.ContainerOutcome(device=fleet.CPU, exit_code=exitcodes.BUSY)
+    below = fleet.ContainerOutcome(device=fleet.CPU, exit_code=exitcodes.BELOW_STORED)
+    odd = fleet.ContainerOutcome(device=fleet.CPU, exit_code=77)
+    assert not busy.ok and "host was busy" in busy.reason() and busy.reason().startswith("exit code 5 (")
+    assert "below the stored calibration" in below.reason() and "--force" in below.reason()
+    assert odd.reason() == "exit code 77"

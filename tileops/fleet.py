@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from tileops.device import host_name, nvml
 from tileops.errors import TileOpsError
+from tileops.exitcodes import describe
 
 if TYPE_CHECKING:  # the docker SDK is imported where a container is really started
     import docker
@@ -142,7 +143,7 @@ class ContainerOutcome:
         return self.error is None and self.exit_code == 0
 
     def reason(self) -> str:
-        return self.error or f"exit code {self.exit_code}"
+        return self.error or describe(self.exit_code)
 
 
 def connect() -> docker.DockerClient:
