@@ -210,6 +210,13 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
     _spec("tileops_audit_read_bytes_ratio", "DRAM bytes read as measured by ncu / bytes the read formula "
           "states.", ROW_LABELS, "audit"),
     # ---- the exporter itself
+    _spec("tileops_serve_read_error", "tileops serve only: 1 for each results folder (or profile file) it cannot "
+          "read as it is now (malformed, half-written, not a regular file, too large); the folder's last version "
+          "that read whole is served meanwhile, or nothing when none did. path: relative to the served directory.",
+          ("path",), "build"),
+    _spec("tileops_serve_last_good_timestamp_seconds", "tileops serve only, beside tileops_serve_read_error: when "
+          "the version of that folder now served was read (Unix time); absent when none ever read whole.",
+          ("path",), "build"),
     _spec("tileops_build_info", "The exporter's build (value 1).", ("version", "revision", "python_version"),
           "build"),
 )}

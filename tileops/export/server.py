@@ -7,13 +7,17 @@ in an audit folder of its own such as ``DIR/audit-<run-id>/``); ``/healthz`` ans
 read the directory (liveness of the exporter, not the bench's health, which is
 a metric), and lists what it had to leave out.
 
-It degrades per item, never as a whole: a run whose files are malformed, not
-regular files (a FIFO would hang the scrape, a link to ``/dev/zero`` would fill
-memory) or over the size bound is left out and listed under ``unreadable``; a
-malformed profile is skipped (or, if it was good before, its last good version
-kept) and listed under ``profiles_unreadable``. Names in ``/healthz`` are
-relative to the served directory, never absolute paths or tracebacks (those go
-to the exporter's log).
+It degrades per item, never as a whole: a run whose files are malformed or
+half-written, not regular files (a FIFO would hang the scrape, a link to
+``/dev/zero`` would fill memory) or over the size bound is served as the last
+version of it that read whole (left out when none did) and listed under
+``unreadable``; a malformed profile is skipped (or, if it was good before, its
+last good version kept) and listed under ``profiles_unreadable``. Either way
+``/metrics`` says so itself (``tileops_serve_read_error``, and
+``tileops_serve_last_good_timestamp_seconds`` for a run), because a scraper
+never reads ``/healthz`` and a stale page must not pass for a fresh one. Names
+in ``/healthz`` and in those series are relative to the served directory,
+never absolute paths or tracebacks (those go to the exporter's log).
 
 The exposition is rendered once per change: the rendered bytes are kept, keyed
 by the stamps (mtime, size, inode) of every input file, so a scrape of an
@@ -27,6 +31,7 @@ import json
 import os
 import sys
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +49,8 @@ from tileops.profiles import (Profile, ProfileChooser, ProfileError, load_profil
 from tileops.records import AUDIT_FILE, RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYTES
 
 from .calibration import device_calibrations
-from .exposition import CONTENT_TYPE
-from .metrics import DEFAULT_DETAIL, exposition
+from .exposition import CONTENT_TYPE, format_samples
+from .metrics import DEFAULT_DETAIL, Samples, collect_samples, exposition
 from .snapshot import Snapshot, find_run_dirs, latest_per_device, load_results
 
 _Stamp = tuple
@@ -149,7 +154,9 @@ class DirectorySource:
     profiles: Callable[[], ProfileChooser]
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    #: each folder's last version that read whole: its stamp and snapshots; kept while the folder is unreadable
     _cache: dict[Path, tuple[_Stamp, list[Snapshot]]] = field(default_factory=dict)
+    _read_at: dict[Path, float] = field(default_factory=dict)  # when that version was read (Unix time)
     _failed: dict[Path, tuple[_Stamp, str]] = field(default_factory=dict)
     _chooser: ProfileChooser | None = None
     _profiles_version: int = 0
@@ -199,7 +206,11 @@ class DirectorySource:
         return profiles, calibrations, cal_fp
 
     def _scan(self) -> tuple[list[Snapshot], _Stamp]:
-        """Every run's snapshots (cached per run by file stamps), and the stamp of all inputs together."""
+        """Every run's snapshots (cached per run by file stamps), and the stamp of all inputs together.
+
+        A run that cannot be read as it is now (a half-written ``run.json``, a bad line) contributes its last
+        version that read whole, so a writer that is not atomic, or a tool that plants a bad file, costs the
+        page its freshness for that run, never the run itself."""
         profiles, calibrations, cal_fp = self._inputs()
         dirs = find_run_dirs(self.root) if self.root.is_dir() else []
         snaps: list[Snapshot] = []
@@ -210,37 +221,48 @@ class DirectorySource:
             stamps.append((str(d), stamp))
             hit = self._cache.get(d)
             if hit is not None and hit[0] == stamp:
+                self._failed.pop(d, None)  # back to the version it had (a render that failed drops it)
+            else:
+                failed = self._failed.get(d)
+                if failed is None or failed[0] != stamp:
+                    self._load(d, stamp, profiles, calibrations)
+                hit = self._cache.get(d)  # what it read now, or its last good version, or nothing
+            if hit is not None:
                 snaps.extend(hit[1])
-                continue
-            failed = self._failed.get(d)
-            if failed is not None and failed[0] == stamp:
-                continue
-            try:
-                why = self._refusal(d)
-                if why is not None:
-                    raise FileRefused(why)
-                loaded = load_results(d, profiles, calibrations)
-            except (TileOpsError, OSError, ValueError) as exc:
-                self._fail(d, stamp, self._short(d, str(exc)))
-                continue
-            except Exception as exc:  # a bug must cost one run, not the exporter; the log keeps the traceback
-                self.log(f"tileops serve: internal error reading {d}:\n{traceback.format_exc()}")
-                self._fail(d, stamp, f"internal error ({type(exc).__name__}); see the exporter's log")
-                continue
-            self._failed.pop(d, None)
-            self._cache[d] = (stamp, loaded)
-            snaps.extend(loaded)
         for gone in set(self._cache) - set(dirs):
             del self._cache[gone]
+            self._read_at.pop(gone, None)
         for gone in set(self._failed) - set(dirs):
             del self._failed[gone]
-        return latest_per_device(snaps), (self._profiles_version, cal_fp, tuple(stamps))
+        problems = tuple(sorted((getattr(self.profiles, "problems", None) or {}).items()))
+        return latest_per_device(snaps), (self._profiles_version, cal_fp, tuple(stamps), problems)
 
-    def _fail(self, run_dir: Path, stamp: _Stamp, message: str) -> None:
+    def _load(self, d: Path, stamp: _Stamp, profiles: ProfileChooser, calibrations: dict) -> None:
+        """Read one folder into the cache, or record why it cannot be read (its last good version stays)."""
+        try:
+            why = self._refusal(d)
+            if why is not None:
+                raise FileRefused(why)
+            loaded = load_results(d, profiles, calibrations)
+        except (TileOpsError, OSError, ValueError) as exc:
+            self._fail(d, stamp, self._short(d, str(exc)))
+            return
+        except Exception as exc:  # a bug must cost one run, not the exporter; the log keeps the traceback
+            self.log(f"tileops serve: internal error reading {d}:\n{traceback.format_exc()}")
+            self._fail(d, stamp, f"internal error ({type(exc).__name__}); see the exporter's log")
+            return
+        self._failed.pop(d, None)
+        self._cache[d] = (stamp, loaded)
+        self._read_at[d] = time.time()
+
+    def _fail(self, run_dir: Path, stamp: _Stamp, message: str, *, keep_last_good: bool = True) -> None:
         if self._failed.get(run_dir, ((), ""))[0] != stamp:
-            self.log(f"tileops serve: skipping {self.name(run_dir)}: {message}")
+            kept = "; serving its last good version" if keep_last_good and run_dir in self._cache else ""
+            self.log(f"tileops serve: skipping {self.name(run_dir)}: {message}{kept}")
         self._failed[run_dir] = (stamp, message)
-        self._cache.pop(run_dir, None)
+        if not keep_last_good:
+            self._cache.pop(run_dir, None)
+            self._read_at.pop(run_dir, None)
 
     def scan(self) -> list[Snapshot]:
         """Each device's newest run, as published now."""
@@ -252,7 +274,7 @@ class DirectorySource:
     def _render(self, snaps: list[Snapshot], detail: str) -> bytes:
         """The exposition; a snapshot that cannot be rendered is left out (and listed), not the whole page."""
         try:
-            return exposition(snaps, detail=detail)
+            return self._exposition(snaps, detail)
         except Exception:  # find the one that fails, publish the rest
             good = []
             for s in snaps:
@@ -262,9 +284,23 @@ class DirectorySource:
                 except Exception as exc:
                     self.log(f"tileops serve: cannot render {s.results_dir}:\n{traceback.format_exc()}")
                     stamp = self._cache.get(s.results_dir, ((),))[0]
-                    self._fail(s.results_dir, stamp,
-                               f"cannot be rendered ({type(exc).__name__}); see the exporter's log")
-            return exposition(good, detail=detail)
+                    self._fail(s.results_dir, stamp, f"cannot be rendered ({type(exc).__name__}); see the "
+                               "exporter's log", keep_last_good=False)
+            return self._exposition(good, detail)
+
+    def _exposition(self, snaps: list[Snapshot], detail: str) -> bytes:
+        """The snapshots' series and the exporter's own: what it could not read, and how old what it serves is."""
+        fam = collect_samples(snaps, detail=detail)
+        self._read_errors(fam)
+        return format_samples(fam.items())
+
+    def _read_errors(self, fam: Samples) -> None:
+        for d in sorted(self._failed):
+            name = self.name(d)
+            fam.add("tileops_serve_read_error", (name,), 1)
+            fam.add("tileops_serve_last_good_timestamp_seconds", (name,), self._read_at.get(d))
+        for name in sorted(getattr(self.profiles, "problems", None) or {}):
+            fam.add("tileops_serve_read_error", (name,), 1)
 
     def metrics(self, gzipped: bool = False, detail: str = DEFAULT_DETAIL) -> bytes:
         """The exposition of the newest run per device at ``detail``, rendered only when an input changed."""
@@ -279,16 +315,24 @@ class DirectorySource:
             return cached[2] if gzipped and cached[2] is not None else cached[1]
 
     def health(self) -> tuple[bool, dict]:
-        ok = self.root.is_dir()
-        problems = dict(getattr(self.profiles, "problems", {}) or {})
-        degraded = bool(self._failed or problems)
-        return ok, {
-            "status": "error" if not ok else ("degraded" if degraded else "ok"),
-            "error": None if ok else "the results directory is not a readable directory",
-            "runs": len(self._cache),
-            "unreadable": {self.name(k): v[1] for k, v in sorted(self._failed.items())},
-            "profiles_unreadable": problems,
-        }
+        """Whether the directory is readable, and what is left out or served from its last good version."""
+        with self._lock:  # scrapes change what it reads: a dict changing size mid-read would be a 500
+            ok = self.root.is_dir()
+            problems = dict(getattr(self.profiles, "problems", {}) or {})
+            degraded = bool(self._failed or problems)
+            unreadable = {}
+            for k, (_, message) in sorted(self._failed.items()):
+                read_at = self._read_at.get(k)
+                unreadable[self.name(k)] = message if read_at is None else (
+                    f"{message}; serving its last good version, read at "
+                    f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(read_at))}")
+            return ok, {
+                "status": "error" if not ok else ("degraded" if degraded else "ok"),
+                "error": None if ok else "the results directory is not a readable directory",
+                "runs": len(self._cache),
+                "unreadable": unreadable,
+                "profiles_unreadable": problems,
+            }
 
 
 def make_app(source: DirectorySource, detail: str = DEFAULT_DETAIL) -> Callable:
@@ -325,6 +369,9 @@ def make_app(source: DirectorySource, detail: str = DEFAULT_DETAIL) -> Callable:
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
     allow_reuse_address = True
+    #: connections waiting to be accepted (socketserver's default is 5): when 50 scrapers connect at once, the
+    #: rest would have their SYN dropped and retried a second later, a second of latency for nothing
+    request_queue_size = 128
 
 
 class _QuietHandler(WSGIRequestHandler):
