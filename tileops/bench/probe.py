@@ -44,6 +44,7 @@ with why); they have not been run on a GPU. Standard library and torch only
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import time
 from dataclasses import dataclass, field
 from collections.abc import Callable
@@ -89,7 +90,14 @@ class ProbeKind:
     reference: str | None
     method: str
     run: Callable[[], float]
-    last_s: float = 0.0  # the last run's wall seconds (what the next one is expected to cost)
+    last_s: float = 0.0  # what the next run is expected to cost: the median wall seconds of the last few runs
+    recent: list[float] = field(default_factory=list)
+
+    def ran(self, wall_s: float) -> None:
+        """A run took ``wall_s``: the estimate follows the median of the last three (one run a neighbour slowed
+        does not starve the probe for the rest of the row)."""
+        self.recent = [*self.recent[-2:], wall_s]
+        self.last_s = statistics.median(self.recent)
 
 
 class Probe:
@@ -108,8 +116,9 @@ class Probe:
             except Exception as exc:  # fail closed: a probe that cannot be built is not run, and says why
                 self.not_run[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
                 continue
-            if kind is not None:  # untimed runs: first-call costs (BLAS, kernel load); the fastest estimates its cost
-                kind.last_s = min(_wall(kind.run) for _ in range(WARM_RUNS))
+            if kind is not None:  # untimed runs: first-call costs (BLAS, kernel load), then the cost estimate
+                for _ in range(WARM_RUNS):
+                    kind.ran(_wall(kind.run))
                 self._kinds[name] = kind
 
     def kinds(self, compute: bool) -> tuple[list[ProbeKind], dict[str, str]]:
@@ -248,7 +257,7 @@ class VisitProbe:
 
     def between(self) -> None:
         """Run each probe, up to :data:`PER_GAP` times, while its cost still fits the share of the visit's time so
-        far (its last run's duration is what the next is expected to cost)."""
+        far (:meth:`ProbeKind.ran`: what the next run is expected to cost)."""
         if self._t0 is None:
             self.start()
         assert self._t0 is not None
@@ -265,8 +274,9 @@ class VisitProbe:
         except Exception as exc:  # fail closed: the kind stops, the record says why
             self.failed[kind.name] = f"failed during the row: {type(exc).__name__}: {str(exc)[:200]}"
             seconds = None
-        kind.last_s = self.clock() - t0
-        self.cost_s += kind.last_s
+        wall = self.clock() - t0
+        kind.ran(wall)
+        self.cost_s += wall
         if seconds is not None and seconds > 0:
             self.times.setdefault(kind.name, []).append(seconds)
 
