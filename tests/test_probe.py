@@ -244,3 +244,26 @@ def test_a_side_without_a_probe_has_no_split() -> None:
     new = _row("row", 1e-6, 1e-2, run="new")
     (row,) = compare([new], [old]).rows  # type: ignore[list-item]
     assert row.split is None and row.change == "same"
+
+
+# -- benchmarks/device_state.py's figures ---------------------------------------------------------------------
+
+
+def test_the_device_state_benchmark_reads_each_rows_spreads_and_the_goal() -> None:
+    """Its spreads over runs given as data (six real runs take minutes): the state SOL of a row whose device
+    drifted holds still, and the goal line counts the rows that meet it."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import device_state
+
+    drift = (1.0, 1.3, 0.8, 1.1, 0.9, 1.2)
+    runs = [{"relu": {"time": 1e-4 * d, "sol": 0.5 / d, "state": 0.6, "ratio": 0.8 / d, "cost": 0.05},
+             "gemm": {"time": 1e-3 * d, "sol": 0.5 / d, "state": 0.6 / d, "ratio": 0.8, "cost": 0.12}}
+            for d in drift]
+    rows = {r["row"]: r for r in device_state.per_row(runs)}  # type: ignore[arg-type]
+    sd = statistics.stdev(math.log(d) for d in drift)
+    assert rows["relu"]["spread_time"] == pytest.approx(sd) and rows["relu"]["spread_state"] == pytest.approx(0.0)
+    assert rows["gemm"]["state_over_time"] == pytest.approx(1.0) and rows["gemm"]["cost_max"] == 0.12
+    text = "\n".join(device_state.report(list(rows.values())))
+    assert "1 of 2 row(s)" in text and "most 12.0 % (NOT met)" in text
