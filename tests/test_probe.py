@@ -267,3 +267,15 @@ def test_the_device_state_benchmark_reads_each_rows_spreads_and_the_goal() -> No
     assert rows["gemm"]["state_over_time"] == pytest.approx(1.0) and rows["gemm"]["cost_max"] == 0.12
     text = "\n".join(device_state.report(list(rows.values())))
     assert "1 of 2 row(s)" in text and "most 12.0 % (NOT met)" in text
+
+
+def test_a_probe_kind_that_cannot_be_built_is_not_run_and_the_others_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tileops.bench.probe import Probe
+
+    def broken(self: Probe) -> ProbeKind:
+        raise MemoryError("no room for the buffer")
+
+    monkeypatch.setattr(Probe, "_memory", broken)
+    probe = Probe(describe_device("cpu"))
+    kinds, why = probe.kinds(compute=True)
+    assert [k.name for k in kinds] == ["fma"] and "no room for the buffer" in why["memory"]

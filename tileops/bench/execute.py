@@ -293,7 +293,10 @@ def _visit_probe(task: Task, op: Any) -> VisitProbe | None:
         flops, nbytes = op.eval_roofline()
     except Exception:
         flops, nbytes = None, None
-    kinds, why = worker_probe(task.device).kinds(compute_bound(flops, nbytes, task.device.kind))
+    try:
+        kinds, why = worker_probe(task.device).kinds(compute_bound(flops, nbytes, task.device.kind))
+    except Exception as exc:  # fail closed: a probe that cannot be made leaves the row unprobed, saying why
+        kinds, why = [], {"memory": f"the probe could not be made: {type(exc).__name__}: {str(exc)[:200]}"}
     probe = VisitProbe(kinds, not_run=why)
     probe.start()
     return probe

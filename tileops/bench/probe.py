@@ -113,12 +113,13 @@ class Probe:
         for name, build in (("memory", self._memory), ("fma", self._fma), ("sm_clock", self._sm_clock)):
             try:
                 kind = build()
-            except Exception as exc:  # fail closed: a probe that cannot be built is not run, and says why
+                if kind is not None:  # untimed runs: first-call costs (BLAS, kernel load), then the cost estimate
+                    for _ in range(WARM_RUNS):
+                        kind.ran(_wall(kind.run))
+            except Exception as exc:  # fail closed: a probe that cannot be built or run is not run, and says why
                 self.not_run[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
                 continue
-            if kind is not None:  # untimed runs: first-call costs (BLAS, kernel load), then the cost estimate
-                for _ in range(WARM_RUNS):
-                    kind.ran(_wall(kind.run))
+            if kind is not None:
                 self._kinds[name] = kind
 
     def kinds(self, compute: bool) -> tuple[list[ProbeKind], dict[str, str]]:
