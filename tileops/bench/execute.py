@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Sequence
 import torch
 
 from tileops.bench.interval import CONFIDENCE, BlockRule, fast_interval, sample_blocks, visit_of
+from tileops.bench.probe import VisitProbe, compute_bound, worker_probe
 from tileops.bench.sensors import RowSensors
 from tileops.bench.slices import host_slice, timed_in_slices
 from tileops.stats import two_sided_t
@@ -57,6 +58,7 @@ class Task:
     #: context, so it is listed, and is no other process; or why it could not be told (``own_gpu_pids``)
     parent_pids: tuple[int, ...] = ()
     parent_pids_unknown: str | None = None
+    probe: bool = True  # time the reference probe between the row's blocks (``tileops.bench.probe``)
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -116,15 +118,17 @@ def measure(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> Timing:
     return measure_visit(fn, timer, rule)[0]
 
 
-def measure_visit(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> tuple[Timing, list[list[float]]]:
+def measure_visit(fn: Callable[[], object], timer: Timer, rule: BlockRule,
+                  between_blocks: Callable[[], None] | None = None) -> tuple[Timing, list[list[float]]]:
     """Time ``fn`` until the rule stops; the visit's timing and its blocks. Any failure of a timer that can fall
     back (CUPTI: its attribution
     refused, or the profiler itself failing) re-times the row with the timer it falls back to (CUDA events),
     and the record says why (``fallback_reason``): the roofline tool prices it blank. An error of the op
     itself fails again there and becomes the row's error record; a timer with nothing to fall back to (the
-    CPU's) lets it through at once."""
+    CPU's) lets it through at once. ``between_blocks``: called in each gap between blocks (the reference probe,
+    ``tileops.bench.probe``), before the pause and the re-warm call."""
     try:
-        return _measure(fn, timer, rule)
+        return _measure(fn, timer, rule, between_blocks)
     except AttributionError as exc:
         other = timer.fallback(
             f"CUPTI attribution failed ({exc}); re-timed with CUDA events. Fix: run the bench without another "
@@ -138,7 +142,7 @@ def measure_visit(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> tu
             "run scripts/device-check on this machine and report its log and cupti trace")
         if other is None:
             raise
-    return _measure(fn, other, rule)
+    return _measure(fn, other, rule, between_blocks)
 
 
 def visit_timing(blocks: Sequence[Sequence[float]], **fields: Any) -> Timing:
@@ -175,7 +179,8 @@ def _around(ci: list[float] | None, level: float) -> list[float] | None:
     return [min(ci[0], level), max(ci[1], level)]
 
 
-def _measure(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> tuple[Timing, list[list[float]]]:
+def _measure(fn: Callable[[], object], timer: Timer, rule: BlockRule,
+             between_blocks: Callable[[], None] | None = None) -> tuple[Timing, list[list[float]]]:
     """Warm up, then sample one visit in blocks spread over it (``tileops.bench.interval``): the rule stops on
     the visit's own precision. A block is at least the timer's first batch (a GPU timer's batch is one
     synchronisation or one profiler session: no blocks of one)."""
@@ -191,7 +196,7 @@ def _measure(fn: Callable[[], object], timer: Timer, rule: BlockRule) -> tuple[T
         fn()
         timer.sync()
 
-    got = sample_blocks(lambda k: timer.sample(fn, k), rule, rewarm=rewarm, pace_s=pace)
+    got = sample_blocks(lambda k: timer.sample(fn, k), rule, rewarm=rewarm, between=between_blocks, pace_s=pace)
     spans = timer.spans
     timing = visit_timing(got.blocks, timer=timer.kind, warmup=warm, total_s=time.perf_counter() - t_start,
                           stop_reason=got.stop_reason, fallback_reason=timer.fallback_reason,
@@ -231,15 +236,16 @@ def row_sensors(device: DeviceInfo, parent_pids: Collection[int] = (), parent_un
 
 
 def measure_row(fn: Callable[[], object], timer: Timer, rule: BlockRule, device: DeviceInfo,
-                parent_pids: Collection[int] = (), parent_unknown: str | None = None
+                parent_pids: Collection[int] = (), parent_unknown: str | None = None,
+                between_blocks: Callable[[], None] | None = None
                 ) -> tuple[Timing, RowConditions, list[list[float]]]:
     """:func:`measure_visit` with the row's sensors around it: the timing, what surrounded it (contention,
     clocks, power, energy; ``tileops.bench.sensors``) and this visit's blocks. The sensors stop whatever
-    happens (their GPU thread ends)."""
+    happens (their GPU thread ends). ``between_blocks``: :func:`measure_visit`'s."""
     sensors = row_sensors(device, parent_pids, parent_unknown)
     sensors.start()
     try:
-        timing, blocks = measure_visit(fn, timer, rule)
+        timing, blocks = measure_visit(fn, timer, rule, between_blocks)
     finally:
         conditions = sensors.stop()
     calls = timing.warmup + sum(len(b) for b in blocks) + max(0, len(blocks) - 1)  # + a re-warm call per pause
@@ -275,6 +281,25 @@ def find_row(op: str, label: str) -> Workload:
         if row.label == label:
             return row
     raise KeyError(f"{op}: no workload row labelled {label!r}")
+
+
+def _visit_probe(task: Task, op: Any) -> VisitProbe | None:
+    """The row's reference probe (None with ``--no-probe``), started now: the FMA probe too for a compute-bound
+    row. Which one that is is read from the checked call's ``(flops, bytes)``, for this choice only: the record's
+    are read again after the timing (the module's rule), and a row whose formula fails here gets the memory probe."""
+    if not task.probe:
+        return None
+    try:
+        flops, nbytes = op.eval_roofline()
+    except Exception:
+        flops, nbytes = None, None
+    try:
+        kinds, why = worker_probe(task.device).kinds(compute_bound(flops, nbytes, task.device.kind))
+    except Exception as exc:  # fail closed: a probe that cannot be made leaves the row unprobed, saying why
+        kinds, why = [], {"memory": f"the probe could not be made: {type(exc).__name__}: {str(exc)[:200]}"}
+    probe = VisitProbe(kinds, not_run=why)
+    probe.start()
+    return probe
 
 
 def _threads_used(task: Task) -> int | None:
@@ -314,8 +339,11 @@ def run_visit(task: Task, cache_bytes: int | None = None, on_prepared: Callable[
         prepared = op.prepare(**inputs)  # one checked call (last_call is what eval_roofline prices), compiled
         if on_prepared is not None:
             on_prepared()
+        probe = _visit_probe(task, op)
         timing, conditions, blocks = measure_row(prepared.run, timer, task.rule, task.device,  # the implementation
-                                                 task.parent_pids, task.parent_pids_unknown)
+                                                 task.parent_pids, task.parent_pids_unknown,
+                                                 probe.between if probe is not None else None)
+        reading = probe.reading(timing.total_s) if probe is not None else None
         if prepared.setup_s is not None:
             timing = dataclasses.replace(timing, compile_s=prepared.setup_s)
         flops, nbytes = op.eval_roofline()
@@ -327,7 +355,7 @@ def run_visit(task: Task, cache_bytes: int | None = None, on_prepared: Callable[
                                   threads=_threads_used(task))
         return Record(**base, status="ok", timing=timing, flops=flops, bytes=nbytes, read_bytes=read_bytes,
                       roof_key=op.roof_key(), data_terms=op.roofline_data_terms(), env=env,
-                      started_at=started, finished_at=utcnow(), conditions=conditions), blocks
+                      started_at=started, finished_at=utcnow(), conditions=conditions, probe=reading), blocks
     except Exception as exc:
         env = dataclasses.replace(task.env, clocks_before=clocks_before)
         return Record(**base, status="error",

@@ -34,6 +34,7 @@ from tileops.bench.execute import visit_timing, within_contract
 from tileops.bench.hostnoise import (ROW_KINDS, HostModel, HostPrior, Level, Pair, RowInterval, pool, row_interval,
                                      with_reruns)
 from tileops.bench.interval import BlockRule, Visit, visit_of, visit_rule
+from tileops.bench.probe import merge_readings
 from tileops.bench.select import Planned
 from tileops.records import Record, RowConditions, SchedulerSlices, Timing
 
@@ -108,10 +109,12 @@ def pooled_timing(first: Timing, second: Timing, blocks1: Blocks, blocks2: Block
 
 def merge_visits(first: Record, second: Record, blocks1: Blocks, blocks2: Blocks) -> Record:
     """The row's record over both visits (the second's identity and readings, the pooled timing, the conditions
-    of both); its interval is :func:`finish`'s to set."""
+    of both, the probe's readings of both); its interval is :func:`finish`'s to set."""
     assert first.timing is not None and second.timing is not None
-    return dataclasses.replace(second, timing=pooled_timing(first.timing, second.timing, blocks1, blocks2),
+    timing = pooled_timing(first.timing, second.timing, blocks1, blocks2)
+    return dataclasses.replace(second, timing=timing,
                                conditions=merge_conditions(first.conditions, second.conditions),
+                               probe=merge_readings(first.probe, second.probe, timing.total_s),
                                started_at=first.started_at)
 
 

@@ -554,7 +554,8 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
     def visit(p: Planned, rule: BlockRule) -> RowResult:
         task = Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
                     device=prep.device, rule=rule, env=prep.env, timer=prep.timer, trace_dir=prep.trace_dir,
-                    row=p.row, parent_pids=tuple(sorted(parent or ())), parent_pids_unknown=parent_why or None)
+                    row=p.row, parent_pids=tuple(sorted(parent or ())), parent_pids_unknown=parent_why or None,
+                    probe=prep.info.options.probe)
         return workers[-1].run(task, entries[p.op].family, prep.row_timeout_s, prep.compile_timeout_s)
 
     stopped: KeyboardInterrupt | None = None

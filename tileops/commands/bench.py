@@ -131,6 +131,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="refuse to run (exit 5, nothing measured) when the host is busy before the first row: load "
                         "above its CPUs, steal above 3 %%, or another process on the GPU; without it the run warns "
                         "and records the check in run.json")
+    p.add_argument("--no-probe", dest="probe", action="store_false", default=None,
+                   help="do not time the reference probe between each row's blocks (a short memory read, an FMA "
+                        "probe for compute-bound rows; at most 10 %% of a row's time): its record then has no "
+                        "probe, and the roofline no SOL against the device's state (docs/roofline.md)")
     p.add_argument("--timer", choices=("auto", "cupti", "cuda-events"), default=None,
                    help="GPU timer (default auto): auto = CUPTI where it works, else CUDA events that record "
                         "why; cupti = CUPTI or exit 2; cuda-events rows are priced blank (docs/timing.md)")

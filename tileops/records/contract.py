@@ -15,6 +15,7 @@ in an audit entry alike; an older file's flat device fields read the same.
 from __future__ import annotations
 
 import math
+import statistics
 import typing
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
@@ -285,6 +286,91 @@ class Timing:
         return self.median_s + self.excluded_copies_s
 
 
+#: The kinds of reference probe a record can carry (``tileops.bench.probe``): DRAM bandwidth, the FMA rate and,
+#: on a GPU, the SM clock.
+ProbeKind = Literal["memory", "fma", "sm_clock"]
+
+
+class ProbeLevel(typing.NamedTuple):
+    """A probe's rate during a row with its 95 % interval and that interval's degrees of freedom."""
+
+    rate: float
+    lo: float
+    hi: float
+    df: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeRate:
+    """One reference probe's readings during a row (issue 39): the seconds each probe took, per visit, and the
+    work one probe does. Raw times rather than a summary, so the row's two visits (two processes) pool as its
+    time does (:meth:`level`), and a reader can recompute anything from them."""
+
+    kind: ProbeKind
+    unit: str  # "B/s", "FLOP/s" or "Hz": what work / time is in
+    work: float = field(metadata=_positive(le=float(MAX_COUNT)))  # bytes or FLOPs one probe does; 1 cycle
+    #: each visit's probe times in seconds, in order (the SM clock: one cycle's period at each reading)
+    times_s: list[list[float]]
+    #: the profile ceiling the probe is read against: a memory mix (``read``) or a compute roof key
+    reference: str | None = None
+    method: str = ""  # what the probe ran, for a person
+
+    def contract_check(self) -> tuple[str, str] | None:
+        if not 1 <= len(self.times_s) <= 2 or not any(self.times_s):
+            return "times_s", f"expected one or two visits' probe times with at least one time, got {self.times_s!r}"
+        for visit in self.times_s:
+            for t in visit:
+                if not (type(t) in (int, float) and math.isfinite(t) and MIN_TIME_S <= t <= MAX_TIME_S):
+                    return "times_s", f"expected times in [{MIN_TIME_S:g}, {MAX_TIME_S:g}] s, got {t!r}"
+        return None
+
+    @property
+    def n(self) -> int:
+        return sum(len(v) for v in self.times_s)
+
+    def level(self, confidence: float = 0.95) -> ProbeLevel | None:
+        """The probe's rate during the row and its interval, the way a row's time is leveled
+        (``tileops.bench.interval``): per visit the median of the log rates and its standard error (the robust
+        spread times the median's variance factor); the row's level the mean of its visits' (the geometric mean,
+        as ``Timing.median_s`` is), its variance theirs over k^2 with Welch-Satterthwaite's df. A visit of one
+        probe has no spread of its own: then the probes of both visits are read as one sample. None without two
+        probes (no interval can be told)."""
+        from tileops.stats import median_variance_factor, robust_scale, satterthwaite, two_sided_t
+
+        visits = [[math.log(self.work / t) for t in v] for v in self.times_s if v]
+        if sum(len(v) for v in visits) < 2:
+            return None
+        if any(len(v) < 2 for v in visits):
+            visits = [[x for v in visits for x in v]]
+        centres, parts = [], []
+        for logs in visits:
+            centre = statistics.median(logs)
+            spread = robust_scale(logs, centre)
+            centres.append(centre)
+            parts.append((spread * spread * median_variance_factor(len(logs)), len(logs) - 1.0))
+        k = len(visits)
+        centre = sum(centres) / k
+        var = sum(v for v, _ in parts) / (k * k)
+        df = min(satterthwaite(parts), 1000.0)
+        h = two_sided_t(confidence, df) * math.sqrt(var)
+        return ProbeLevel(math.exp(centre), math.exp(centre - h), math.exp(centre + h), df)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeReading:
+    """The reference probe of one row (``tileops.bench.probe``): each probe kind's readings, what probing cost
+    the row, and why a kind was not run."""
+
+    rates: list[ProbeRate] = field(default_factory=list)
+    cost_s: float = field(default=0.0, metadata=_nonneg(le=MAX_TIME_S))  # wall seconds spent probing (all visits)
+    #: cost_s over the row's timing wall time (``Timing.total_s``): what probing took from the row's budget
+    cost_share: float | None = field(default=None, metadata=_nonneg(le=1.0))
+    not_run: dict[str, str] = field(default_factory=dict)  # kind -> why it was not run
+
+    def rate(self, kind: str) -> ProbeRate | None:
+        return next((r for r in self.rates if r.kind == kind), None)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ErrorInfo:
     kind: ErrorKind
@@ -320,6 +406,9 @@ class Record:
     finished_at: datetime
     #: what surrounded the row (contention, clocks, power, energy); None in records written before it was read
     conditions: RowConditions | None = None
+    #: the device's state during the row: the reference probe's rates (issue 39); None: not probed (``--no-probe``,
+    #: an error record, a record written before it)
+    probe: ProbeReading | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -371,6 +460,8 @@ class RunOptions:
     max_time_s: float | None = field(default=None, metadata=_positive(le=MAX_TIME_S))
     min_samples: int | None = field(default=None, metadata={"ge": 1, "le": 10**9})
     require_quiet: bool = False  # refuse to measure on a busy host (exit 5) instead of warning
+    #: time the reference probe between each row's blocks (``tileops.bench.probe``); False: ``--no-probe``
+    probe: bool = True
     #: 2: every eager row is visited again after the first pass, in a worker process of its own, and its interval
     #: set from both visits (``tileops.bench.revisit``, ``hostnoise``); 1: one visit, its interval the host's prior
     passes: int = field(default=2, metadata={"ge": 1, "le": 2})

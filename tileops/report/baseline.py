@@ -13,7 +13,10 @@ side, a change the SM clocks explain), ``unjudged`` where a side has no interval
 from before issue 34 carries only the prediction of a rerun: its level's
 interval is that, narrowed by sqrt(2) in log (a prediction adds two levels'
 uncertainties). Only ``slower`` fails the command (exit 1); ``ambiguous`` and
-``unjudged`` are counted and never fail it. When a key appears more than once on
+``unjudged`` are counted and never fail it. Where both runs probed the device
+(issue 39), each row's change is also split into the device's and the kernel's
+own (``tileops.report.statesplit``), each decided; the verdict above stays the
+time's. When a key appears more than once on
 one side (several runs given together) the last record wins: files are read in
 the order given, and a run appends in time order.
 """
@@ -29,6 +32,7 @@ import math
 from tileops.defaults import BASELINE_THRESHOLD as DEFAULT_THRESHOLD
 from tileops.records import Timing
 from tileops.report.compare_robust import Side, Thresholds, classify_all, common_shift
+from tileops.report.statesplit import StateSides, StateSplit, split_all, state_sides
 from tileops.roofline import Priced, disturbances, sm_clock_mhz, time_interval
 
 Change = Literal["slower", "faster", "same", "ambiguous", "unjudged", "new", "gone", "untimed"]
@@ -47,6 +51,9 @@ class RowChange:
     ratio_interval: tuple[float, float] | None = None  # the 95 % interval of new / old
     basis: str | None = None  # "interval", or "none" where a side has no interval (unjudged)
     p_value: float | None = None  # the change's two-sided p-value, before the correction over rows
+    #: the change split into the device's (its reference probe) and the kernel's own, each decided (issue 39,
+    #: ``tileops.report.statesplit``); None where a side has no probe ratio with an interval
+    split: StateSplit | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -82,8 +89,9 @@ def _time(p: Priced) -> float | None:
 
 Key = tuple[str, str, str, str]
 #: What a side keeps of a row: (time, efficiency, device, the level's interval, its df, SM clock, what disturbed
-#: it).
-Kept = tuple[float | None, float | None, str, tuple[float, float] | None, float, float | None, str | None]
+#: it, its two factors for the device/kernel split).
+Kept = tuple[float | None, float | None, str, tuple[float, float] | None, float, float | None, str | None,
+             StateSides | None]
 
 
 def level_interval(t: Timing) -> tuple[tuple[float, float] | None, float]:
@@ -104,9 +112,11 @@ def _kept(p: Priced) -> Kept:
     r = p.record
     t = _time(p)
     if t is None or r.timing is None:
-        return (None, p.efficiency, r.env.device.name, None, math.inf, None, None)
+        return (None, p.efficiency, r.env.device.name, None, math.inf, None, None, None)
     ci, df = level_interval(r.timing)
-    return (t, p.efficiency, r.env.device.name, ci, df, sm_clock_mhz(r), "; ".join(disturbances(r)) or None)
+    disturbed = "; ".join(disturbances(r)) or None
+    state = state_sides(p, t, ci, df, disturbed) if p.probe_ratio is not None else None
+    return (t, p.efficiency, r.env.device.name, ci, df, sm_clock_mhz(r), disturbed, state)
 
 
 def _side(k: Kept) -> Side:
@@ -160,6 +170,8 @@ def compare_indexes(new: TimeIndex, old: TimeIndex, threshold: float = DEFAULT_T
     timed = [k for k in keys if k in nrows and k in orows and nrows[k][0] is not None and orows[k][0] is not None]
     sides = [(_side(orows[k]), _side(nrows[k])) for k in timed]
     decisions = dict(zip(timed, classify_all(sides, limits)))
+    probed = [k for k in timed if nrows[k][7] is not None and orows[k][7] is not None]
+    splits = dict(zip(probed, split_all([(orows[k][7], nrows[k][7]) for k in probed], limits)))  # type: ignore[misc]
     common = common_shift(sides)
     rows: list[RowChange] = []
     for key in keys:
@@ -169,7 +181,7 @@ def compare_indexes(new: TimeIndex, old: TimeIndex, threshold: float = DEFAULT_T
         d = decisions.get(key)
         if d is not None:
             rows.append(RowChange(key, d.status, ot, nt, oe, ne, d.reason, d.message, d.ratio_interval, d.basis,
-                                  d.p_value))
+                                  d.p_value, splits.get(key)))
             continue
         change: Change = "new" if o is None else "gone" if n is None else "untimed"
         rows.append(RowChange(key, change, ot, nt, oe, ne))

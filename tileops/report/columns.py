@@ -43,6 +43,8 @@ RAW_COLUMNS = (
     "energy_j_per_call", "flop_per_joule", "bytes_per_joule", "energy_blank",
     "gap", "gap_traffic_ratio", "gap_achieved", "gap_traffic_factor", "gap_moved_bytes", "gap_bound_at_moved",
     "gap_note", "gap_blank",
+    # issue 39 (:func:`state_values`): the reference probe, and SOL against the device's state during the row
+    "probe_kind", "probe_ratio", "probe_ratio_ci", "state_efficiency", "state_efficiency_ci", "probe_cost_share",
     "best_backend", "best_margin", "behind_best", "best_within_noise",
 )
 
@@ -302,7 +304,18 @@ def raw_values(p: Priced) -> list[Any]:
         p.host_bound,
         *interval_values(p),
         *conditions_values(p),
+        *state_values(p),
     ]
+
+
+def state_values(p: Priced) -> list[Any]:
+    """The probe columns of a row (issue 39, ``tileops.roofline.state``): which probe it was read against, the
+    probe's rate over its calibrated rate and SOL against the device's state, each with its interval, and what
+    probing cost the row (a share of its timing's wall time)."""
+    probe = p.record.probe
+    pci, sci = p.probe_ratio_ci, p.state_efficiency_ci
+    return [p.probe_kind, p.probe_ratio, list(pci) if pci is not None else None, p.state_efficiency,
+            list(sci) if sci is not None else None, probe.cost_share if probe is not None else None]
 
 
 def interval_values(p: Priced) -> list[Any]:
@@ -360,7 +373,8 @@ def conditions_values(p: Priced) -> list[Any]:
 #: Where the list-valued columns sit in a row's values (CSV flattens them to text).
 BREACHES_AT, NOTES_AT, DATA_TERMS_AT = (RAW_COLUMNS.index(c) for c in ("breaches", "notes", "data_terms"))
 #: The interval columns CSV writes as text: the intervals as JSON ``[lo, hi]``, the reasons joined by "; ".
-INTERVALS_AT = tuple(RAW_COLUMNS.index(c) for c in ("sol_ci", "time_ci_s", "time_rerun_s", "time_fast_s"))
+INTERVALS_AT = tuple(RAW_COLUMNS.index(c) for c in ("sol_ci", "time_ci_s", "time_rerun_s", "time_fast_s",
+                                                    "probe_ratio_ci", "state_efficiency_ci"))
 UNSTABLE_AT = RAW_COLUMNS.index("unstable")
 CLOCK_EVENTS_AT = RAW_COLUMNS.index("clock_events")
 #: The columns that depend on the run's other backends of the row (last, so a streamed report adds them

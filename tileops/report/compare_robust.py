@@ -222,7 +222,8 @@ def common_shift(pairs: Sequence[tuple[Side, Side]]) -> float | None:
     return c if c != 0 and alike >= COMMON_SHARE * len(d) else None
 
 
-def classify_all(pairs: Sequence[tuple[Side, Side]], thresholds: Thresholds = Thresholds()) -> list[Decision]:
+def classify_all(pairs: Sequence[tuple[Side, Side]], thresholds: Thresholds = Thresholds(), *,
+                 shared_shift: bool = True) -> list[Decision]:
     """Each ``(old, new)`` pair decided, with significance corrected over all of them (Benjamini–Hochberg at
     ``thresholds.fdr``): the rows of one comparison.
 
@@ -231,14 +232,16 @@ def classify_all(pairs: Sequence[tuple[Side, Side]], thresholds: Thresholds = Th
     faster) and :func:`common_shift` moved the same way by the threshold or more, the row is called only when
     its own change beyond the common one is significant too (Benjamini–Hochberg over those); otherwise it is
     ``ambiguous`` (``moved-with-the-run``), and the message names the shift. A regression of every row alike
-    is then reported, not failed: telling the device from the code is the device's own measurement's work."""
+    is then reported, not failed: telling the device from the code is the device's own measurement's work.
+    ``shared_shift=False`` skips that step: for a measurement of the device itself (its reference probe,
+    ``tileops.report.statesplit``), every row moving together is what it measures."""
     tests = [_test(old, new) for old, new in pairs]
     judged = [t for t in tests if isinstance(t, _Test)]
     rejected = benjamini_hochberg([t.p for t in judged], thresholds.fdr) if judged else []
     cutoff = max((t.p for t, r in zip(judged, rejected) if r), default=None)
     decisions = [t if isinstance(t, Decision) else _decide(old, new, t, cutoff, thresholds)
                  for (old, new), t in zip(pairs, tests)]
-    common = common_shift(pairs)
+    common = common_shift(pairs) if shared_shift else None
     if common is None or abs(common) < math.log1p(thresholds.threshold):
         return decisions
     own_p = [t_p_value((t.log_ratio - common) / t.se, t.df) if t.se > 0 else 1.0 for t in judged]

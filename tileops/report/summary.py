@@ -8,6 +8,7 @@ these lines: the table under its rows, markdown in its "Summary", JSON under ``s
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Sequence
 
 import tileops.report.columns as columns
@@ -164,7 +165,7 @@ class RunFacts:
     """What the summary under a report says about a run, counted row by row (mergeable)."""
 
     __slots__ = ("tally", "skipped", "breach_lines", "notes", "profiles", "backends", "host_bound", "unstable",
-                 "intervals", "_races", "conditions")
+                 "intervals", "_races", "conditions", "state")
 
     def __init__(self) -> None:
         self.tally = HealthTally()
@@ -180,6 +181,7 @@ class RunFacts:
         self.backends = BackendTally()
         self._races: dict[RaceKey, BackendRace] | None = None
         self.conditions = ConditionFacts()  # the gap split, power states, energy (issue 28)
+        self.state = StateFacts()  # the reference probe: the device's state during the rows (issue 39)
 
     @classmethod
     def of(cls, priced: Iterable[Priced]) -> RunFacts:
@@ -209,6 +211,7 @@ class RunFacts:
         if p.profile:
             self.profiles.add(p.profile)
         self.conditions.add(p)
+        self.state.add(p)
 
     def _host_bound(self, n: int, shown: list[str]) -> None:
         self.host_bound[0] += n
@@ -231,6 +234,7 @@ class RunFacts:
         self.intervals = self.intervals or later.intervals
         self.profiles |= later.profiles
         self.conditions.merge(later.conditions)
+        self.state.merge(later.state)
 
     @property
     def rows(self) -> int:
@@ -290,6 +294,7 @@ class RunFacts:
                          "more time (--max-time):")
             lines += _listed(n, shown_rows, "each row's reasons")
         lines += self.conditions.lines()
+        lines += self.state.lines()
         return lines + self.backends.lines(self.races()) + physics_lines(h)
 
     def profile_names(self) -> str:
@@ -302,6 +307,50 @@ class RunFacts:
         for k, v in state.items():
             setattr(self, k, v)
         self._races = None
+
+
+class StateFacts:
+    """The reference probe over a run (issue 39): each probe kind's ratios to its calibrated rate, how many rows
+    have SOL against the device's state, and the most a row's probing cost."""
+
+    __slots__ = ("ratios", "state_rows", "probed", "max_cost")
+
+    def __init__(self) -> None:
+        self.ratios: dict[str, list[float]] = {}
+        self.state_rows = 0
+        self.probed = 0
+        self.max_cost: float | None = None
+
+    def add(self, p: Priced) -> None:
+        probe = p.record.probe
+        if probe is None:
+            return
+        self.probed += 1
+        if probe.cost_share is not None:
+            self.max_cost = max(self.max_cost or 0.0, probe.cost_share)
+        if p.probe_kind is not None and p.probe_ratio is not None:
+            self.ratios.setdefault(p.probe_kind, []).append(p.probe_ratio)
+        if p.state_efficiency is not None:
+            self.state_rows += 1
+
+    def merge(self, later: StateFacts) -> None:
+        for kind, values in later.ratios.items():
+            self.ratios.setdefault(kind, []).extend(values)
+        self.state_rows += later.state_rows
+        self.probed += later.probed
+        if later.max_cost is not None:
+            self.max_cost = max(self.max_cost or 0.0, later.max_cost)
+
+    def lines(self) -> list[str]:
+        if not self.probed:
+            return []
+        kinds = "; ".join(f"{kind} probe at {_percent(statistics.median(v))} of its calibrated rate (median of "
+                          f"{len(v)} row(s), {_percent(min(v))}–{_percent(max(v))})"
+                          for kind, v in sorted(self.ratios.items()))
+        cost = f"; probing took at most {_percent(self.max_cost)} of a row's time" if self.max_cost is not None else ""
+        return [f"device state: {self.probed} row(s) probed{cost}" + (f"; {kinds}" if kinds else ""),
+                f"device state: {self.state_rows} row(s) with SOL against the device's state (state_efficiency in "
+                "--format json or csv; docs/roofline.md, \"Two SOLs\")"]
 
 
 def summary_lines(priced: Sequence[Priced], h: Health | None = None) -> list[str]:

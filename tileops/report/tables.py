@@ -69,8 +69,32 @@ def _comparison_lines(c: Comparison) -> list[str]:
         lines.append(f"baseline: {unjudged} row(s) unjudged: a side has no interval (recorded before intervals, or "
                      "not by tileops bench), so no change is called on its medians alone; counted, never a failure; "
                      "re-run the bench for intervals")
+    lines += _split_lines(c)
     lines += [f"note: {n}" for n in c.notes]
     return lines
+
+
+#: Rows whose device/kernel split the table prints (every row's is in the JSON report).
+SPLIT_LINES_SHOWN = 20
+
+
+def _split_lines(c: Comparison) -> list[str]:
+    """Each row whose time, device or kernel moved: its change split into the device's and the kernel's own
+    (issue 39, ``tileops.report.statesplit``), slower rows first."""
+    moved = [r for r in _changed_or_split(c) if r.split is not None]
+    lines = [f"baseline split: {r.key[0]} [{' '.join(r.key[1:])}] time {(r.ratio or 1) - 1:+.1%}: "
+             f"{r.split.describe()}" for r in moved[:SPLIT_LINES_SHOWN] if r.split is not None]
+    if len(moved) > SPLIT_LINES_SHOWN:
+        lines.append(f"baseline split: {len(moved) - SPLIT_LINES_SHOWN} more row(s) in --format json")
+    return lines
+
+
+def _changed_or_split(c: Comparison) -> list[RowChange]:
+    """Rows whose time changed, or whose device or kernel part is anything but the same, regressions first."""
+    def moved(r: RowChange) -> bool:
+        s = r.split
+        return r.change != "same" or (s is not None and (s.device.status != "same" or s.kernel.status != "same"))
+    return sorted((r for r in c.rows if moved(r)), key=lambda r: _CHANGE_ORDER.get(r.change, 7))
 
 
 _CHANGE_ORDER = {"slower": 0, "untimed": 1, "ambiguous": 2, "unjudged": 3, "faster": 4, "new": 5, "gone": 6}
@@ -297,7 +321,8 @@ def baseline_doc(comparison: Comparison) -> dict[str, Any]:
                   "time_ratio": r.ratio, "baseline_efficiency": r.old_efficiency,
                   "efficiency": r.new_efficiency, "reason": r.reason, "message": r.message,
                   "ratio_interval": list(r.ratio_interval) if r.ratio_interval is not None else None,
-                  "basis": r.basis, "p_value": r.p_value} for r in comparison.rows],
+                  "basis": r.basis, "p_value": r.p_value,
+                  "split": r.split.as_dict() if r.split is not None else None} for r in comparison.rows],
     }
 
 

@@ -8,7 +8,8 @@ physics check per ceiling), ``noise`` (how well a row's time is known: its SOL
 interval, whether its verdict can stand), ``health`` (the run's health, decided there only),
 ``races`` (a row's backends side by side), ``gap`` (a row's SOL gap split by
 its audit entry), ``energy`` (joules per call, FLOP/J, bytes/J) and ``power``
-(a row's power state, and the burst or sustained ceiling it matches).
+(a row's power state, and the burst or sustained ceiling it matches), ``state`` (a row's SOL against the
+device's state during it, from its reference probe: issue 39).
 
 CONTRACT (shared with tileops.pipeline, tileops.export and tileops.report)::
 
@@ -41,6 +42,7 @@ from tileops.roofline.noise import (CI_NO_INTERVAL, CI_REASONS, UNSTABLE_CPU, UN
 from tileops.roofline.energy import EnergyRates, energy_rates, row_energy
 from tileops.roofline.gap import GapBlank, GapSplit, gap_for, split_gap
 from tileops.roofline.power import Basis, power_blank, power_state, wants_sustained
+from tileops.roofline.state import StateSol, quotient_interval, reference_rate, state_sol
 from tileops.roofline.races import (BackendRace, RaceKey, RaceTally, backend_races, compare_backends,
                                     race_key)
 
@@ -60,4 +62,6 @@ __all__ = [
     # issue 28: the gap split, energy, power state
     "Basis", "EnergyRates", "GapBlank", "GapSplit", "audit_index", "energy_rates", "gap_for", "power_blank",
     "power_state", "row_energy", "split_gap", "wants_sustained", "with_gap",
+    # issue 39: two SOLs per row
+    "StateSol", "quotient_interval", "reference_rate", "state_sol",
 ]

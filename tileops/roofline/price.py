@@ -56,6 +56,7 @@ from tileops.records import AuditEntry, Record, Timing
 from tileops.roofline.gap import GapBlank, GapSplit, gap_for
 from tileops.roofline.noise import CI_NO_INTERVAL, fast_times, sol_interval, time_interval, unstable_reasons
 from tileops.roofline.power import BURST, SUSTAINED, Basis, burst_note, wants_sustained
+from tileops.roofline.state import state_sol
 
 Verdict = Literal[
     "at-ceiling",  # efficiency >= 80 %
@@ -525,13 +526,19 @@ def _price(r: Record, c: _Ceilings | None) -> Priced:
         notes = notes + (host_bound_note(r),)
     if why:
         notes = notes + (why,)
-    return Priced(
+    priced = Priced(
         record=r, profile=name, verdict=verdict, actual_time_s=actual, memory_time_s=work.memory_time_s,
         compute_time_s=work.compute_time_s, sol_time_s=sol, efficiency=eff, bound=bound,
         achieved_bytes_per_s=work.moved_bytes / actual, achieved_flops_per_s=work.flops / actual,
         effective_bandwidth=work.bandwidth, effective_peak=peak, breaches=_breaches(checks), roof=resolved,
         notes=notes, checks=checks, sol_ci=sol_ci, sol_ci_blank=None if sol_ci else CI_NO_INTERVAL,
         unstable=unstable if verdict == "unstable" else (), ceiling_basis=basis)
+    if r.probe is not None:  # issue 39: SOL against the device's state during the row (tileops.roofline.state)
+        state = state_sol(r, c.profile, bound, eff, sol_ci)
+        if state is not None:
+            (priced.probe_kind, priced.probe_ratio, priced.probe_ratio_ci, priced.state_efficiency,
+             priced.state_efficiency_ci) = state
+    return priced
 
 
 def _price_not_ok(r: Record, c: _Ceilings | None) -> Priced:
