@@ -15,9 +15,12 @@ What stays each backend's own. Every backend is prepared first, each compile
 charged to its own compile allowance (the worker reports each one,
 ``tileops.bench.worker``); each keeps its own timer, stopping rule (the row's
 budget per backend), blocks, timing and interval, and gets one record as a
-sequential race gives it, with the race's pairing added (``Record.race``). A
-backend stops on its own time or sample cap; one that reached its precision
-goes on while another has not, so that the rounds stay paired. The sensors'
+sequential race gives it, with the race's pairing added (``Record.race``). The
+backends stop together, once each one's own rule would stop it (its precision
+or its time cap, counted on its own blocks), so that every round stays paired:
+one whose rule stopped first goes on while another has not (an eager row
+visited twice has half the budget of a compiled one, ``revisit``); only its
+sample cap stops one alone. The sensors'
 window covers the whole race: its contention is every backend's, its energy
 cannot be shared out by call (it is left blank, saying why).
 
@@ -43,7 +46,7 @@ from collections.abc import Callable, Sequence
 from tileops.bench.execute import (Task, _error_kind, _threads_used, find_row, load_compiler, make_timer,
                                    measure_row, row_sensors, visit_timing, warm_up)
 from tileops.bench.interval import BlockRule
-from tileops.bench.stopping import SAMPLE_CAP, TIME_CAP
+from tileops.bench.stopping import SAMPLE_CAP
 from tileops.bench.timers import Timer
 from tileops.ops.catalog import load_entries
 from tileops.ops.workload import bind_row, build_inputs, instantiate
@@ -53,8 +56,8 @@ from tileops.stats import ratio_interval
 #: What the worker tells its parent as a race goes: ("preparing", backend) before each backend's first call (its
 #: compile allowance starts), ("prepared", backend) after it, ("timing", None) once the blocks start alternating.
 Notify = Callable[[str, str | None], None]
-#: The stopping reasons that end one backend's part of a race: its own budget is spent.
-CAPS = (TIME_CAP, SAMPLE_CAP)
+#: The stopping reason that ends one backend's part of a race before the others: it holds all it may.
+CAPS = (SAMPLE_CAP,)
 ENERGY_SHARED = ("an interleaved race: the sensors' window holds every backend's calls, so its energy cannot be "
                  "shared out by call")
 
@@ -163,9 +166,9 @@ class Lane:
 
 def alternate(lanes: Sequence[Lane], sleep: Callable[[float], None] = time.sleep) -> None:
     """Time the lanes' blocks in rounds, one block of each running lane per round, in lane order, until every
-    lane has stopped: on its own cap, or all together once every running lane's rule would stop (each lane that
-    reached its precision keeps pace with those that have not, so the rounds stay paired). A lane whose block
-    raises leaves the race (``Lane.failed``); the others go on."""
+    running lane's rule would stop (its precision, or its own time cap): then all stop together, so every round
+    is paired; a lane whose rule stopped first keeps pace with the others. Only a lane's sample cap stops it
+    alone. A lane whose block raises leaves the race (``Lane.failed``); the others go on."""
     for lane in lanes:
         try:
             lane.start()

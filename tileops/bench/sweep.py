@@ -553,11 +553,10 @@ def _first_pass(prep: PreparedSweep, observer: SweepObserver,
     entries = load_entries()
     passes, total, i = prep.info.options.passes, len(prep.todo), 0
     for group in race_groups(prep.todo, prep.info.options.race):
-        observer.row_started(i + 1, total, group[0])
+        for j, p in enumerate(group, i + 1):  # a race's rows all start together (each compile is in it)
+            observer.row_started(j, total, p)
         for p, res in zip(group, measure(group)):
             i += 1
-            if p is not group[0]:
-                observer.row_started(i, total, p)
             rec = _skipped(p, entries[p.op].family, prep.env) if res is None else res.record
             if res is not None and rec.status == "ok" and res.blocks:
                 rec = finish(rec, [visit_of(res.blocks)], row_kind(prep.kind_of, rec), one_visit)
