@@ -257,3 +257,15 @@ def test_a_backend_that_fails_in_a_race_keeps_the_others_row(tmp_path: Path) -> 
     err = recs["compile"].error
     assert recs["compile"].status == "error" and err.kind == "timeout"
     assert "compile backend's first call" in err.message and "other backends are timed one by one" in err.message
+
+
+def test_a_backend_that_cannot_prepare_keeps_the_others_row() -> None:
+    """Triton on a CPU refuses its first call (no CUDA device): its error record is written and eager's row,
+    left alone in the race, is timed on its own."""
+    from tileops.bench.race import run_race
+
+    (eager, _), (kernel, blocks) = run_race(RaceTask((task("torch"), task("triton"))))
+    assert eager.status == "ok" and eager.timing is not None and eager.race is None  # no one to pair with
+    assert kernel.status == "error" and kernel.error is not None and blocks == []
+    assert kernel.error.kind == "unsupported" and "Triton kernels run on CUDA devices" in kernel.error.message
+    assert kernel.params == eager.params and kernel.shapes == eager.shapes  # named as a sequential race names it

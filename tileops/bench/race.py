@@ -40,6 +40,7 @@ import statistics
 import time
 import traceback
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from collections.abc import Callable, Sequence
 
@@ -48,6 +49,7 @@ from tileops.bench.execute import (Task, _error_kind, _threads_used, find_row, l
 from tileops.bench.interval import BlockRule
 from tileops.bench.stopping import SAMPLE_CAP
 from tileops.bench.timers import Timer
+from tileops.ops.base import Op, PreparedCall
 from tileops.ops.catalog import load_entries
 from tileops.ops.workload import bind_row, build_inputs, instantiate
 from tileops.records import ErrorInfo, RacePairing, Record, RowConditions, Timing, utcnow
@@ -195,36 +197,43 @@ def alternate(lanes: Sequence[Lane], sleep: Callable[[float], None] = time.sleep
 
 @dataclass
 class Entrant:
-    """A backend of the race: its task and record fields, and, once prepared, its op, call and timer."""
+    """A prepared backend of the race: its task, its record's fields, its op, its checked call and its timer."""
 
     task: Task
     base: dict[str, Any]
-    started: Any
+    started: datetime
     clocks_before: dict[str, Any] | None
-    op: Any = None
-    prepared: Any = None
-    timer: Timer | None = None
+    op: Op
+    prepared: PreparedCall
+    timer: Timer
 
 
-def _entrant(task: Task, cache_bytes: int | None) -> Entrant:
+def _base(task: Task) -> dict[str, Any]:
+    """The fields of the backend's record that name it (as ``execute.run_visit`` writes them)."""
+    entry = load_entries()[task.op]
+    row = task.row if task.row is not None else find_row(task.op, task.label)
+    bound = bind_row(entry, row, task.case)
+    return dict(run_id=task.env.run_id, op=task.op, family=entry.family, label=task.label, dtype=task.case_name,
+                backend=task.backend, params=dict(row.params), shapes={k: list(v) for k, v in bound.shapes.items()},
+                tags=list(row.tags))
+
+
+def _entrant(task: Task, base: dict[str, Any], cache_bytes: int | None) -> Entrant:
     from tileops.device import read_clocks
 
     entry = load_entries()[task.op]
     row = task.row if task.row is not None else find_row(task.op, task.label)
     bound = bind_row(entry, row, task.case)
-    base: dict[str, Any] = dict(run_id=task.env.run_id, op=task.op, family=entry.family, label=task.label,
-                                dtype=task.case_name, backend=task.backend, params=dict(row.params),
-                                shapes={k: list(v) for k, v in bound.shapes.items()}, tags=list(row.tags))
-    e = Entrant(task, base, utcnow(), read_clocks(task.device))
-    e.op = instantiate(entry, row, task.backend)
-    inputs = build_inputs(e.op, bound, task.device.torch_device)
-    e.timer = make_timer(task, cache_bytes)
+    started, clocks_before = utcnow(), read_clocks(task.device)
+    op = instantiate(entry, row, task.backend)
+    inputs = build_inputs(op, bound, task.device.torch_device)
+    timer = make_timer(task, cache_bytes)
     load_compiler(task.backend)
-    e.prepared = e.op.prepare(**inputs)  # checked, compiled: its own compile allowance (``Notify``)
-    return e
+    prepared = op.prepare(**inputs)  # checked, compiled: its own compile allowance (``Notify``)
+    return Entrant(task, base, started, clocks_before, op, prepared, timer)
 
 
-def _error(task: Task, exc: BaseException, started: Any, clocks_before: dict[str, Any] | None,
+def _error(task: Task, exc: BaseException, started: datetime, clocks_before: dict[str, Any] | None,
            base: dict[str, Any] | None = None) -> Record:
     env = dataclasses.replace(task.env, clocks_before=clocks_before)
     fields = base or dict(run_id=task.env.run_id, op=task.op, family=_family(task.op), label=task.label,
@@ -272,7 +281,6 @@ def _ok(e: Entrant, timing: Timing, conditions: RowConditions, race: RacePairing
 
 def _alone(e: Entrant) -> tuple[Record, list[list[float]]]:
     """Time a backend that left the race on its own (its own visit, with its timer's fallback)."""
-    assert e.timer is not None
     try:
         timing, conditions, blocks = measure_row(e.prepared.run, e.timer, e.task.rule, e.task.device,
                                                  e.task.parent_pids, e.task.parent_pids_unknown)
@@ -289,11 +297,12 @@ def prepare_all(race: RaceTask, cache_bytes: int | None, notify: Notify
     failed: dict[str, tuple[Record, list[list[float]]]] = {}
     for task in race.tasks:
         notify("preparing", task.backend)
-        started = utcnow()
+        started, base = utcnow(), None
         try:
-            ready.append(_entrant(task, cache_bytes))
+            base = _base(task)
+            ready.append(_entrant(task, base, cache_bytes))
         except Exception as exc:
-            failed[task.backend] = (_error(task, exc, started, None), [])
+            failed[task.backend] = (_error(task, exc, started, None, base), [])
         notify("prepared", task.backend)
     return ready, failed
 
@@ -309,7 +318,7 @@ def run_race(race: RaceTask, cache_bytes: int | None = None, notify: Notify | No
         done[ready[0].task.backend] = _alone(ready[0])
     elif ready:
         first = ready[0].task
-        lanes = [Lane(e.task.backend, e.prepared.run, e.timer, e.task.rule) for e in ready if e.timer is not None]
+        lanes = [Lane(e.task.backend, e.prepared.run, e.timer, e.task.rule) for e in ready]
         sensors = row_sensors(first.device, first.parent_pids, first.parent_pids_unknown)
         sensors.start()
         try:
