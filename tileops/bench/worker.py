@@ -203,8 +203,9 @@ class Worker:
         self.kill()
         if current is None:
             return [], list(race.tasks)
-        what = "died" if not alive else (f"did not finish the {current.backend} backend's first call within "
-                                         f"{limit:g} s" + (" (--compile-timeout)" if current.backend != "torch" else ""))
+        flag = " (--compile-timeout)" if current.backend != "torch" else ""
+        what = (f"did not finish the {current.backend} backend's first call within {limit:g} s{flag}" if alive
+                else "died")
         rest = [t for t in race.tasks if t.backend != current.backend]
         return [RowResult(_error(current, family, started, "crash" if not alive else "timeout",
                                  f"racing its backends, the worker {what}; the worker was killed, the other "
