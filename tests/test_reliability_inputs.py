@@ -362,13 +362,13 @@ def test_an_interrupt_waits_for_the_write_in_progress() -> None:
 def test_a_cpu_allocation_failure_is_an_oom() -> None:
     import torch
 
-    from tileops.bench.execute import _error_kind
+    from tileops.bench.execute import error_kind
 
     with pytest.raises(RuntimeError) as err:
         torch.empty(2**58, dtype=torch.float32)  # an exbibyte: the allocator refuses
-    assert _error_kind(err.value) == "oom"
-    assert _error_kind(MemoryError()) == "oom"
-    assert _error_kind(RuntimeError("shape mismatch")) == "exception"
+    assert error_kind(err.value) == "oom"
+    assert error_kind(MemoryError()) == "oom"
+    assert error_kind(RuntimeError("shape mismatch")) == "exception"
 
 
 # --------------------------------------------------------------------------- resume: the run's own options

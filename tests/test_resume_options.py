@@ -56,6 +56,7 @@ def values(tmp_path: Path) -> dict[str, list[str]]:
         "push_timeout_s": ["1"], "metrics_detail": ["full"],
         "target_precision": ["4%"], "min_time_s": ["0.01"], "max_time_s": ["0.2"], "min_samples": ["5"],
         "require_quiet": [], "passes": ["1"], "threads": ["1"], "probe": [],
+        "race": ["sequential"],
     }
 
 

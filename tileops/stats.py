@@ -158,6 +158,22 @@ def median_variance_factor(n: int) -> float:
     return math.pi / (2 * n + math.pi - 2)
 
 
+def ratio_interval(ratios: Sequence[float], confidence: float = 0.95) -> tuple[float, tuple[float, float] | None]:
+    """The centre of positive ratios and its two-sided interval, as a visit's level is (``bench.interval``): the
+    median of their logs, the biweight spread about it, the median's variance factor, Student's t with
+    ``len - 1`` df; the centre and bounds back in ratio space. The paired statistic of an interleaved race (a
+    ratio per block pair). The interval is None with one ratio; ValueError with none or a ratio not positive."""
+    if not ratios or not all(math.isfinite(r) and r > 0 for r in ratios):
+        raise ValueError(f"ratios must be one or more positive finite numbers, got {list(ratios)[:4]!r}")
+    logs = [math.log(r) for r in ratios]
+    centre = statistics.median(logs)
+    if len(logs) < 2:
+        return math.exp(centre), None
+    spread = robust_scale(logs, centre)
+    h = two_sided_t(confidence, len(logs) - 1) * spread * math.sqrt(median_variance_factor(len(logs)))
+    return math.exp(centre), (math.exp(centre - h), math.exp(centre + h))
+
+
 # -- combining and judging --------------------------------------------------------------------------------
 
 

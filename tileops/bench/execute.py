@@ -252,7 +252,7 @@ def measure_row(fn: Callable[[], object], timer: Timer, rule: BlockRule, device:
     return timing, dataclasses.replace(conditions, calls=calls), blocks
 
 
-def _error_kind(exc: BaseException) -> ErrorKind:
+def error_kind(exc: BaseException) -> ErrorKind:
     if isinstance(exc, CompileError):  # the compile or triton backend failed on its first call
         return "compile"
     if isinstance(exc, BackendUnavailableError):
@@ -283,7 +283,7 @@ def find_row(op: str, label: str) -> Workload:
     raise KeyError(f"{op}: no workload row labelled {label!r}")
 
 
-def _visit_probe(task: Task, op: Any) -> VisitProbe | None:
+def visit_probe(task: Task, op: Any) -> VisitProbe | None:
     """The row's reference probe (None with ``--no-probe``), started now: the FMA probe too for a compute-bound
     row. Which one that is is read from the checked call's ``(flops, bytes)``, for this choice only: the record's
     are read again after the timing (the module's rule), and a row whose formula fails here gets the memory probe."""
@@ -302,7 +302,7 @@ def _visit_probe(task: Task, op: Any) -> VisitProbe | None:
     return probe
 
 
-def _threads_used(task: Task) -> int | None:
+def threads_used(task: Task) -> int | None:
     """A CPU row's ``env.threads``: the intra-op threads torch ran it on in this worker (what ``--threads`` set,
     read back rather than assumed); a GPU row's stays the run's."""
     return torch.get_num_threads() if task.device.kind == "cpu" else task.env.threads
@@ -339,7 +339,7 @@ def run_visit(task: Task, cache_bytes: int | None = None, on_prepared: Callable[
         prepared = op.prepare(**inputs)  # one checked call (last_call is what eval_roofline prices), compiled
         if on_prepared is not None:
             on_prepared()
-        probe = _visit_probe(task, op)
+        probe = visit_probe(task, op)
         timing, conditions, blocks = measure_row(prepared.run, timer, task.rule, task.device,  # the implementation
                                                  task.parent_pids, task.parent_pids_unknown,
                                                  probe.between if probe is not None else None)
@@ -352,13 +352,13 @@ def run_visit(task: Task, cache_bytes: int | None = None, on_prepared: Callable[
         except Exception:
             read_bytes = None
         env = dataclasses.replace(task.env, clocks_before=clocks_before, clocks_after=read_clocks(task.device),
-                                  threads=_threads_used(task))
+                                  threads=threads_used(task))
         return Record(**base, status="ok", timing=timing, flops=flops, bytes=nbytes, read_bytes=read_bytes,
                       roof_key=op.roof_key(), data_terms=op.roofline_data_terms(), env=env,
                       started_at=started, finished_at=utcnow(), conditions=conditions, probe=reading), blocks
     except Exception as exc:
         env = dataclasses.replace(task.env, clocks_before=clocks_before)
         return Record(**base, status="error",
-                      error=ErrorInfo(kind=_error_kind(exc), message=f"{type(exc).__name__}: {exc}",
+                      error=ErrorInfo(kind=error_kind(exc), message=f"{type(exc).__name__}: {exc}",
                                       traceback=traceback.format_exc(limit=8)),
                       env=env, started_at=started, finished_at=utcnow()), []

@@ -109,13 +109,14 @@ def pooled_timing(first: Timing, second: Timing, blocks1: Blocks, blocks2: Block
 
 def merge_visits(first: Record, second: Record, blocks1: Blocks, blocks2: Blocks) -> Record:
     """The row's record over both visits (the second's identity and readings, the pooled timing, the conditions
-    of both, the probe's readings of both); its interval is :func:`finish`'s to set."""
+    of both, the probe's readings of both, the first visit's interleaved race: the second visits the row
+    alone); its interval is :func:`finish`'s to set."""
     assert first.timing is not None and second.timing is not None
     timing = pooled_timing(first.timing, second.timing, blocks1, blocks2)
     return dataclasses.replace(second, timing=timing,
                                conditions=merge_conditions(first.conditions, second.conditions),
                                probe=merge_readings(first.probe, second.probe, timing.total_s),
-                               started_at=first.started_at)
+                               started_at=first.started_at, race=first.race)
 
 
 def finish(rec: Record, visits: Sequence[Visit], kind: str, model: HostModel) -> Record:

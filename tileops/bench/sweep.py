@@ -36,6 +36,7 @@ from tileops.bench.hostnoise import HostModel, HostPrior, prior_model, read_prio
 from tileops.bench.interval import visit_of
 from tileops.bench.revisit import (KindOf, finish, first_visit_rule, kind_by_intensity, revisited, row_kind,
                                    same_timer, second_visit_rule, settle)
+from tileops.bench.race import RaceTask
 from tileops.bench.worker import RowResult, Worker, cpu_threads
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
@@ -451,6 +452,21 @@ def compile_cache_env(given: Path | None, run_dir: Path) -> dict[str, str]:
     return cache_env(root.expanduser().absolute())
 
 
+def race_groups(todo: list[Planned], race: str = "interleaved") -> list[list[Planned]]:
+    """The rows to run, grouped: each row (op, label, dtype) that runs on several backends (``interleaved``) as one
+    group, its backends raced in one worker (``tileops.bench.race``); every other row (a skipped backend, a row on
+    one backend, any row of a ``sequential`` run) alone. The plan puts a row's backends side by side."""
+    groups: list[list[Planned]] = []
+    for p in todo:
+        last = groups[-1] if groups else None
+        if (race == "interleaved" and last is not None and not p.skip_reason and not last[-1].skip_reason
+                and (last[-1].op, last[-1].row.label, last[-1].case_name) == (p.op, p.row.label, p.case_name)):
+            last.append(p)
+        else:
+            groups.append([p])
+    return groups
+
+
 def _skipped(p: Planned, family: str, env: Environment) -> Record:
     now = utcnow()
     return Record(run_id=env.run_id, op=p.op, family=family, label=p.row.label, dtype=p.case_name,
@@ -529,6 +545,29 @@ def _append(records_path: Path, rec: Record, first: FirstVisit | None) -> str | 
     return None
 
 
+def _first_pass(prep: PreparedSweep, observer: SweepObserver,
+                measure: Callable[[list[Planned]], list[RowResult | None]], first: dict[Key, FirstVisit],
+                one_visit: HostModel) -> str | None:
+    """Measure every row still to do, group by group (``race_groups``), appending each record as it finishes and
+    keeping each measured row's first visit in ``first``; why the run must stop (a record not written), or None."""
+    entries = load_entries()
+    passes, total, i = prep.info.options.passes, len(prep.todo), 0
+    for group in race_groups(prep.todo, prep.info.options.race):
+        for j, p in enumerate(group, i + 1):  # a race's rows all start together (each compile is in it)
+            observer.row_started(j, total, p)
+        for p, res in zip(group, measure(group)):
+            i += 1
+            rec = _skipped(p, entries[p.op].family, prep.env) if res is None else res.record
+            if res is not None and rec.status == "ok" and res.blocks:
+                rec = finish(rec, [visit_of(res.blocks)], row_kind(prep.kind_of, rec), one_visit)
+                first[p.key] = (p, rec, res.blocks)
+            failure = _append(prep.records_path, rec, first.get(p.key) if revisited(p, passes) else None)
+            if failure is not None:
+                return failure
+            observer.row_finished(i, total, p, rec)
+    return None
+
+
 def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
     """Run every row still to do, appending each record as it finishes.
 
@@ -551,32 +590,39 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
     prior = prep.noise_prior
     one_visit = prior_model(prep.device.kind, prior)  # the first pass's records: the stored prior's interval
 
-    def visit(p: Planned, rule: BlockRule) -> RowResult:
-        task = Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
+    def task_of(p: Planned, rule: BlockRule) -> Task:
+        return Task(op=p.op, label=p.row.label, case=p.case, case_name=p.case_name, backend=p.backend,
                     device=prep.device, rule=rule, env=prep.env, timer=prep.timer, trace_dir=prep.trace_dir,
                     row=p.row, parent_pids=tuple(sorted(parent or ())), parent_pids_unknown=parent_why or None,
                     probe=prep.info.options.probe)
-        return workers[-1].run(task, entries[p.op].family, prep.row_timeout_s, prep.compile_timeout_s)
+
+    def visit(p: Planned, rule: BlockRule) -> RowResult:
+        return workers[-1].run(task_of(p, rule), entries[p.op].family, prep.row_timeout_s, prep.compile_timeout_s)
+
+    def race(group: list[Planned]) -> list[RowResult]:
+        """The group's backends raced interleaved (``tileops.bench.race``); those the race could not time (its
+        worker lost in the blocks, or while another backend compiled) each visited alone."""
+        tasks = [task_of(p, first_visit_rule(prep.rule, p, passes)) for p in group]
+        got, alone = workers[-1].race(RaceTask(tuple(tasks)), entries[group[0].op].family, prep.row_timeout_s,
+                                      prep.compile_timeout_s)
+        by_backend = {r.record.backend: r for r in got}
+        for t in alone:
+            p = next(q for q in group if q.backend == t.backend)
+            by_backend[t.backend] = visit(p, t.rule)
+        return [by_backend[p.backend] for p in group]
+
+    def measure(group: list[Planned]) -> list[RowResult | None]:
+        """A group's results (``race_groups``): a race's, or one row's (None: skipped)."""
+        if len(group) > 1:
+            return list(race(group))
+        p = group[0]
+        return [None if p.skip_reason else visit(p, first_visit_rule(prep.rule, p, passes))]
 
     stopped: KeyboardInterrupt | None = None
     failure: str | None = None
-    total = len(prep.todo)
     first: dict[Key, FirstVisit] = dict(prep.owed)  # a resumed run's earlier first visits, then this session's
     try:
-        for i, p in enumerate(prep.todo, 1):
-            observer.row_started(i, total, p)
-            if p.skip_reason:
-                rec = _skipped(p, entries[p.op].family, prep.env)
-            else:
-                res = visit(p, first_visit_rule(prep.rule, p, passes))
-                rec = res.record
-                if rec.status == "ok" and res.blocks:
-                    rec = finish(rec, [visit_of(res.blocks)], row_kind(prep.kind_of, rec), one_visit)
-                    first[p.key] = (p, rec, res.blocks)
-            failure = _append(prep.records_path, rec, first.get(p.key) if revisited(p, passes) else None)
-            if failure is not None:
-                break
-            observer.row_finished(i, total, p, rec)
+        failure = _first_pass(prep, observer, measure, first, one_visit)
         if failure is None and passes == 2 and any(revisited(p, 2) for p, _, _ in first.values()):
             workers[-1].close()  # the second visits run in a process of their own: its part is measured
             workers.append(Worker(cache_bytes=prep.device.l2_bytes, threads=prep.threads, env=prep.compile_env))

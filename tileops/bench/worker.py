@@ -26,6 +26,7 @@ from typing import Any
 
 from tileops.bench.allocator import keep_freed_memory
 from tileops.bench.execute import Task, run_visit
+from tileops.bench.race import RaceTask, run_race
 from tileops.errors import TileOpsError
 from tileops.records import ErrorInfo, ErrorKind, Record, utcnow
 
@@ -74,6 +75,9 @@ def _worker_main(conn: Connection, cache_bytes: int | None, threads: int | None,
         if task is None:
             return
         try:
+            if isinstance(task, RaceTask):
+                conn.send(("ok", run_race(task, cache_bytes, notify=lambda what, backend: conn.send((what, backend)))))
+                continue
             conn.send(("ok", run_visit(task, cache_bytes, on_prepared=lambda: conn.send(("prepared", None)))))
         except BaseException as exc:  # a bug outside the per-row guard: report, keep serving
             conn.send(("fail", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"))
@@ -158,6 +162,54 @@ class Worker:
         what = (f"the {task.backend} backend's first call (compilation included) did not finish within {limit:g} s "
                 "(--compile-timeout)" if compiling else f"row did not finish within {limit:g} s")
         return RowResult(_error(task, family, started, "timeout", f"{what}; the worker was killed"), True)
+
+    def race(self, race: RaceTask, family: str, timeout_s: float, compile_timeout_s: float | None = None
+             ) -> tuple[list[RowResult], list[Task]]:
+        """Race a row's backends interleaved (``tileops.bench.race``): each backend's result, and the backends
+        left to time one by one. Each backend's first call has its own limit, as in :meth:`run` (the compile
+        allowance for a compiled one, ``timeout_s`` for eager); the alternating blocks then get ``timeout_s``
+        per backend. A worker that dies or overruns while one backend prepares costs that backend its row
+        (crash, timeout); one that dies or overruns in the blocks cannot say whose block it was: every backend
+        is then left to time alone, where the failure falls on the one that causes it."""
+        if self.proc is None or not self.proc.is_alive():
+            started = utcnow()
+            why = self._start()
+            if why is not None:
+                return [RowResult(_error(t, family, started, "crash", why), True) for t in race.tasks], []
+        assert self.conn is not None
+        by_backend = {t.backend: t for t in race.tasks}
+        started, current = utcnow(), None  # the backend preparing; None once the blocks alternate
+        limit = timeout_s
+        deadline = time.monotonic() + limit
+        self.conn.send(race)
+        while self.conn.poll(max(0.0, deadline - time.monotonic())):
+            try:
+                status, payload = self.conn.recv()
+            except EOFError:
+                break
+            if status == "preparing":
+                started, current = utcnow(), by_backend[payload]
+                compiled = current.backend != "torch" and compile_timeout_s is not None
+                limit = compile_timeout_s if compiled and compile_timeout_s is not None else timeout_s
+            elif status == "timing":
+                current, limit = None, timeout_s * len(race.tasks)
+            elif status == "ok":
+                return [RowResult(rec, False, blocks) for rec, blocks in payload], []
+            elif status == "fail":
+                return [], list(race.tasks)
+            if status in ("preparing", "timing"):
+                deadline = time.monotonic() + limit
+        alive = self.proc.is_alive()
+        self.kill()
+        if current is None:
+            return [], list(race.tasks)
+        flag = " (--compile-timeout)" if current.backend != "torch" else ""
+        what = (f"did not finish the {current.backend} backend's first call within {limit:g} s{flag}" if alive
+                else "died")
+        rest = [t for t in race.tasks if t.backend != current.backend]
+        return [RowResult(_error(current, family, started, "crash" if not alive else "timeout",
+                                 f"racing its backends, the worker {what}; the worker was killed, the other "
+                                 "backends are timed one by one"), True)], rest
 
     def _died(self, task: Task, family: str, started: datetime) -> Record:
         self.proc.join(5)

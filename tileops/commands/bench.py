@@ -127,6 +127,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="2 (the default): visit every eager row again after the first pass, in a fresh worker "
                            "process, so each interval also covers what moves between processes and over the sweep "
                            "(the time is split between the visits); 1: one visit per row")
+    rule.add_argument("--race", dest="race", choices=("interleaved", "sequential"), default=None,
+                      help="a row run on several backends (--backend): interleaved (the default) alternates their "
+                           "blocks of samples in one worker, so the host's drift cancels in their ratio and the best "
+                           "backend is judged on the paired interval; sequential visits each backend in turn "
+                           "(docs/bench.md, \"Interleaved races\")")
     p.add_argument("--require-quiet", dest="require_quiet", action="store_true", default=None,
                    help="refuse to run (exit 5, nothing measured) when the host is busy before the first row: load "
                         "above its CPUs, steal above 3 %%, or another process on the GPU; without it the run warns "

@@ -14,7 +14,7 @@ from tileops.records.contract import (AUDIT_FILE, AUDIT_PREMISE, AUDIT_VERDICTS,
                                       RUN_FILE_MAX_BYTES, SCHEMA_VERSION, SELECTION_FIELDS,
                                       AuditEntry, CpuConditions, GpuConditions, RowConditions,
                                       AuditVerdict, Environment, ErrorInfo, ErrorKind, Machine, ProbeKind, ProbeLevel,
-                                      ProbeRate, ProbeReading, Record, RunInfo,
+                                      ProbeRate, ProbeReading, RacePairing, Record, RunInfo,
                                       RunOptions, RunStatus, SchedulerSlices, Status, TimerKind, Timing,
                                       utcnow)
 from tileops.records.identity import DeviceIdentity, device_key
@@ -30,7 +30,7 @@ __all__ = [
     "DeviceIdentity",
     "RUN_FILE", "RUN_FILE_MAX_BYTES", "SCHEMA_VERSION", "SELECTION_FIELDS", "AuditEntry", "AuditVerdict",
     "Environment", "ErrorInfo", "ErrorKind", "Machine", "ProbeKind", "ProbeLevel", "ProbeRate",
-    "ProbeReading", "Record", "RecordFileError", "RunInfo", "RunOptions",
+    "ProbeReading", "RacePairing", "Record", "RecordFileError", "RunInfo", "RunOptions",
     "RunStatus", "SchedulerSlices", "Status", "TimerKind", "Timing", "append_record", "collecting_rarely",
     "device_key", "from_data",
     "iter_jsonl", "iter_records", "jsonl_spans", "load_records", "parse_record", "parse_time", "read_audit",

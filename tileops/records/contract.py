@@ -372,6 +372,34 @@ class ProbeReading:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RacePairing:
+    """A row raced interleaved (``tileops.bench.race``): its backends' blocks alternated in one worker, so the
+    host's drift reached every backend alike and cancels in their per-block ratios. Each backend's record keeps
+    its own blocks' timing; this says what the race adds: the ratio of its time to the reference backend's,
+    block pair by block pair, and that ratio's interval (the median of the ratios, ``tileops.stats.ratio_interval``)."""
+
+    backends: list[str]  # every backend whose blocks alternated, in race order
+    reference: str  # the backend every ratio is over (the race's first)
+    #: per block pair, this backend's block median over the reference's block median of the same round; empty
+    #: for the reference itself
+    ratios: list[float] = field(default_factory=list)
+    ratio: float | None = field(default=None, metadata=_positive())  # the ratios' centre; None for the reference
+    ratio_ci: list[float] | None = None  # its 95 % interval [lo, hi]; None: fewer than two pairs, or the reference
+
+    def contract_check(self) -> tuple[str, str] | None:
+        """The reference is one of the backends; the ratios are positive numbers around their interval."""
+        if self.reference not in self.backends:
+            return "reference", f"expected one of the backends {self.backends!r}, got {self.reference!r}"
+        if not all(type(r) in (int, float) and math.isfinite(r) and r > 0 for r in self.ratios):
+            return "ratios", "expected positive finite numbers"
+        ci = self.ratio_ci
+        if ci is not None and not (len(ci) == 2 and self.ratio is not None and all(
+                type(v) in (int, float) and math.isfinite(v) and v > 0 for v in ci) and ci[0] <= self.ratio <= ci[1]):
+            return "ratio_ci", f"expected [lo, hi] around the ratio {self.ratio!r}, got {ci!r}"
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
 class ErrorInfo:
     kind: ErrorKind
     message: str
@@ -409,6 +437,9 @@ class Record:
     #: the device's state during the row: the reference probe's rates (issue 39); None: not probed (``--no-probe``,
     #: an error record, a record written before it)
     probe: ProbeReading | None = None
+    #: the row's interleaved race with its other backends (:class:`RacePairing`); None: raced sequentially (one
+    #: visit after another), run on one backend, or written before issue 39
+    race: RacePairing | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -465,6 +496,9 @@ class RunOptions:
     #: 2: every eager row is visited again after the first pass, in a worker process of its own, and its interval
     #: set from both visits (``tileops.bench.revisit``, ``hostnoise``); 1: one visit, its interval the host's prior
     passes: int = field(default=2, metadata={"ge": 1, "le": 2})
+    #: a row run on several backends: ``interleaved``, their blocks alternate in one worker (``tileops.bench.race``);
+    #: ``sequential``, each backend is visited in turn, as before issue 39
+    race: str = "interleaved"
     # how to price it and what to write
     profile: str | None = None  # a profile name, or a profile file's absolute path
     calibrate: str = "auto"

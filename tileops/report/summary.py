@@ -91,7 +91,7 @@ class BackendTally:
         r = p.record
         b = r.backend
         self.rows_of[b] = self.rows_of.get(b, 0) + 1
-        self.races.add(race_key(r), b, p.efficiency, p.sol_ci)
+        self.races.add(race_key(r), b, p.efficiency, p.sol_ci, r.race)
         t = r.timing
         if t is not None and t.compile_s is not None:
             self.compiled.setdefault(b, []).append(t.compile_s)
@@ -128,24 +128,7 @@ class BackendTally:
                          f"its time): {len(secs)} row(s), median {columns.seconds(secs[len(secs) // 2])}, "
                          f"{columns.seconds(sum(secs))} in all")
             lines.append(f"{ITEM}slowest: {op} [{label} {dtype}] {columns.seconds(secs[-1])}")
-        wins: dict[str, int] = {}
-        margins: list[float] = []
-        tied = 0
-        for race in races.values():
-            if race.best is not None and race.within_noise:
-                tied += 1
-            elif race.best is not None:
-                wins[race.best] = wins.get(race.best, 0) + 1
-                if race.margin is not None:
-                    margins.append(race.margin)
-        if wins:
-            margins.sort()
-            median = f"; median margin over the next {columns.points(margins[len(margins) // 2])}" if margins else ""
-            lines.append(f"best backend (highest SOL) of {sum(wins.values())} row(s) run on several backends: "
-                         + ", ".join(f"{b} {n}" for b, n in sorted(wins.items(), key=lambda kv: -kv[1])) + median)
-        if tied:
-            lines.append(f"no best backend within noise on {tied} row(s): the best's SOL interval reaches the "
-                         "runner-up's, so a rerun may rank them the other way (vs best says 'within noise')")
+        lines += race_lines(races)
         for b, reasons in self.skipped.items():
             ranked = sorted(reasons.items(), key=lambda kv: -kv[1])
             for why, n in ranked[:SKIP_REASONS_SHOWN]:
@@ -155,6 +138,37 @@ class BackendTally:
                 lines.append(f"{b} skipped on {rest} more row(s) for {len(ranked) - SKIP_REASONS_SHOWN} other "
                              "reason(s) (each row's skip_reason is in roofline.json)")
         return lines
+
+
+def race_lines(races: dict[RaceKey, BackendRace]) -> list[str]:
+    """The summary's verdict on the rows run on several backends: the best of each, and the rows whose best is
+    ahead within noise (judged on the paired ratio where the row was raced interleaved)."""
+    lines: list[str] = []
+    wins: dict[str, int] = {}
+    margins: list[float] = []
+    tied = 0
+    paired = sum(race.paired for race in races.values())
+    for race in races.values():
+        if race.best is not None and race.within_noise:
+            tied += 1
+        elif race.best is not None:
+            wins[race.best] = wins.get(race.best, 0) + 1
+            if race.margin is not None:
+                margins.append(race.margin)
+    if wins:
+        margins.sort()
+        median = f"; median margin over the next {columns.points(margins[len(margins) // 2])}" if margins else ""
+        lines.append(f"best backend (highest SOL) of {sum(wins.values())} row(s) run on several backends: "
+                     + ", ".join(f"{b} {n}" for b, n in sorted(wins.items(), key=lambda kv: -kv[1])) + median)
+    if tied:
+        lines.append(f"no best backend within noise on {tied} row(s): the best's SOL interval reaches the "
+                     "runner-up's (raced interleaved: their paired ratio's interval reaches 1), so a rerun may rank "
+                     "them the other way (vs best says 'within noise')")
+    if paired:
+        lines.append(f"raced interleaved: {paired} row(s) judged on the paired ratio of their backends' "
+                     "alternating blocks (the best's time over the runner-up's, block pair by block pair), not "
+                     "on their own intervals")
+    return lines
 
 
 #: The most distinct skip reasons of one backend the summary names (kernel limits can vary by row).
