@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import time
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,62 @@ def test_the_probe_survives_the_workers_plain_round_trip(tmp_path: Path) -> None
         tally.add(p)
     (device,) = pickle.loads(pickle.dumps(tally)).devices.values()
     assert device.rows == rows
+
+
+@pytest.mark.slow
+def test_the_exported_state_reaches_the_shipped_rules_in_a_real_prometheus(tmp_path: Path) -> None:
+    """The series as the exporter writes them, pushed to a real Pushgateway and scraped by a real Prometheus with
+    the shipped rules: each memory-bound row gets its device's memory state (the run's median, 0.9), and its SOL
+    against that state is its SOL over it; the rules read the names and labels the exporter writes."""
+    import json
+    import subprocess
+    import urllib.parse
+    import urllib.request
+
+    import yaml
+
+    from export_support import free_port, need_binary, start_pushgateway, stop, wait_http
+    from tileops.export.push import push_snapshot
+
+    prometheus = need_binary("prometheus")
+    priced, snaps = _run(tmp_path)
+    procs = []
+    try:
+        pgw_proc, pgw = start_pushgateway(tmp_path)
+        procs.append(pgw_proc)
+        (snap,) = snaps
+        assert push_snapshot(pgw, snap).ok
+        rules = Path(__file__).resolve().parents[1] / "exporters" / "prometheus" / "rules"
+        config = tmp_path / "prometheus.yml"
+        config.write_text(yaml.safe_dump({
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(rules / "*.rules.yml")],
+            "scrape_configs": [{"job_name": "tileops-pushgateway", "honor_labels": True,
+                                "static_configs": [{"targets": [pgw.removeprefix("http://")]}]}]}))
+        port = free_port()
+        log = open(tmp_path / "prometheus.log", "wb")
+        procs.append(subprocess.Popen([prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'db'}",
+                                       f"--web.listen-address=127.0.0.1:{port}"], stdout=log,
+                                      stderr=subprocess.STDOUT))
+        base = f"http://127.0.0.1:{port}"
+        wait_http(f"{base}/-/ready", 60, procs[-1])
+
+        def query(promql: str) -> dict[str, float]:
+            url = f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                doc = json.load(resp)
+            assert doc["status"] == "success", doc
+            return {r["metric"].get("op", r["metric"].get("kind", "")): float(r["value"][1])
+                    for r in doc["data"]["result"]}
+
+        deadline = time.monotonic() + 120
+        while not query("tileops:sol_state_ratio_upper:row") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert query("tileops:probe_ratio:device") == pytest.approx({"memory": 0.9, "fma": 0.95})
+        # every row here is memory-bound (the elementwise record), so each reads the memory probe
+        sol = {p.record.op: p.efficiency for p in priced if p.efficiency is not None}
+        assert query("tileops:probe_ratio:row") == pytest.approx({op: 0.9 for op in sol})
+        assert query("tileops:sol_state_ratio_upper:row") == pytest.approx({op: s / 0.9 for op, s in sol.items()})
+    finally:
+        for p in reversed(procs):
+            stop(p)
