@@ -59,7 +59,7 @@ def test_rules_use_only_metrics_the_exporter_emits():
         assert used and used <= names, f"{rule.get('alert') or rule.get('record')}: unknown {used - names}"
         for label in re.findall(r"(?:by|without|on) \(([^)]*)\)", rule["expr"]):
             for name in (x.strip() for x in label.split(",")):
-                assert name in set(ROW_LABELS) | {"job", "instance", "mix", "roof", "verdict", "state", "kind"}, \
+                assert name in set(ROW_LABELS) | {"job", "instance", "mix", "roof", "verdict", "state", "kind", "bound"}, \
                     f"unknown label {name}"
 
 
@@ -175,8 +175,14 @@ def test_the_device_and_the_kernel_each_fire_their_own_alert_only() -> None:
     assert kernel["TileOpsStragglerProbe"] == {False} and kernel["TileOpsStragglerSOL"] == {False}
     alerts = _alerts()
     regression = " ".join(alerts["TileOpsSOLRegression"]["expr"].split())
-    assert "tileops:sol_state_ratio_upper:row < 0.9 * last_over_time(tileops:sol_state_ratio:best_7d[2h])" in regression
-    assert "unless on (Hostname, UUID, modelName, op, label, dtype, backend) tileops:probe_ratio:row" in regression
+    state = ("max by (Hostname, UUID, modelName, op, label, dtype, backend) ( max without (job, instance) "
+             "(tileops_row_verdict) * on (Hostname, UUID, modelName, bound) group_left () tileops:probe_ratio:device )")
+    assert f"/ on (Hostname, UUID, modelName, op, label, dtype, backend) {state} ) < 0.9 * last_over_time(" \
+           "tileops:sol_state_ratio:best_7d[2h])" in regression
+    assert f"unless on (Hostname, UUID, modelName, op, label, dtype, backend) {state}" in regression
+    recorded = {r["record"]: " ".join(r["expr"].split()) for r in _rules() if "record" in r}
+    assert recorded["tileops:sol_ratio:best_7d"].endswith(state)  # one bar per row: a probed row has no plain one
+    assert state in recorded["tileops:sol_state_ratio:best_7d"]
     assert "tileops:probe_ratio:sku_median_ratio" in alerts["TileOpsStragglerProbe"]["expr"]
     assert "tileops_sol_ratio" not in alerts["TileOpsStragglerProbe"]["expr"]
     assert alerts["TileOpsStragglerSOL"]["expr"].split()[-1] == "tileops:probe_ratio:device"  # ... unless probed

@@ -105,10 +105,7 @@ def test_the_exported_state_reaches_the_shipped_rules_in_a_real_prometheus(tmp_p
     """The series as the exporter writes them, pushed to a real Pushgateway and scraped by a real Prometheus with
     the shipped rules: each memory-bound row gets its device's memory state (the run's median, 0.9), and its SOL
     against that state is its SOL over it; the rules read the names and labels the exporter writes."""
-    import json
     import subprocess
-    import urllib.parse
-    import urllib.request
 
     import yaml
 
@@ -139,21 +136,44 @@ def test_the_exported_state_reaches_the_shipped_rules_in_a_real_prometheus(tmp_p
         wait_http(f"{base}/-/ready", 60, procs[-1])
 
         def query(promql: str) -> dict[str, float]:
-            url = f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
-            with urllib.request.urlopen(url, timeout=10) as resp:
-                doc = json.load(resp)
-            assert doc["status"] == "success", doc
             return {r["metric"].get("op", r["metric"].get("kind", "")): float(r["value"][1])
-                    for r in doc["data"]["result"]}
+                    for r in _api(base, promql)}
 
+        # each row's device state as the regression rule joins it: on the device and the row's bound
+        row_state = ("max by (Hostname, UUID, modelName, op, label, dtype, backend) (max without (job, instance) "
+                     "(tileops_row_verdict) * on (Hostname, UUID, modelName, bound) group_left () "
+                     "tileops:probe_ratio:device)")
+        alert = yaml.safe_load((rules / "tileops-alerts.rules.yml").read_text())
+        (regression,) = [r["expr"] for g in alert["groups"] for r in g["rules"]
+                         if r.get("alert") == "TileOpsSOLRegression"]
+        assert row_state.replace("(max without", "( max without").replace("tileops:probe_ratio:device)",
+                                                                            "tileops:probe_ratio:device )") \
+            in " ".join(regression.split())
         deadline = time.monotonic() + 120
-        while not query("tileops:sol_state_ratio_upper:row") and time.monotonic() < deadline:
+        while not query(row_state) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert query("tileops:probe_ratio:device") == pytest.approx({"memory": 0.9, "fma": 0.95})
+        bounds = {r["metric"]["kind"]: r["metric"]["bound"] for r in _api(base, "tileops:probe_ratio:device")}
+        assert bounds == {"memory": "memory", "fma": "compute"}
         # every row here is memory-bound (the elementwise record), so each reads the memory probe
         sol = {p.record.op: p.efficiency for p in priced if p.efficiency is not None}
-        assert query("tileops:probe_ratio:row") == pytest.approx({op: 0.9 for op in sol})
-        assert query("tileops:sol_state_ratio_upper:row") == pytest.approx({op: s / 0.9 for op, s in sol.items()})
+        assert query(row_state) == pytest.approx({op: 0.9 for op in sol})
+        state_sol = f"max without (job, instance) (tileops_sol_ratio) / on (Hostname, UUID, modelName, op, label, " \
+                    f"dtype, backend) {row_state}"
+        assert query(state_sol) == pytest.approx({op: s / 0.9 for op, s in sol.items()})
     finally:
         for p in reversed(procs):
             stop(p)
+
+
+def _api(base: str, promql: str) -> list[dict]:
+    """Prometheus's answer to an instant query."""
+    import json
+    import urllib.parse
+    import urllib.request
+
+    url = f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        doc = json.load(resp)
+    assert doc["status"] == "success", doc
+    return doc["data"]["result"]
