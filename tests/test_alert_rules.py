@@ -38,7 +38,7 @@ def test_the_alerts_exist_with_severity_and_annotations():
     alerts = _alerts()
     assert set(alerts) == {"TileOpsPhysicsBreach", "TileOpsPhysicsNotJudged", "TileOpsSOLRegression",
                            "TileOpsCalibrationDrift", "TileOpsCalibrationDrop", "TileOpsBenchStale",
-                           "TileOpsAuditFail", "TileOpsStragglerSOL", "TileOpsStragglerBandwidth",
+                           "TileOpsAuditFail", "TileOpsStragglerSOL", "TileOpsStragglerBandwidth", "TileOpsStragglerProbe",
                            "TileOpsNodeBelowFloor", "TileOpsNodeNoFloor"}
     assert alerts["TileOpsPhysicsBreach"]["labels"]["severity"] == "critical"
     for name, rule in alerts.items():
@@ -59,7 +59,7 @@ def test_rules_use_only_metrics_the_exporter_emits():
         assert used and used <= names, f"{rule.get('alert') or rule.get('record')}: unknown {used - names}"
         for label in re.findall(r"(?:by|without|on) \(([^)]*)\)", rule["expr"]):
             for name in (x.strip() for x in label.split(",")):
-                assert name in set(ROW_LABELS) | {"job", "instance", "mix", "roof", "verdict", "state"}, \
+                assert name in set(ROW_LABELS) | {"job", "instance", "mix", "roof", "verdict", "state", "kind", "bound"}, \
                     f"unknown label {name}"
 
 
@@ -90,7 +90,7 @@ def test_straggler_alerts_wait_for_three_runs_with_for() -> None:
     window, and looks at the whole window, not at the newest value; promtool holds what that does."""
     import re
 
-    for name in ("TileOpsStragglerSOL", "TileOpsStragglerBandwidth"):
+    for name in ("TileOpsStragglerSOL", "TileOpsStragglerBandwidth", "TileOpsStragglerProbe"):
         rule = _alerts()[name]
         assert re.fullmatch(r"\d+[hm]", rule["for"]) and rule["for"] != "0m", name
         assert re.search(r"max_over_time\(tileops:[a-z_:]+:sku_median_ratio\[\w+:\w+\]\) < 0.95", rule["expr"]), name
@@ -150,3 +150,39 @@ def test_the_regression_alert_fires_on_the_interval_bound_holds_and_never_pages_
     quiet = cases["SOL regression never fires on a row whose value oscillates inside its interval"]
     assert all(not a["exp_alerts"] for a in quiet["alert_rule_test"])
     assert any(s["series"].startswith("tileops_sol_ratio_upper{") for s in quiet["input_series"])
+
+
+def test_the_device_and_the_kernel_each_fire_their_own_alert_only() -> None:
+    """Issue 39: the straggler rule reads the device's state (the reference probe against its SKU), the regression
+    rule the kernel's own efficiency (SOL against the device's state) where a probe ran; the promtool file holds a
+    device whose bandwidth drops 15 % (straggler, no regression) and a kernel that loses 15 % on a healthy device
+    (regression, no straggler). Here: the cases are there with those expectations, and the rules read the split."""
+    cases = {case["name"]: case for f in TESTS for case in yaml.safe_load(f.read_text())["tests"]}
+
+    def expected(case: dict) -> dict[str, set[bool]]:
+        got: dict[str, set[bool]] = {}
+        for a in case["alert_rule_test"]:
+            got.setdefault(a["alertname"], set()).add(bool(a["exp_alerts"]))
+        return got
+
+    device = expected(cases["a device whose bandwidth drops 15 % fires the straggler alert on its probe, not the "
+                            "regression alert"])
+    assert device["TileOpsStragglerProbe"] == {False, True}  # quiet before its third run below, then firing
+    assert device["TileOpsSOLRegression"] == {False} and device["TileOpsStragglerSOL"] == {False}
+    kernel = expected(cases["a kernel that regresses 15 % on a healthy device fires the regression alert, not the "
+                            "straggler alerts"])
+    assert kernel["TileOpsSOLRegression"] == {False, True}
+    assert kernel["TileOpsStragglerProbe"] == {False} and kernel["TileOpsStragglerSOL"] == {False}
+    alerts = _alerts()
+    regression = " ".join(alerts["TileOpsSOLRegression"]["expr"].split())
+    state = ("max by (Hostname, UUID, modelName, op, label, dtype, backend) ( max without (job, instance) "
+             "(tileops_row_verdict) * on (Hostname, UUID, modelName, bound) group_left () tileops:probe_ratio:device )")
+    assert f"/ on (Hostname, UUID, modelName, op, label, dtype, backend) {state} ) < 0.9 * last_over_time(" \
+           "tileops:sol_state_ratio:best_7d[2h])" in regression
+    assert f"unless on (Hostname, UUID, modelName, op, label, dtype, backend) {state}" in regression
+    recorded = {r["record"]: " ".join(r["expr"].split()) for r in _rules() if "record" in r}
+    assert recorded["tileops:sol_ratio:best_7d"].endswith(state)  # one bar per row: a probed row has no plain one
+    assert state in recorded["tileops:sol_state_ratio:best_7d"]
+    assert "tileops:probe_ratio:sku_median_ratio" in alerts["TileOpsStragglerProbe"]["expr"]
+    assert "tileops_sol_ratio" not in alerts["TileOpsStragglerProbe"]["expr"]
+    assert alerts["TileOpsStragglerSOL"]["expr"].split()[-1] == "tileops:probe_ratio:device"  # ... unless probed

@@ -242,3 +242,37 @@ def test_the_health_panel_counts_only_judged_runs():
     assert "tileops_run_last_healthy_timestamp_seconds" in healthy["expr"]
     assert "tileops_run_last_success_timestamp_seconds" not in healthy["expr"]
     assert "TileOpsBenchStale" in stale["legendFormat"]
+
+
+def test_the_regression_panels_read_the_kernels_own_efficiency_where_a_probe_ran(tmp_path: Path) -> None:
+    """Issue 39: on the fleet of tileops-device-or-kernel.test.yml, the regression panels show the alert's own
+    comparison against the device's state: a device whose bandwidth dropped 15 % reads its SOL against its state
+    over 90 % of its best of the same, above 1 (the alert stays quiet); a kernel that lost 15 % reads below 1
+    (the alert fires). Its bar is the state's, not the plain SOL's."""
+    (check,) = [_all(t["expr"]) for t in _panel("SOL regression check: top of interval over the bar")["targets"]]
+    top, bar, ratio = (_all(t["expr"]) for t in _panel("Regression bar per row")["targets"])
+    assert ratio == check
+    doc = yaml.safe_load((PROMETHEUS / "tests" / "tileops-device-or-kernel.test.yml").read_text(encoding="utf-8"))
+    cases = {c["name"]: c for c in doc["tests"]}
+    device = cases["a device whose bandwidth drops 15 % fires the straggler alert on its probe, not the regression "
+                   "alert"]
+    kernel = cases["a kernel that regresses 15 % on a healthy device fires the regression alert, not the straggler "
+                   "alerts"]
+    row = 'Hostname="n4",UUID="GPU-d",modelName="NVIDIA H200",op="rms_norm",label="llama-70b-decode",' \
+          'dtype="bfloat16",backend="torch"'
+
+    def gpu_d(expr: str, value: float) -> dict:
+        return {"eval_time": "86h"} | _micro(f'({expr}) and on (UUID) tileops_run_timestamp_seconds{{UUID="GPU-d"}}',
+                                             [{"labels": f"{{{row}}}", "value": value}])
+
+    bar_value = 0.9 * 0.75  # 90 % of its best SOL against the device's state (0.75, at r0)
+    _promtool_test(tmp_path, {
+        "rule_files": [str(RULES / "tileops-recording.rules.yml")], "evaluation_interval": "1h",
+        "group_eval_order": doc["group_eval_order"],
+        "tests": [
+            {"interval": "1h", "input_series": device["input_series"], "promql_expr_test": [
+                gpu_d(check, 0.765 / bar_value), gpu_d(top, 0.765), gpu_d(bar, bar_value)]},
+            {"interval": "1h", "input_series": kernel["input_series"], "promql_expr_test": [
+                gpu_d(check, 0.65 / bar_value), gpu_d(top, 0.65), gpu_d(bar, bar_value)]},
+        ]})
+    assert 0.65 / bar_value < 1 < 0.765 / bar_value

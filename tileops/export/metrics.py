@@ -24,7 +24,9 @@ rate on the bounding roof is ``sol_ratio x`` that roof, which is a per-device
 profile gauge, not a per-row one. ``full`` adds per row what those give (SOL
 time, both achieved rates) and the ``tileops_row_info`` detail (shapes,
 params, ``data_terms``): about twice the series per row (docs/metrics.md,
-"Capacity", counts them).
+"Capacity", counts them). The device's state read by the reference probe (issue
+39) costs the lean set no series per row: it is published per device, the run's
+median per probe kind; a row's own probe ratio and its SOL against it are ``full``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import median
 from collections.abc import Iterable, Iterator, Sequence
 
 from tileops import __version__
@@ -128,6 +131,13 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
     _spec("tileops_row_sm_clock_min_hertz", "A GPU row's lowest SM clock over its window.", ROW_LABELS, "row",
           "full"),
     _spec("tileops_row_power_watts", "A GPU row's mean power draw over its window.", ROW_LABELS, "row", "full"),
+    # ---- per workload row, full detail: the device's state during the row (issue 39)
+    _spec("tileops_row_probe_ratio", "The device's state during the row: the reference probe timed between the "
+          "row's blocks, its rate over the calibrated ceiling's of the same kind (kind: memory, or fma for a "
+          "compute-bound row; 1 = the device ran as calibrated).", ROW_LABELS + ("kind",), "row", "full"),
+    _spec("tileops_sol_state_ratio", "SOL against the device's state during the row (the SOL ratio over the "
+          "probe ratio): the kernel's own efficiency, which a slow device does not move.", ROW_LABELS, "row",
+          "full"),
     # ---- per run (one device's share of one bench run)
     _spec("tileops_run_healthy", "1 when the run completed and the physics check judged at least one ceiling and "
           "found no breach; 0 on a breach or an unfinished run; absent when nothing could be judged "
@@ -142,6 +152,14 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
     _spec("tileops_run_last_healthy_timestamp_seconds", "When the latest healthy run finished (Unix time): "
           "completed, a ceiling judged, no breach (tileops_run_healthy 1); a run nothing could be judged on does "
           "not count. Absent until there is one.", DEVICE_LABELS, "run"),
+    _spec("tileops_run_probe_ratio", "The device's state during the run (issue 39): per probe kind (memory, fma), "
+          "the median over the run's rows of the reference probe's rate over the calibrated ceiling's (1 = as "
+          "calibrated). The straggler alert compares it with the SKU median; the regression alert divides a row's "
+          "SOL by it. Absent where no row carries a probe of that kind.", DEVICE_LABELS + ("kind",), "run"),
+    _spec("tileops_run_probe_ratio_upper", "Per probe kind, the median over the run's rows of the top of each "
+          "row's probe-ratio 95 % interval: the best state the device showed, which the straggler alert reads "
+          "so noise cannot make a straggler. Absent where no row's probe has an interval.",
+          DEVICE_LABELS + ("kind",), "run"),
     _spec("tileops_run_rows", "Rows of the run by verdict (every verdict listed, zeros included).",
           DEVICE_LABELS + ("verdict",), "run"),
     _spec("tileops_run_physics_breaches", "Rows of the run that breach the physics check.", DEVICE_LABELS,
@@ -263,6 +281,7 @@ def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[RowSeries], full: b
                                      "tileops_row_bytes_per_joule")]
         power_states = d["tileops_row_power_state"]
         clocks, watts = d["tileops_row_sm_clock_min_hertz"], d["tileops_row_power_watts"]
+        probes, state_sols = d["tileops_row_probe_ratio"], d["tileops_sol_state_ratio"]
     for row in rows:
         lab = dev + row.key
         if row.device_time_s is not None:
@@ -282,16 +301,19 @@ def _rows(fam: Samples, dev: tuple[str, ...], rows: Iterable[RowSeries], full: b
             continue
         for values, value in ((compiles, row.compile_s), (sol_times, row.sol_time_s),
                               (bytes_rates, row.achieved_bytes_per_s), (flops_rates, row.achieved_flops_per_s),
-                              (spans, row.span_s)):
+                              (spans, row.span_s), (state_sols, row.sol_state_ratio)):
             if value is not None:
                 values.append((lab, value))
         infos.append((lab + row.info, 1.0))
-        _conditions(row, lab, conditions, power_states, clocks, watts)
+        _conditions(row, lab, conditions, power_states, clocks, watts, probes)
 
 
 def _conditions(row: RowSeries, lab: tuple[str, ...], series: list[list], power_states: list, clocks: list,
-                watts: list) -> None:
-    """A row's full-detail gap, energy and power series (issue 28): each only where the row has the value."""
+                watts: list, probes: list) -> None:
+    """A row's full-detail gap, energy and power series (issue 28) and the device's state during it (issue 39):
+    each only where the row has the value."""
+    if row.probe is not None:
+        probes.append((lab + (row.probe[0],), row.probe[1]))
     for values, value in zip(series, (row.gap_traffic_ratio, row.gap_achieved_ratio, row.energy_joules,
                                       row.flops_per_joule, row.bytes_per_joule)):
         if value is not None:
@@ -310,6 +332,26 @@ def _races(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
         if margin is not None and best is not None and runner_up is not None:  # a margin needs both
             _, op, label, dtype = race.key
             fam.add("tileops_best_backend_margin_ratio", dev + (op, label, dtype, best, runner_up), margin)
+
+
+def _probes(fam: Samples, dev: tuple[str, ...], rows: Iterable[RowSeries]) -> None:
+    """The device's state over the run, per probe kind: the median of its rows' probe ratios (and of the tops
+    of their intervals). Per device, not per row, so the straggler rule reads a handful of series whatever the
+    run's size, and the lean set stays at its series per row (docs/metrics.md, "Detail levels")."""
+    ratios: dict[str, list[float]] = {}
+    uppers: dict[str, list[float]] = {}
+    for row in rows:
+        probe = row.probe
+        if probe is None:
+            continue
+        kind, ratio, upper = probe
+        ratios.setdefault(kind, []).append(ratio)
+        if upper is not None:
+            uppers.setdefault(kind, []).append(upper)
+    for kind in sorted(ratios):
+        fam.add("tileops_run_probe_ratio", dev + (kind,), median(ratios[kind]))
+        if kind in uppers:
+            fam.add("tileops_run_probe_ratio_upper", dev + (kind,), median(uppers[kind]))
 
 
 def _run(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
@@ -433,6 +475,7 @@ def collect_samples(snapshots: Iterable[Snapshot], *, build_info: bool = True,
         _rows(fam, dev, s.rows, full)
         _races(fam, dev, s)
         _run(fam, dev, s)
+        _probes(fam, dev, s.rows)
         _physics(fam, dev, s)
         _calibration(fam, dev, s)
         _profile(fam, dev, s)

@@ -54,6 +54,10 @@ class RowSeries(NamedTuple):
     power_watts: float | None = None
     # ---- lean, issue 37: why an unstable row's verdict cannot stand, one short name per reason (none otherwise)
     unstable: tuple[str, ...] = ()
+    # ---- issue 39, the reference probe timed between the row's blocks: full detail per row; the lean set carries
+    # the run's median per probe kind, per device (metrics.py, ``_probes``), so a row adds no lean series
+    probe: tuple[str, float, float | None] | None = None  # (kind, probe ratio, the top of its 95 % interval)
+    sol_state_ratio: float | None = None  # SOL against the device's state during the row: the kernel's own
 
 
 def row_series(p: Priced) -> RowSeries:
@@ -75,7 +79,15 @@ def row_series(p: Priced) -> RowSeries:
          _dumps(r.shapes) if r.shapes else "", _dumps(r.params) if r.params else "",
          _dumps(r.data_terms) if r.data_terms else ""),
         p.sol_ci[1] if p.sol_ci is not None else None, *conditions_series(p),
-        tuple(dict.fromkeys(unstable_code(why) for why in p.unstable)) if p.unstable else ()))
+        tuple(dict.fromkeys(unstable_code(why) for why in p.unstable)) if p.unstable else (),
+        _probe(p), p.state_efficiency))
+
+
+def _probe(p: Priced) -> tuple[str, float, float | None] | None:
+    """The device's state during the row as the probe read it, or None where the row carries no probe."""
+    if p.probe_ratio is None or p.probe_kind is None:
+        return None
+    return (p.probe_kind, float(p.probe_ratio), None if p.probe_ratio_ci is None else float(p.probe_ratio_ci[1]))
 
 
 def conditions_series(p: Priced) -> tuple:
