@@ -36,6 +36,8 @@ from tileops.device import DeviceInfo, cuda_available, describe_device, host_nam
 from tileops.defaults import AUDIT_DEVICE, AUDIT_WARMUP
 from tileops.defaults import AUDIT_ROW_TIMEOUT_S as DEFAULT_ROW_TIMEOUT_S
 from tileops.errors import TileOpsError, unknown_value
+from tileops import fsutil
+from tileops.fsutil import write_atomic
 from tileops.records import DeviceIdentity
 
 REPORTS_DIR = "ncu"
@@ -215,7 +217,7 @@ def _profile_row(p: Planned, ncu: str, report: Path, facts_path: Path, log_path:
     """The row's call run once under ncu in a child process (no report or facts left from before): its exit
     code (None: killed at the row's timeout) and ncu's output."""
     for f in (report, facts_path):
-        f.unlink(missing_ok=True)
+        fsutil.unlink(f)
     child = ["--op", p.op, "--label", p.row.label, "--case", case_arg(p.case), "--backend", p.backend,
              "--device", device.torch_device if device else opts.device, "--warmup", str(opts.warmup),
              "--nvtx-domain", domain or "", "--nvtx-range", NVTX_RANGE, "--facts", str(facts_path)]
@@ -312,7 +314,7 @@ def _measure(report: Path, ncu: str, csv_path: Path, version: str | None = None)
         out = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300)
     except (OSError, subprocess.SubprocessError) as exc:
         raise ReportError("report", f"`{' '.join(cmd)}` failed: {exc}") from None
-    csv_path.write_text(out.stdout, encoding="utf-8")
+    write_atomic(csv_path, out.stdout)
     if out.returncode != 0:
         raise ReportError("report", f"`{' '.join(cmd)}` exited {out.returncode}: {log_tail(out.stdout + out.stderr)}")
     return summarize(read_raw_csv(out.stdout))
@@ -320,14 +322,14 @@ def _measure(report: Path, ncu: str, csv_path: Path, version: str | None = None)
 
 def _run(cmd: list[str], log_path: Path, timeout_s: float) -> tuple[int | None, str]:
     """Run ``cmd`` with its output (stdout and stderr) in ``log_path``; (None, log) when it timed out."""
-    with open(log_path, "w", encoding="utf-8") as log:
-        log.write("$ " + " ".join(cmd) + "\n")
-        log.flush()
+    fd = fsutil.open_write(log_path)
+    try:
+        fsutil.write_all(fd, ("$ " + " ".join(cmd) + "\n").encode("utf-8"), log_path)
         try:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(cmd, stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         except OSError as exc:
-            log.write(f"==ERROR== cannot start {cmd[0]}: {exc}\n")
+            fsutil.write_all(fd, f"==ERROR== cannot start {cmd[0]}: {exc}\n".encode(), log_path)
             return 127, log_path.read_text(encoding="utf-8", errors="replace")
         try:
             rc: int | None = proc.wait(timeout=timeout_s)
@@ -337,6 +339,8 @@ def _run(cmd: list[str], log_path: Path, timeout_s: float) -> tuple[int | None, 
         except BaseException:
             _kill_group(proc)
             raise
+    finally:
+        os.close(fd)
     return rc, log_path.read_text(encoding="utf-8", errors="replace")
 
 
