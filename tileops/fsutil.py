@@ -222,10 +222,21 @@ def write_atomic(path: Path | str, data: bytes | str) -> None:
         finally:
             os.close(fd)
         replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise _about(exc, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    try:
+        fsync_dir(path.parent)
+    except OSError as exc:
+        raise _about(exc, path) from None
+
+
+def _about(exc: OSError, path: Path) -> OSError:
+    """The same error (its errno, its subclass) naming the file the caller wrote, not a temp file or a folder."""
+    return OSError(exc.errno, exc.strerror or str(exc), str(path)) if exc.errno else exc
 
 
 def _temp_name(path: Path) -> Path:

@@ -26,7 +26,7 @@ from tileops.audit.ncu import (CLOCK_CONTROLS, DEFAULT_REPLAY_MODE, FIX_MISSING,
                                find_ncu, import_command, log_tail, ncu_version, nvtx_domain_available, nvtx_include,
                                premise, profile_command)
 from tileops.audit.config import ExemptConfig, load_config
-from tileops.audit.entry import AuditEntry, append_entry, start_file
+from tileops.audit.entry import AUDIT_FILE, AuditEntry, append_entry, start_file
 from tileops.audit.facts import CallFacts
 from tileops.audit.reports import Measurement, ReportError, import_ncu_report, read_ncu_rep, read_raw_csv, summarize
 from tileops.audit.plan import audit_plan, case_arg, manifest_entries, op_classes
@@ -64,6 +64,10 @@ class AuditRun:
     ncu_version: str | None
     device: DeviceInfo | None
     config: ExemptConfig
+
+
+class AuditWriteError(TileOpsError):
+    """An audit file could not be written (exit 2); the message names it, what is kept, and the fix."""
 
 
 def _now() -> str:
@@ -113,6 +117,18 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
                            "half are audited); list rows with `tileops ops NAME`")
     run_id = new_run_id()
     out_dir = Path(opts.out) if opts.out else Path("results") / f"audit-{run_id}"
+    try:
+        return _audit_rows(opts, planned, config, device, run_id, out_dir, on_row)
+    except OSError as exc:  # a full disk, a failing drive, permissions: what is written stays whole
+        raise AuditWriteError(f"cannot write {exc.filename or out_dir}: {exc.strerror or exc}; the entries "
+                              f"already in {out_dir / AUDIT_FILE} are whole and kept (the audit before, if any, "
+                              f"in {AUDIT_FILE}.prev); free space (or fix the permissions), then run `tileops "
+                              "audit` again") from None
+
+
+def _audit_rows(opts: AuditOptions, planned: list[Planned], config: ExemptConfig, device: DeviceInfo | None,
+                run_id: str, out_dir: Path, on_row: Callable[[int, int, AuditEntry], None] | None) -> AuditRun:
+    """Each row under ncu, its entry appended as it finishes; OSError when a file cannot be written."""
     jsonl = start_file(out_dir)
     (out_dir / REPORTS_DIR).mkdir(exist_ok=True)
     ncu = find_ncu(opts.ncu)
@@ -139,6 +155,8 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
                 continue
             try:
                 entry = _audit_row(p, i, out_dir, ncu, domain, device, config, opts, version)
+            except OSError:  # a file of the row that cannot be written: the next rows' could not be either
+                raise
             except Exception as exc:  # a driver bug must not lose the sweep: this row says so, the rest run
                 entry = _entry(p, judge(declared=None, measured=None, error=f"the audit itself failed on this "
                                         f"row: {type(exc).__name__}: {exc}"), error_kind="internal")

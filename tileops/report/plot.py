@@ -88,8 +88,9 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
         for ext in ("png", "svg"):
             path = out_dir / f"{stem}.{ext}"
             buf = io.BytesIO()  # drawn whole in memory, then written atomically: the old plot or the new one
-            with matplotlib.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: searchable, small
-                fig.savefig(buf, format=ext)
+            # SVG text stays text (searchable, small); no date and fixed ids: the same rows give the same bytes
+            with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "tileops"}):
+                fig.savefig(buf, format=ext, metadata={"Date": None} if ext == "svg" else None)
             write_atomic(path, buf.getvalue())
             paths.append(path)
     finally:
