@@ -112,6 +112,90 @@ def said_in_one_line(f: Faulted) -> str:
     return line
 
 
+# --------------------------------------------------------------------------- the seam itself
+
+
+def test_the_hook_fails_the_nth_op_and_a_clean_run_is_counted(tmp_path: Path) -> None:
+    """Counting only, an atomic write is five ops; armed, its N-th fails with the errno asked, the error names
+    the file written (not its temp file), and the old file stays, with no temp file beside it."""
+    target = tmp_path / "f.json"
+    fsutil.arm_fault(None, trace=True)
+    fsutil.write_atomic(target, "old\n")
+    assert fsutil.seam_calls() == 5 and fsutil.fault_met() is None
+    assert [p for p, _ in fsutil.seam_trace()] == ["open", "write", "fsync", "replace", "dirsync"]
+    for n in range(1, 5):  # before the rename: the old file
+        fsutil.arm_fault(n, ERRNOS[n % 3])
+        with pytest.raises(OSError) as exc:
+            fsutil.write_atomic(target, "new\n")
+        assert (exc.value.errno, exc.value.filename) == (ERRNOS[n % 3], str(target))
+        assert fsutil.fault_met() is not None and target.read_text() == "old\n"
+        assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
+    fsutil.arm_fault(2, errno.EIO, "fsync")  # the second fsync: a later write's
+    fsutil.write_atomic(target, "one\n")
+    with pytest.raises(OSError):
+        fsutil.write_atomic(target, "two\n")
+    met = fsutil.fault_met()
+    assert met is not None and met[0] == "fsync" and fsutil.seam_calls() == 8  # five ops, then the third fails
+    assert target.read_text() == "one\n"
+
+
+def test_the_environment_arms_another_process(tmp_path: Path) -> None:
+    """``TILEOPS_FAULT=N:ERRNO[:PRIMITIVE]`` arms a process from its start and ``TILEOPS_FAULT_TRACE`` lists its
+    ops (how a sweep counts a subprocess's); a value that is not one fails every write, naming the variable."""
+    import subprocess
+
+    code = ("import sys; from pathlib import Path; from tileops import fsutil, records\n"
+            "try:\n    records.files.append_line(Path(sys.argv[1]), b'{}\\n')\n"
+            "except OSError as e:\n    print(e.errno, e.strerror)\n")
+    root = Path(__file__).resolve().parents[1]
+
+    def run(fault: str) -> str:
+        env = {**os.environ, "PYTHONPATH": str(root), fsutil.FAULT_ENV: fault,
+               fsutil.TRACE_ENV: str(tmp_path / "trace")}
+        return subprocess.run([sys.executable, "-c", code, str(tmp_path / "r.jsonl")], env=env, capture_output=True,
+                              text=True, timeout=60, check=True).stdout
+
+    assert run("2:ENOSPC") == f"{errno.ENOSPC} {os.strerror(errno.ENOSPC)}\n"
+    assert (tmp_path / "r.jsonl").read_bytes() == b""  # the failed append was cut back
+    assert run("1:EIO:fsync").startswith(f"{errno.EIO} ")
+    assert run("9:EIO") == ""  # three ops: never met
+    assert (tmp_path / "r.jsonl").read_bytes() == b"{}\n"
+    trace = (tmp_path / "trace").read_text().splitlines()
+    assert [line.split()[1] for line in trace[-3:]] == ["open", "write", "fsync"]
+    assert "TILEOPS_FAULT='x:EIO' is not N:ERRNO" in run("x:EIO")
+
+
+#: Calls that write a file without the seam; none may appear in the package outside tileops/fsutil.py.
+BYPASS = re.compile(r"os\.(replace|rename|fsync|ftruncate|pwrite|write|unlink)\(|\.write_(text|bytes)\("
+                    r"|\.savefig\((?!buf)|\bmkstemp\(|(?<![\w.])open\([^)]*[\"'](w|a|r\+|x)b?[\"']"
+                    r"|(?<!fsutil)\.truncate\(|\.extractall\(|os\.open\([^)]*O_(WRONLY|RDWR)")
+#: The exceptions, each with why it is not a file the appliance owns.
+NOT_OURS = {
+    ("tileops/cli.py", "os.open("),  # /dev/null put in place of a closed stdout
+    ("tileops/calibrate/measure.py", "mkstemp("),  # torch.profiler's scratch trace in /tmp (GPU only), read, removed
+    ("tileops/calibrate/measure.py", "os.unlink("),
+    ("tileops/calibrate/ckernels.py", "os.write("),  # a compiled kernel copied into an anonymous memory file
+    ("tileops/report/stream.py", "os.unlink("),  # a forked reader's scratch part in a temp folder, read and removed
+}
+
+
+def test_no_writer_goes_around_the_seam() -> None:
+    """Every write of the package goes through tileops.fsutil: a new writer that calls ``os``, ``open(.., "w")``
+    or ``Path.write_text`` directly would be a failure point the sweeps above cannot reach."""
+    root = Path(fsutil.__file__).resolve().parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = str(path.relative_to(root.parent))
+        if rel == "tileops/fsutil.py":
+            continue
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            for m in BYPASS.finditer(code):
+                if not any(rel == f and m.group(0).startswith(w) for f, w in NOT_OURS):
+                    found.append(f"{rel}:{i}: {line.strip()}")
+    assert not found, "writes around the seam (use tileops.fsutil):\n" + "\n".join(found)
+
+
 # --------------------------------------------------------------------------- what "whole" means, per file
 
 

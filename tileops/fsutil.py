@@ -49,6 +49,7 @@ class _Fault:
         self.met: tuple[str, str] | None = None
         self.trace: list[tuple[str, str]] | None = None
         self.trace_file: str | None = None
+        self.bad_spec: str | None = None  # why TILEOPS_FAULT could not be read
 
 
 _FAULT = _Fault()
@@ -72,7 +73,7 @@ def arm_fault(n: int | None, err: int = _errno.EIO, primitive: str | None = None
     ``n`` None only counts (and, with ``trace``, keeps each call's primitive and path). Resets the count."""
     if primitive is not None and primitive not in PRIMITIVES:
         raise ValueError(f"unknown seam primitive {primitive!r}; one of {', '.join(PRIMITIVES)}")
-    _FAULT.calls, _FAULT.by_primitive, _FAULT.met = 0, {}, None
+    _FAULT.calls, _FAULT.by_primitive, _FAULT.met, _FAULT.bad_spec = 0, {}, None, None
     _FAULT.at, _FAULT.errno, _FAULT.primitive = n, err, primitive
     _FAULT.trace = [] if trace else None
 
@@ -103,9 +104,8 @@ def _arm_from_environment() -> None:
     if spec:
         try:
             _FAULT.at, _FAULT.errno, _FAULT.primitive = _parse_fault(spec)
-        except OSError as exc:
-            _FAULT.at, _FAULT.errno, _FAULT.primitive = 1, _errno.EINVAL, None
-            _FAULT.met = ("spec", exc.strerror or str(exc))
+        except OSError as exc:  # every write then fails with it: a sweep that meant a fault never passes clean
+            _FAULT.bad_spec = exc.strerror
 
 
 _arm_from_environment()
@@ -119,6 +119,8 @@ def _seam(primitive: str, path: Path | str) -> None:
         f.trace.append((primitive, str(path)))
     if f.trace_file is not None:
         _append_trace(f.trace_file, f"{f.calls} {primitive} {path}\n")
+    if f.bad_spec is not None:
+        raise OSError(_errno.EINVAL, f.bad_spec, str(path))
     if f.at is None:
         return
     if f.primitive is None:
