@@ -196,6 +196,42 @@ def test_no_writer_goes_around_the_seam() -> None:
     assert not found, "writes around the seam (use tileops.fsutil):\n" + "\n".join(found)
 
 
+def test_fleet_collects_a_containers_files_through_the_seam(tmp_path: Path) -> None:
+    """A container's volume (a tar the engine streams) is unpacked file by file through ``write_atomic``: each
+    copy whole or absent when a write op fails, no temp file; a member that would land outside the folder is
+    refused, as tarfile's ``data`` filter refuses it."""
+    import io
+    import tarfile
+
+    from tileops.fleet import _extract
+
+    def archive(members: dict[str, bytes]) -> tarfile.TarFile:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name, data in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        buf.seek(0)
+        return tarfile.open(fileobj=buf)
+
+    files = {"run/records.jsonl": b'{"a": 1}\n', "run/run.json": b'{"status": "completed"}\n'}
+    fsutil.arm_fault(None)
+    got = _extract(archive(files), tmp_path / "ok")
+    assert {str(p.relative_to(tmp_path / "ok")): p.read_bytes() for p in got} == files
+    clean = fsutil.seam_calls()
+    for n in range(1, clean + 1):
+        fsutil.arm_fault(n, ERRNOS[n % 3])
+        with pytest.raises(OSError):
+            _extract(archive(files), tmp_path / f"n{n}")
+        fsutil.disarm_fault()
+        every_file_whole(tmp_path / f"n{n}")
+        assert all(tree(tmp_path / f"n{n}")[k] == files[k] for k in tree(tmp_path / f"n{n}"))
+    with pytest.raises(tarfile.FilterError):
+        _extract(archive({"../escaped": b"x"}), tmp_path / "bad")
+    assert not (tmp_path / "escaped").exists()
+
+
 # --------------------------------------------------------------------------- what "whole" means, per file
 
 
