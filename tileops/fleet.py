@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from tileops.device import host_name, nvml
 from tileops.errors import TileOpsError
 from tileops.exitcodes import describe
+from tileops.fsutil import write_atomic
 
 if TYPE_CHECKING:  # the docker SDK is imported where a container is really started
     import docker
@@ -272,8 +273,25 @@ def _collect(container: Container, dest: Path, outcome: ContainerOutcome) -> Non
             continue
         buf = io.BytesIO(b"".join(stream))
         with tarfile.open(fileobj=buf) as tar:
-            tar.extractall(dest, filter="data")
-            outcome.files += [dest / m.name for m in tar.getmembers() if m.isfile()]
+            outcome.files += _extract(tar, dest)
+
+
+def _extract(tar: tarfile.TarFile, dest: Path) -> list[Path]:
+    """The archive's folders and regular files under ``dest``, each file written atomically through the write
+    seam (a full disk leaves a copy whole or absent); a member the ``data`` filter refuses (a path out of
+    ``dest``, a device) raises tarfile's error, and links are not copied (a volume of results holds none)."""
+    files = []
+    for member in tar.getmembers():
+        m = tarfile.data_filter(member, str(dest))
+        target = dest / m.name
+        if m.isdir():
+            target.mkdir(parents=True, exist_ok=True)
+        elif m.isfile():
+            data = tar.extractfile(m)
+            assert data is not None  # a regular member always has its bytes
+            write_atomic(target, data.read())
+            files.append(target)
+    return files
 
 
 def _tar_dir(source: Path) -> bytes:

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from collections.abc import Iterable
 
+from tileops import fsutil
+from tileops.records.files import append_line
 from tileops.records import AUDIT_FILE, AUDIT_PREMISE, AuditEntry, iter_jsonl, to_data
 
 #: Every verdict, worst first. PASS: measured reads within tolerance of the declared read half.
@@ -36,20 +38,17 @@ def start_file(out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / AUDIT_FILE
     if path.exists() and path.stat().st_size:
-        os.replace(path, out_dir / (AUDIT_FILE + ".prev"))
-    path.write_text("", encoding="utf-8")
+        fsutil.replace(path, out_dir / (AUDIT_FILE + ".prev"))
+    os.close(fsutil.open_write(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+    fsutil.fsync_dir(out_dir)
     return path
 
 
 def append_entry(path: Path, entry: AuditEntry) -> None:
-    """Append one entry as one line, fsync'd, so a crash later in the run loses nothing judged."""
+    """Append one entry as one line, fsync'd, so a crash later in the run loses nothing judged; a write that
+    fails is cut back (whole lines only) and its OSError raised."""
     line = json.dumps(entry_data(entry), separators=(",", ":"), allow_nan=False) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    append_line(path, line.encode("utf-8"))
 
 
 def read_entries(path: Path) -> list[AuditEntry]:

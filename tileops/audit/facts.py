@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tileops.fsutil import write_atomic
 from tileops.ops.call import TensorFacts
 
 
@@ -72,7 +73,7 @@ class CallFacts(TensorFacts):
         return cls(op=op, error_kind=kind, error=message, **device)
 
     def write(self, path: Path) -> None:
-        path.write_text(json.dumps(_plain(asdict(self)), indent=1) + "\n", encoding="utf-8")
+        write_atomic(path, json.dumps(_plain(asdict(self)), indent=1) + "\n")
 
     @classmethod
     def read(cls, path: Path) -> CallFacts:

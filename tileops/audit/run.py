@@ -26,7 +26,7 @@ from tileops.audit.ncu import (CLOCK_CONTROLS, DEFAULT_REPLAY_MODE, FIX_MISSING,
                                find_ncu, import_command, log_tail, ncu_version, nvtx_domain_available, nvtx_include,
                                premise, profile_command)
 from tileops.audit.config import ExemptConfig, load_config
-from tileops.audit.entry import AuditEntry, append_entry, start_file
+from tileops.audit.entry import AUDIT_FILE, AuditEntry, append_entry, start_file
 from tileops.audit.facts import CallFacts
 from tileops.audit.reports import Measurement, ReportError, import_ncu_report, read_ncu_rep, read_raw_csv, summarize
 from tileops.audit.plan import audit_plan, case_arg, manifest_entries, op_classes
@@ -36,6 +36,8 @@ from tileops.device import DeviceInfo, cuda_available, describe_device, host_nam
 from tileops.defaults import AUDIT_DEVICE, AUDIT_WARMUP
 from tileops.defaults import AUDIT_ROW_TIMEOUT_S as DEFAULT_ROW_TIMEOUT_S
 from tileops.errors import TileOpsError, unknown_value
+from tileops import fsutil
+from tileops.fsutil import write_atomic
 from tileops.records import DeviceIdentity
 
 REPORTS_DIR = "ncu"
@@ -62,6 +64,10 @@ class AuditRun:
     ncu_version: str | None
     device: DeviceInfo | None
     config: ExemptConfig
+
+
+class AuditWriteError(TileOpsError):
+    """An audit file could not be written (exit 2); the message names it, what is kept, and the fix."""
 
 
 def _now() -> str:
@@ -111,6 +117,18 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
                            "half are audited); list rows with `tileops ops NAME`")
     run_id = new_run_id()
     out_dir = Path(opts.out) if opts.out else Path("results") / f"audit-{run_id}"
+    try:
+        return _audit_rows(opts, planned, config, device, run_id, out_dir, on_row)
+    except OSError as exc:  # a full disk, a failing drive, permissions: what is written stays whole
+        raise AuditWriteError(f"cannot write {exc.filename or out_dir}: {exc.strerror or exc}; the entries "
+                              f"already in {out_dir / AUDIT_FILE} are whole and kept (the audit before, if any, "
+                              f"in {AUDIT_FILE}.prev); free space (or fix the permissions), then run `tileops "
+                              "audit` again") from None
+
+
+def _audit_rows(opts: AuditOptions, planned: list[Planned], config: ExemptConfig, device: DeviceInfo | None,
+                run_id: str, out_dir: Path, on_row: Callable[[int, int, AuditEntry], None] | None) -> AuditRun:
+    """Each row under ncu, its entry appended as it finishes; OSError when a file cannot be written."""
     jsonl = start_file(out_dir)
     (out_dir / REPORTS_DIR).mkdir(exist_ok=True)
     ncu = find_ncu(opts.ncu)
@@ -137,6 +155,8 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
                 continue
             try:
                 entry = _audit_row(p, i, out_dir, ncu, domain, device, config, opts, version)
+            except OSError:  # a file of the row that cannot be written: the next rows' could not be either
+                raise
             except Exception as exc:  # a driver bug must not lose the sweep: this row says so, the rest run
                 entry = _entry(p, judge(declared=None, measured=None, error=f"the audit itself failed on this "
                                         f"row: {type(exc).__name__}: {exc}"), error_kind="internal")
@@ -215,7 +235,7 @@ def _profile_row(p: Planned, ncu: str, report: Path, facts_path: Path, log_path:
     """The row's call run once under ncu in a child process (no report or facts left from before): its exit
     code (None: killed at the row's timeout) and ncu's output."""
     for f in (report, facts_path):
-        f.unlink(missing_ok=True)
+        fsutil.unlink(f)
     child = ["--op", p.op, "--label", p.row.label, "--case", case_arg(p.case), "--backend", p.backend,
              "--device", device.torch_device if device else opts.device, "--warmup", str(opts.warmup),
              "--nvtx-domain", domain or "", "--nvtx-range", NVTX_RANGE, "--facts", str(facts_path)]
@@ -312,7 +332,7 @@ def _measure(report: Path, ncu: str, csv_path: Path, version: str | None = None)
         out = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300)
     except (OSError, subprocess.SubprocessError) as exc:
         raise ReportError("report", f"`{' '.join(cmd)}` failed: {exc}") from None
-    csv_path.write_text(out.stdout, encoding="utf-8")
+    write_atomic(csv_path, out.stdout)
     if out.returncode != 0:
         raise ReportError("report", f"`{' '.join(cmd)}` exited {out.returncode}: {log_tail(out.stdout + out.stderr)}")
     return summarize(read_raw_csv(out.stdout))
@@ -320,14 +340,14 @@ def _measure(report: Path, ncu: str, csv_path: Path, version: str | None = None)
 
 def _run(cmd: list[str], log_path: Path, timeout_s: float) -> tuple[int | None, str]:
     """Run ``cmd`` with its output (stdout and stderr) in ``log_path``; (None, log) when it timed out."""
-    with open(log_path, "w", encoding="utf-8") as log:
-        log.write("$ " + " ".join(cmd) + "\n")
-        log.flush()
+    fd = fsutil.open_write(log_path)
+    try:
+        fsutil.write_all(fd, ("$ " + " ".join(cmd) + "\n").encode("utf-8"), log_path)
         try:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(cmd, stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         except OSError as exc:
-            log.write(f"==ERROR== cannot start {cmd[0]}: {exc}\n")
+            fsutil.write_all(fd, f"==ERROR== cannot start {cmd[0]}: {exc}\n".encode(), log_path)
             return 127, log_path.read_text(encoding="utf-8", errors="replace")
         try:
             rc: int | None = proc.wait(timeout=timeout_s)
@@ -337,6 +357,8 @@ def _run(cmd: list[str], log_path: Path, timeout_s: float) -> tuple[int | None, 
         except BaseException:
             _kill_group(proc)
             raise
+    finally:
+        os.close(fd)
     return rc, log_path.read_text(encoding="utf-8", errors="replace")
 
 

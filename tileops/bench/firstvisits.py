@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from tileops import fsutil
 from tileops.records.files import append_line
 
 #: The first visits' file, in the run directory while a second pass is owed.
@@ -49,8 +51,11 @@ def read_first_visits(path: Path, *, repair: bool = False) -> dict[Key, Blocks]:
     raw = path.read_bytes()
     if repair and raw and not raw.endswith(b"\n"):
         whole = raw.rfind(b"\n") + 1
-        with open(path, "r+b") as f:
-            f.truncate(whole)
+        fd = fsutil.open_write(path, os.O_WRONLY, 0o644)
+        try:
+            fsutil.truncate(fd, whole, path)
+        finally:
+            os.close(fd)
         raw = raw[:whole]
     out: dict[Key, Blocks] = {}
     for line in raw.split(b"\n"):
@@ -75,6 +80,6 @@ def _parse(line: bytes) -> tuple[Key, Blocks] | None:
 def remove_first_visits(run_dir: Path) -> None:
     """Remove the file once the second pass has rewritten the records (nothing is owed any more)."""
     try:
-        (Path(run_dir) / FIRST_VISITS_FILE).unlink(missing_ok=True)
+        fsutil.unlink(Path(run_dir) / FIRST_VISITS_FILE)
     except OSError:
         pass  # a read-only leftover: a resumed run finds nothing owed (run.json holds the pass)

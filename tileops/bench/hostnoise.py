@@ -82,15 +82,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from collections.abc import Mapping, Sequence
 
 from tileops.bench.interval import CONFIDENCE, Visit
+from tileops.fsutil import write_atomic
 from tileops.stats import median_variance_factor, robust_scale, satterthwaite, two_sided_t
 
 ROW_KINDS = ("memory", "compute")
@@ -366,17 +365,7 @@ def read_prior(path: Path) -> tuple[HostPrior | None, str | None]:
 
 def write_prior(path: Path, prior: HostPrior) -> None:
     """Write the prior atomically (a temporary file renamed over it); OSError when it cannot be written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(prior.to_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, prior.to_json())
 
 
 # -- the host model ---------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import socket
 import sys
 from pathlib import Path
 
+from tileops import fsutil
 from tileops.errors import TileOpsError
 from tileops.records import utcnow
 
@@ -46,8 +47,8 @@ class RunLock:
         """Write the disk-space reserve after the holder line (best effort: a full disk gets none)."""
         assert self._fd is not None
         try:
-            os.pwrite(self._fd, b" " * RESERVE_BYTES, len(self._holder))
-            os.fsync(self._fd)
+            fsutil.pwrite(self._fd, b" " * RESERVE_BYTES, len(self._holder), self.path)
+            fsutil.fsync(self._fd, self.path)
             self.reserved = True
         except OSError:
             self._trim()
@@ -62,7 +63,7 @@ class RunLock:
         self.reserved = False
         if self._fd is not None:
             try:
-                os.ftruncate(self._fd, len(self._holder))
+                fsutil.truncate(self._fd, len(self._holder), self.path)
             except OSError:
                 pass
 
@@ -94,7 +95,7 @@ def _describe_holder(raw: bytes) -> str:
 def lock_run_dir(run_dir: Path) -> RunLock:
     """Take the run directory's lock without waiting; RunDirBusy naming the holder when another has it."""
     path = Path(run_dir) / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the worker (O_CLOEXEC)
+    fd = fsutil.open_write(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the worker (O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -107,13 +108,12 @@ def lock_run_dir(run_dir: Path) -> RunLock:
         raise
     holder = _holder_line()
     try:
-        os.ftruncate(fd, 0)
-        if os.pwrite(fd, holder, 0) != len(holder):
-            raise OSError("short write")
+        fsutil.truncate(fd, 0, path)
+        fsutil.pwrite(fd, holder, 0, path)
     except OSError:  # a full disk: the lock holds without its description, and a refused runner says so
         holder = b""
         try:
-            os.ftruncate(fd, 0)
+            fsutil.truncate(fd, 0, path)
         except OSError:
             pass
     return RunLock(path, fd, holder)

@@ -360,6 +360,8 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
             raise
         owed, said = owed_second_visits(run_dir, info, planned, done, repair=True)
         notices += said
+        if not owed:  # a settled pass's leftover (its removal, or run.json's write after it, failed): stale
+            remove_first_visits(run_dir)
         for name in OUTPUT_ONLY_FIELDS:  # the only options a resumed run may change (resume_request checks)
             setattr(info.options, name, getattr(options, name))
     else:
@@ -475,15 +477,16 @@ def _skipped(p: Planned, family: str, env: Environment) -> Record:
 
 
 def _second_pass(prep: PreparedSweep, first: dict[Key, FirstVisit],
-                 visit: Callable[..., RowResult], observer: SweepObserver, prior: HostPrior | None) -> None:
+                 visit: Callable[..., RowResult], observer: SweepObserver, prior: HostPrior | None) -> str | None:
     """Visit every eager row the first pass measured again (``visit`` runs in a fresh worker process), then
     replace the first pass's records by the finished ones in one rewrite (``tileops.bench.revisit``), store
     what this run measured in the host's prior; run.json's ``host_noise`` says what the components were. A
-    second visit that fails leaves the row's first visit alone standing; a rewrite that fails (a full disk)
-    leaves the first pass's file whole, and run.json says why."""
+    second visit that fails leaves the row's first visit alone standing. A rewrite that fails (a full disk)
+    leaves the first pass's file whole and returns why the run must stop: ``host_noise`` stays empty and the
+    first visits stay kept, so ``--resume`` owes the pass again (``owed_second_visits``)."""
     again = [(p, rec) for p, rec, _ in first.values() if revisited(p, 2)]
     if not again:
-        return
+        return None
     announce = getattr(observer, "pass_started", None)
     if announce is not None:
         announce(2, len(again))
@@ -504,14 +507,17 @@ def _second_pass(prep: PreparedSweep, first: dict[Key, FirstVisit],
         info: dict[str, object] = {**model.as_dict(), "kept_first": kept_first}
         try:
             replace_records(prep.records_path, updated)
-        except (OSError, ValueError) as exc:  # a full disk; or a first-pass line the reader refuses (a bug)
-            why = describe_oserror(exc) if isinstance(exc, OSError) else str(exc)
+        except OSError as exc:  # a full disk: the first pass's records stand, and the pass is owed
+            return (f"cannot write the second pass's records to {prep.records_path}: {describe_oserror(exc)} "
+                    "(the first pass's records stand)")
+        except ValueError as exc:  # a first-pass line the reader refuses (a bug): said, not retried
             info["why"] = (f"the second pass's records could not replace the first's in {prep.records_path} "
-                           f"({why}): the first pass's stand")
+                           f"({exc}): the first pass's stand")
         else:
             info["prior"] = _store_prior(prep, prior, model)
             remove_first_visits(prep.run_dir)  # settled: nothing is owed any more
         prep.info.host_noise = info
+    return None
 
 
 def _store_prior(prep: PreparedSweep, prior: HostPrior | None, model: HostModel) -> str:
@@ -529,16 +535,19 @@ def _store_prior(prep: PreparedSweep, prior: HostPrior | None, model: HostModel)
 
 
 def _append(records_path: Path, rec: Record, first: FirstVisit | None) -> str | None:
-    """Append a row's record and, for a row the second pass visits again, its first visit (what a resumed run
-    pools, ``firstvisits``): a signal waits until both are written. Why the run must stop (a full disk), or
-    None."""
+    """Append, for a row the second pass visits again, its first visit (what a resumed run pools,
+    ``firstvisits``), then the row's record: a signal waits until both are written. The first visit goes first,
+    so a record on disk always has its first visit kept: a write that fails leaves the row unrecorded (a resumed
+    run runs it again, and its newer first visit wins), never recorded without the samples its second visit
+    needs. Why the run must stop (a full disk), or None."""
     path = records_path
     try:
         with deferred():
-            append_record(path, rec)
             if first is not None:
                 path = records_path.parent / FIRST_VISITS_FILE
                 append_first_visit(path, first[1].key, first[2])
+                path = records_path
+            append_record(path, rec)
     except OSError as exc:
         return f"cannot write {'a record' if path == records_path else 'a first visit'} to {path}: " \
                f"{describe_oserror(exc)}"
@@ -626,7 +635,7 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
         if failure is None and passes == 2 and any(revisited(p, 2) for p, _, _ in first.values()):
             workers[-1].close()  # the second visits run in a process of their own: its part is measured
             workers.append(Worker(cache_bytes=prep.device.l2_bytes, threads=prep.threads, env=prep.compile_env))
-            _second_pass(prep, first, visit, observer, prior)
+            failure = _second_pass(prep, first, visit, observer, prior)
     except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM as tileops.interrupts.Terminated
         stopped = exc
         workers[-1].kill()  # the row in flight is abandoned: don't wait for it

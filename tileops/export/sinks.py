@@ -73,7 +73,8 @@ def export_snapshots(snapshots: Sequence[Snapshot], push_url: str | None = None,
             try:
                 path = write_textfile(Path(textfile_dir), snap, detail=detail)
             except OSError as exc:
-                textfile_error = f"cannot write the textfile in {textfile_dir}: {exc.strerror or exc}"
+                textfile_error = (f"cannot write the textfile {exc.filename or 'in ' + str(textfile_dir)}: "
+                                  f"{exc.strerror or exc}")
                 log(f"tileops export: {textfile_error}; check the directory exists and is writable "
                     "(node_exporter --collector.textfile.directory)")
                 break

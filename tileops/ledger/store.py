@@ -11,7 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from tileops.durations import format_age
-from tileops.fsutil import read_regular, write_atomic
+from tileops.fsutil import read_regular, unlink, write_atomic
 from tileops.ledger.model import RESULT_MAX_BYTES, DeviceCalibration, check_device_key
 from tileops.profiles import ProfileError, store_dir
 from tileops.yamlfile import YamlError, read_yaml, refuse_duplicates
@@ -57,7 +57,7 @@ def write_device_result(run: DeviceCalibration, store: Path | None = None, *, pa
     write_atomic(hist / f"{run.run_id}.yaml", _dump(run))
     write_atomic(target, _dump(run))
     for stale in load_device_history(run.device_key, store)[HISTORY_KEEP:]:
-        (hist / f"{stale.run_id}.yaml").unlink(missing_ok=True)
+        unlink(hist / f"{stale.run_id}.yaml")
     return target
 
 

@@ -294,7 +294,8 @@ class _Calibration:
             written = [str(write_profile(profile, self.target, keep_header=self.opts.write_shipped))]
             written += [str(write_device_result(r, self.store)) for r in runs]
         except OSError as exc:  # a full disk after the measurement: say where, and how to keep the figures
-            raise TileOpsError(f"cannot write the calibration to {self.target}: {exc.strerror or exc}; free "
+            raise TileOpsError(f"cannot write the calibration to {exc.filename or self.target}: "
+                               f"{exc.strerror or exc}; each stored file is whole, the one before or the new one; free "
                                "space or fix the permissions, then calibrate again") from None
         for w in written:
             self.printer.say(f"wrote {w}")

@@ -156,7 +156,9 @@ def _run(opts: RooflineOptions, out: TextIO, say: Callable[[str], None], colour:
         try:
             _plot(rest.pop(0).rows, chooser, opts.plot_dir, say)
         except OSError as exc:
-            raise TileOpsError(f"cannot write the plot in {opts.plot_dir}: {exc.strerror or exc}") from None
+            raise TileOpsError(f"cannot write the plot {exc.filename or 'in ' + str(opts.plot_dir)}: "
+                               f"{exc.strerror or exc}; each picture there is whole, the one before or the new "
+                               "one") from None
     return RooflineResult(h, comparison)
 
 

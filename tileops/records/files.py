@@ -11,7 +11,6 @@ skip and a resumed run sets aside. Errors name the file, the line and the field.
 from __future__ import annotations
 
 import contextlib
-import errno
 import gc
 import json
 import os
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from collections.abc import Iterable, Iterator, Mapping
 
+from tileops import fsutil
 from tileops.fsutil import FileRefused, open_regular, read_regular, write_atomic
 from tileops.records.contract import AUDIT_FILE, RECORDS_FILE, RUN_FILE, RUN_FILE_MAX_BYTES, AuditEntry, Record, \
     RunInfo, utcnow
@@ -208,20 +208,15 @@ def append_line(path: Path, line: bytes) -> None:
     """Append ``line`` (one whole line, its newline included) and fsync; a write that fails or comes up short is
     undone (the file cut back to where it was, whole lines only) and the OSError raised. Only a crash between
     the write and the cut leaves a torn tail, which readers skip and a resumed run sets aside."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = fsutil.open_write(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         start = os.fstat(fd).st_size
         try:
-            rest = memoryview(line)
-            while rest:  # a short write (a nearly full disk) goes on until the kernel says why it cannot
-                written = os.write(fd, rest)
-                if written <= 0:
-                    raise OSError(errno.EIO, f"wrote nothing of the last {len(rest)} bytes", str(path))
-                rest = rest[written:]
-            os.fsync(fd)
+            fsutil.write_all(fd, line, path)  # a short write goes on until the kernel says why it cannot
+            fsutil.fsync(fd, path)
         except OSError:
             try:
-                os.ftruncate(fd, start)
+                fsutil.truncate(fd, start, path)
             except OSError:
                 pass  # the torn tail stays; readers skip it and --resume sets it aside
             raise
@@ -269,18 +264,22 @@ def set_aside_torn_tail(path: Path, now: datetime | None = None) -> Path | None:
         return None
     stamp = (now or utcnow()).strftime("%Y%m%dT%H%M%S.%fZ")
     aside = path.with_name(f"{path.name}.torn-{stamp}")
-    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = fsutil.open_write(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        if os.write(fd, tail) != len(tail):
-            raise OSError(errno.ENOSPC, "short write of the torn fragment", str(aside))
-        os.fsync(fd)
+        fsutil.write_all(fd, tail, aside)
+        fsutil.fsync(fd, aside)
+    except OSError:
+        aside.unlink(missing_ok=True)  # the fragment is still where it was: the next resume tries again
+        raise
     finally:
         os.close(fd)
     size = path.stat().st_size
-    with open(path, "r+b") as f:
-        f.truncate(size - len(tail))
-        f.flush()
-        os.fsync(f.fileno())
+    fd = fsutil.open_write(path, os.O_WRONLY, 0o644)
+    try:
+        fsutil.truncate(fd, size - len(tail), path)
+        fsutil.fsync(fd, path)
+    finally:
+        os.close(fd)
     return aside
 
 

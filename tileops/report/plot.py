@@ -22,6 +22,7 @@ Matplotlib runs on the Agg backend: no display is needed.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
@@ -36,6 +37,7 @@ from matplotlib.legend_handler import HandlerTuple
 from matplotlib.text import Text
 from matplotlib.ticker import EngFormatter, FuncFormatter
 
+from tileops.fsutil import write_atomic
 from tileops.profiles import Profile
 from tileops.report.plot_ceilings import PLOT_H_IN, Box, PlotCeilings, axis_box, draw_ceilings
 from tileops.report.plot_labels import place_labels
@@ -82,12 +84,17 @@ def write_plot(priced: Sequence[Priced], profile: Profile, out_dir: Path, *, ste
     out_dir.mkdir(parents=True, exist_ok=True)
     fig = plot_figure(priced, profile)
     paths = []
-    for ext in ("png", "svg"):
-        path = out_dir / f"{stem}.{ext}"
-        with matplotlib.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: searchable, small
-            fig.savefig(path)
-        paths.append(path)
-    plt.close(fig)
+    try:
+        for ext in ("png", "svg"):
+            path = out_dir / f"{stem}.{ext}"
+            buf = io.BytesIO()  # drawn whole in memory, then written atomically: the old plot or the new one
+            # SVG text stays text (searchable, small); no date and fixed ids: the same rows give the same bytes
+            with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "tileops"}):
+                fig.savefig(buf, format=ext, metadata={"Date": None} if ext == "svg" else None)
+            write_atomic(path, buf.getvalue())
+            paths.append(path)
+    finally:
+        plt.close(fig)
     return paths
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from collections.abc import Callable, Iterable, Sequence
 
+from tileops import fsutil
 from tileops.profiles import ProfileChooser
 from tileops.records import iter_records, jsonl_spans, read_audit, resolve_records_path
 from tileops.roofline import Priced, audit_index, price_iter
@@ -81,8 +82,11 @@ def _work(job: tuple[Chunk, str]) -> Sequence[Sink] | str:
     chunk, out = job
     sinks = _fill(chunk, chooser, make(), audits)
     try:
-        with open(out, "wb") as f:
-            pickle.dump(sinks, f, protocol=pickle.HIGHEST_PROTOCOL)
+        fd = fsutil.open_write(out)
+        try:
+            fsutil.write_all(fd, pickle.dumps(sinks, protocol=pickle.HIGHEST_PROTOCOL), out)
+        finally:
+            os.close(fd)
     except OSError:  # no room for it: the pipe, slower
         return sinks
     return out
