@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,8 +30,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-import sys
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cli_support import tileops, tileops_argv
@@ -40,7 +39,7 @@ from tileops.cli import main
 from tileops.errors import TileOpsError
 from tileops.ledger import RESULTS_SCHEMA, load_device_history, read_device_result
 from tileops.profiles import load_profile
-from tileops.records import SCHEMA_VERSION, iter_records, read_run_info, torn_tail
+from tileops.records import SCHEMA_VERSION, RunOptions, iter_records, read_run_info, torn_tail
 
 HOST = "stores-elsewhere"
 KEY = f"cpu-{HOST}"
@@ -56,6 +55,13 @@ def seed() -> Iterator[Path]:
     """A profile store from ``tileops calibrate --quick`` and a run directory from a quick ``tileops bench``
     and ``tileops audit``, outside pytest's private temp folder so another user can reach it."""
     root = Path(tempfile.mkdtemp(prefix="tileops-stores-seed-"))
+    try:
+        yield _seeded(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _seeded(root: Path) -> Path:
     os.chmod(root, 0o755)
     env = _env(root)
     tileops("calibrate", "--quick", "--device", "cpu", "--force", env=env, check=True)  # stored on a busy host too
@@ -66,8 +72,7 @@ def seed() -> Iterator[Path]:
     run = json.loads((root / "run" / "run.json").read_text())
     run["status"], run["exit_code"] = "interrupted", 130  # a run to resume
     (root / "run" / "run.json").write_text(json.dumps(run, indent=2) + "\n")
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
+    return root
 
 
 def _env(root: Path) -> dict[str, str]:
@@ -82,7 +87,13 @@ def cell_root(seed: Path) -> Iterator[Path]:
     os.chmod(root, 0o755)
     for name in ("store", "run"):
         shutil.copytree(seed / name, root / name)
-    yield root
+    try:
+        yield root
+    finally:
+        _remove(root)
+
+
+def _remove(root: Path) -> None:
     for p in [root, *root.rglob("*")]:  # a 0555 folder cannot be emptied until it is writable again
         if p.is_dir() and not p.is_symlink():
             p.chmod(0o755)
@@ -183,11 +194,25 @@ def _audit_newer(d: dict) -> None:
     d.update(l2_read_bytes=1024)
 
 
+OLD_GPU = "NVIDIA H100 80GB HBM3"
+
+
 def _audit_older(d: dict) -> None:
-    """An audit line of before the device was nested: flat ``device_name``, ``device_uuid``, ``hostname``."""
-    dev = d.pop("device", None)
-    if dev is not None:
-        d.update(device_name=dev["name"], device_uuid=dev["uuid"], hostname=dev["hostname"])
+    """An audit line of a GPU host from before the device was nested: flat ``device_name``, ``device_uuid``."""
+    d.pop("device", None)
+    d.update(device_name=OLD_GPU, device_uuid="GPU-12345678-1234-1234-1234-123456789abc", hostname=HOST)
+
+
+#: What each store's older file reads as: today's shape, with what the migration says.
+MIGRATED: dict[str, Callable[[object], bool]] = {
+    "profile": lambda p: any("written before" in (r.not_a_bound or "") for r in p.compute.values()),  # type: ignore[attr-defined]
+    "calibration": lambda r: r.schema_version == RESULTS_SCHEMA and r.hostname == HOST,  # type: ignore[attr-defined]
+    "history": lambda h: [r.hostname for r in h] == [HOST],  # type: ignore[attr-defined]
+    "records": lambda rs: {r.env.device.hostname for r in rs} == {HOST} and all(  # type: ignore[attr-defined]
+        r.conditions is None for r in rs),  # type: ignore[attr-defined]
+    "run.json": lambda i: i.options == RunOptions() and bool(i.host_drift),  # type: ignore[attr-defined]
+    "audit": lambda es: {e.device.name for e in es} == {OLD_GPU},  # type: ignore[attr-defined]
+}
 
 
 def _audit_wrong(d: dict) -> None:
@@ -359,7 +384,8 @@ def run_writer(root: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch, cap
 
 
 def assert_located(text: str, path: Path, where: str) -> None:
-    """``text`` names the file, the field (or line) and what to do."""
+    """``text`` names the file (a relative ``path``: as the end of the one named), the field (or line) and what
+    to do."""
     assert str(path) in text or path.name in text, text
     assert where in text, f"{where!r} not named in: {text}"
     assert re.search(r"\b(fix|upgrade|re-run|remove|move|give|run|chmod|replace|restore)\b", text), text
@@ -379,51 +405,65 @@ def test_a_store_from_elsewhere_is_read_or_named_and_never_overwritten(
     if read_only:
         make_read_only(cell_root, path, case)
     before = snapshot(cell_root)
-    # the read
+    check_read(name, case, expect, path)
+    assert snapshot(cell_root) == before, "a read changed the store"
+    if expect in ("migrates", "ignored") and name != "calibration":
+        return  # a reader's cell: the writers' own tests hold what a rewrite of a readable file keeps
+    argv = CALIBRATE_ANYWAY if (name, case) == ("calibration", "older") else store.writer(cell_root)
+    rc, err_text = run_writer(cell_root, argv, monkeypatch, capsys, read_only)
+    check_rewrite(name, case, expect, path.relative_to(cell_root), before, snapshot(cell_root), rc, err_text)
+
+
+def _field(name: str, case: str) -> str:
+    return {"newer": "schema_version", "wrong-type": STORES[name].wrong_field}.get(case, "")
+
+
+def check_read(name: str, case: str, expect: str, path: Path) -> None:
+    """The library's read of the cell's file: a located error, the whole lines of a torn file, or a migration."""
+    store = STORES[name]
     if expect in ("error", "warned"):
         with pytest.raises(TileOpsError) as err:
             store.read(path) if expect == "error" else read_device_result(path)
-        where = {"newer": "schema_version", "wrong-type": store.wrong_field}.get(case, "")
-        assert_located(str(err.value), path, where)
+        assert_located(str(err.value), path, _field(name, case))
         if case == "newer":
             assert "newer" in str(err.value) and "upgrade" in str(err.value), err.value
     elif expect == "torn":
-        assert torn_tail(path), "the cut leaves a torn last line"
-        whole = path.read_bytes()[: -len(torn_tail(path) or b"")]
-        assert len(store.read(path)) == whole.count(b"\n")  # type: ignore[arg-type]
+        fragment = torn_tail(path)
+        assert fragment, "the cut leaves a torn last line"
+        assert len(store.read(path)) == path.read_bytes()[: -len(fragment)].count(b"\n")  # type: ignore[arg-type]
     else:
-        assert store.read(path) is not None
-    assert snapshot(cell_root) == before, "a read changed the store"
-    if expect in ("migrates", "ignored") and name not in ("calibration",):
-        return  # a reader's cell: the writers' own tests hold what a rewrite of a readable file keeps
-    # the command that would rewrite it
-    argv = CALIBRATE_ANYWAY if (name, case) == ("calibration", "older") else store.writer(cell_root)
-    rc, err_text = run_writer(cell_root, argv, monkeypatch, capsys, read_only)
-    after = snapshot(cell_root)
+        got = store.read(path)
+        assert got is not None
+        if case == "older":
+            assert MIGRATED[name](got), f"{name}: the older file did not read as today's"
+
+
+def check_rewrite(name: str, case: str, expect: str, rel: Path, before: dict[str, bytes | None],
+                  after: dict[str, bytes | None], rc: int, err: str) -> None:
+    """What the command that would rewrite the file did to the store (``before``, ``after``: every file)."""
+    key, old = str(rel), before[str(rel)]
+    assert old is not None
     if expect in ("error", "refused"):
-        assert rc == 2, err_text
-        named = path.parent if case == "read-only-dir" else path  # what the person must change
-        assert_located(err_text, named, {"newer": "schema_version", "wrong-type": store.wrong_field}.get(case, ""))
-        if read_only:
-            assert "not writable" in err_text, err_text
-        assert after == before, f"{name}: the command changed the store it could not read or write"
-    elif expect == "torn":
-        fragment = torn_tail(Path(str(path)))  # gone now: it was moved aside
-        assert fragment is None
-        aside = [k for k in after if k.startswith(str(path.relative_to(cell_root)) + ".torn-")
-                 or k.startswith(str(path.relative_to(cell_root)) + ".prev")]
-        original = before[str(path.relative_to(cell_root))]
-        assert original is not None
-        kept = b"".join(after[k] or b"" for k in aside) + (after.get(str(path.relative_to(cell_root))) or b"")
-        assert original in kept or original[original.rfind(b"\n") + 1:] in kept, aside
+        assert rc == 2, err
+        named = rel.parent if case == "read-only-dir" else rel  # what the person must change
+        assert_located(err, named, _field(name, case))
+        if case.startswith("read-only"):
+            assert "not writable" in err, err
+        assert after == before, f"{name}: the command changed a store it could not read or may not write"
+    elif expect == "torn":  # the whole part stays; the rest is kept aside byte for byte
+        fragment = old[old.rfind(b"\n") + 1:]
+        if name == "audit":
+            assert after[key + ".prev"] == old, "the audit did not keep the file it moved"
+        else:
+            assert (after[key] or b"").startswith(old[: -len(fragment)])
+            assert [v for k, v in after.items() if k.startswith(key + ".torn-")] == [fragment]
     elif expect in ("warned", "left"):
-        assert rc == 0, err_text
-        assert after[str(path.relative_to(cell_root))] == before[str(path.relative_to(cell_root))]
+        assert rc == 0, err
+        assert after[key] == old
         if expect == "warned":
-            assert_located(err_text, path, "")
-    elif name == "calibration":  # an older result: kept byte for byte in the history, then replaced
-        assert rc == 0, err_text
-        old = before[str(path.relative_to(cell_root))]
+            assert_located(err, rel, "")
+    else:  # an older calibration result: kept byte for byte in the history, then replaced
+        assert rc == 0, err
         assert old in [v for k, v in after.items() if "/history/" in k], "the older result was not kept"
 
 
