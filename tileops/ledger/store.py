@@ -86,7 +86,7 @@ def rewrite_problem(key: str, store: Path | None = None, *, force: bool = False)
     cut short, a field of the wrong type) and ``force`` was not given. Asked before anything is measured, and
     again before the write: a store this tileops cannot read or may not write is never replaced unsaid."""
     current = devices_dir(store) / f"{key}.yaml"
-    for why in (unwritable_file(current), unwritable_dir(history_dir(key, store))):
+    for why in (unwritable_file(current), unwritable_dir(devices_dir(store)), unwritable_dir(history_dir(key, store))):
         if why is not None:
             return ProfileError(f"cannot store a calibration of {key}: {why}; fix the permissions (chmod, chown), "
                                 "or give a profile store of your own (--profile-dir, TILEOPS_PROFILE_DIR); nothing "
