@@ -324,3 +324,28 @@ def _read_only_fs(path: Path) -> bool:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError:
         return False
+
+
+# --------------------------------------------------------------------------- before replacing a file we did not write
+
+
+def unwritable_file(path: Path | str) -> str | None:
+    """Why this process may not replace or append to the existing file ``path`` (None: it may, or there is none).
+
+    A file its owner left without write permission for us is someone's word that it is not ours to change; yet
+    an atomic write (a new file renamed over it) in a writable folder would replace it all the same. So a
+    command asks here before it rewrites a store, and stops naming the file. ``os.access`` answers as the
+    kernel would for this user (root may write anything: permission bits do not stop it).
+    """
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{p} cannot be looked at ({exc.strerror or exc})"
+    if not os.access(p, os.W_OK):
+        ro = " (a read-only file system)" if _read_only_fs(p) else ""
+        return (f"{p} is not writable by this user{ro} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid "
+                f"{st.st_uid}; this process runs as uid {os.geteuid()})")
+    return unwritable_dir(p.parent)

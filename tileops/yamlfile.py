@@ -203,10 +203,15 @@ def parse_yaml(text: str, where: Path | str, *, fast: bool = True) -> YamlDoc:
             loader.dispose()
 
 
-def read_yaml(path: Path | str, max_bytes: int, *, fast: bool = True) -> YamlDoc:
+def read_yaml(path: Path | str, max_bytes: int, *, fast: bool = True, whole: bool = False) -> YamlDoc:
     """Read and parse the YAML file ``path``: a regular file of at most ``max_bytes``, UTF-8 text, bounded
     nodes (:func:`parse_yaml`). Raises YamlError naming the file (and line), nothing else: a missing file
-    is one too."""
+    is one too.
+
+    ``whole``: a store file (a profile, a calibration result) must end with its newline, as every writer and
+    editor ends it. A file cut short in mid-line (a copy stopped half-way, a full disk under another tool) is
+    often still valid YAML, with a number cut to fewer digits or the rest of a mapping gone, and would be read
+    as a smaller, wrong file; without its last newline it is refused instead, naming its last line."""
     path = Path(path)
     try:
         raw = read_regular(path, max_bytes)
@@ -220,6 +225,11 @@ def read_yaml(path: Path | str, max_bytes: int, *, fast: bool = True) -> YamlDoc
         line = raw[:exc.start].count(b"\n") + 1
         raise YamlError(f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
                         "save the file as UTF-8", file=path, line=line) from None
+    if whole and text and not text.endswith("\n"):
+        line = text.count("\n") + 1
+        raise YamlError(f"{path}:{line}: the file ends in mid-line, without its last newline: cut short (a copy or a "
+                        "write stopped half-way); restore the whole file, or, if it is whole, end it with a newline",
+                        file=path, line=line)
     return parse_yaml(text, path, fast=fast)
 
 

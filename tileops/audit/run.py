@@ -26,7 +26,7 @@ from tileops.audit.ncu import (CLOCK_CONTROLS, DEFAULT_REPLAY_MODE, FIX_MISSING,
                                find_ncu, import_command, log_tail, ncu_version, nvtx_domain_available, nvtx_include,
                                premise, profile_command)
 from tileops.audit.config import ExemptConfig, load_config
-from tileops.audit.entry import AUDIT_FILE, AuditEntry, append_entry, start_file
+from tileops.audit.entry import AUDIT_FILE, AuditEntry, append_entry, check_out_dir, start_file
 from tileops.audit.facts import CallFacts
 from tileops.audit.reports import Measurement, ReportError, import_ncu_report, read_ncu_rep, read_raw_csv, summarize
 from tileops.audit.plan import audit_plan, case_arg, manifest_entries, op_classes
@@ -110,6 +110,8 @@ def run_audit(opts: AuditOptions, on_row: Callable[[int, int, AuditEntry], None]
     if unknown:
         raise TileOpsError("; ".join(f"--op {v}: matches no implemented op" + unknown_value(
             v, implemented, noun="implemented ops", lister="tileops ops") for v in unknown))
+    if opts.out:  # a folder of someone else's, or an audit file this tileops cannot read: said before any row
+        check_out_dir(Path(opts.out))
     device = _device(opts.device)
     planned = audit_plan(entries, classes, opts.selection, _planning_device(device))
     if not planned:

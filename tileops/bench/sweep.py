@@ -40,7 +40,7 @@ from tileops.bench.race import RaceTask
 from tileops.bench.worker import RowResult, Worker, cpu_threads
 from tileops.device import DeviceInfo
 from tileops.errors import TileOpsError
-from tileops.fsutil import unwritable_dir
+from tileops.fsutil import unwritable_dir, unwritable_file
 from tileops.interrupts import deferred, exit_code, signal_name
 from tileops.ops.backends import cache_env
 from tileops.ops.catalog import load_entries
@@ -64,6 +64,9 @@ TRACES_DIR = "traces"
 #: How a run directory that cannot be written is fixed, new or resumed (the same sentence from --list and the run).
 NEW_RUN_DIR_FIX = "choose a writable --out"
 RESUMED_RUN_DIR_FIX = "a resumed run appends to its directory: make it writable"
+#: The files a resumed run appends to or rewrites: one this user may not write is refused before any work
+#: (an atomic rewrite in a writable folder would replace it all the same: docs/reliability.md).
+RESUMED_FILES = (RUN_FILE, RECORDS_FILE, FIRST_VISITS_FILE)
 
 
 class RunWriteError(TileOpsError):
@@ -247,6 +250,8 @@ def _open_resumed(run_dir: Path) -> tuple[RunLock, RunInfo, dict[Key, Record], l
             raise TileOpsError(f"{run_dir}: no run.json, so nothing to resume; start a new run with --out")
         records = run_dir / RECORDS_FILE
         notices: list[str] = []
+        # read first: a file that is not the contract is refused before its torn tail is moved (nothing changed)
+        latest = {r.key: r for r in iter_records(records, fast_json=False)} if records.exists() else {}  # §5.2
         try:
             aside = set_aside_torn_tail(records) if records.exists() else None
         except OSError as exc:
@@ -254,7 +259,6 @@ def _open_resumed(run_dir: Path) -> tuple[RunLock, RunInfo, dict[Key, Record], l
         if aside is not None:
             notices.append(f"{records} ended in a torn line (a write cut short when the run stopped); "
                            f"moved it aside to {aside.name} before appending")
-        latest = {r.key: r for r in iter_records(records, fast_json=False)} if records.exists() else {}  # §5.2
         done = {k: r for k, r in latest.items() if r.status == "ok"}
     except BaseException:
         lock.release()
@@ -323,6 +327,8 @@ def check_run_dir(out: Path | None, resume: Path | None) -> None:
     else:
         run_dir, fix = (Path(out) if out else Path("results")), NEW_RUN_DIR_FIX  # results/<run id> made in it
     why = unwritable_dir(run_dir)
+    if why is None and resume is not None:  # files a resumed run appends to or rewrites, someone else's to change
+        why = next(filter(None, (unwritable_file(run_dir / name) for name in RESUMED_FILES)), None)
     if why:
         raise RunWriteError(f"{run_dir}: cannot write ({why}); {fix}")
     if resume is None and out is not None and (run_dir / RECORDS_FILE).exists():

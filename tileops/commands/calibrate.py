@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="store a calibration that would be refused (measured on a busy host: exit 5; a ceiling "
                         "below the stored calibration's beyond noise: exit 8), marked with why: every row priced "
-                        "on it says so")
+                        "on it says so; and store over a device result this tileops cannot read (a newer schema, "
+                        "cut short: exit 2 otherwise), which is kept aside as <file>.unreadable-<time>")
     # One nominal, one source: both flags at once is exit 2 from the parser, never one silently winning.
     nominal = p.add_mutually_exclusive_group()
     nominal.add_argument("--dram-bandwidth", metavar="BW",

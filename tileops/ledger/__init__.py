@@ -19,13 +19,14 @@ from tileops.ledger.model import (DEVICE_KEY, MAX_FRACTION, RESULTS_SCHEMA, STRE
                                   check_device_key, new_run_id)
 from tileops.ledger.peak import PeakUnknown, decide_peak, peak_provenance
 from tileops.ledger.reader import device_profile_reader, profile_chooser
-from tileops.ledger.store import (HISTORY_KEEP, Freshness, devices_dir, history_dir, is_stored, load_device_history,
-                                  load_device_results, read_device_result, stored_freshness, with_previous,
-                                  write_device_result)
+from tileops.ledger.store import (HISTORY_KEEP, Freshness, devices_dir, history_dir, history_problems, is_stored,
+                                  load_device_history, load_device_results, read_device_result, rewrite_problem,
+                                  stored_freshness, with_previous, write_device_result)
 
 __all__ = ["DEVICE_KEY", "HISTORY_KEEP", "MAX_FRACTION", "RESULTS_SCHEMA", "STREAM_WORDS", "CalibrationMark",
            "ClockMeasurement", "DeviceCalibration", "Drop", "Freshness", "HostCheck", "Judgement", "MixMeasurement",
            "PeakUnknown", "RoofMeasurement", "build_profile", "check_device_key", "decide_peak",
-           "device_profile_reader", "devices_dir", "history_dir", "is_stored", "judge_calibration",
-           "load_device_history", "load_device_results", "marked_note", "new_run_id", "peak_provenance",
-           "profile_chooser", "read_device_result", "stored_freshness", "with_previous", "write_device_result"]
+           "device_profile_reader", "devices_dir", "history_dir", "history_problems", "is_stored",
+           "judge_calibration", "load_device_history", "load_device_results", "marked_note", "new_run_id",
+           "peak_provenance", "profile_chooser", "read_device_result", "rewrite_problem", "stored_freshness",
+           "with_previous", "write_device_result"]

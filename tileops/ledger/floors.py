@@ -65,7 +65,7 @@ def floors_dirs(store: Path | None = None) -> list[Path]:
 def read_floors(path: Path) -> SkuFloors:
     """One floors file; ProfileError naming the file, the field and the fix when it is not one."""
     try:
-        data = refuse_duplicates(read_yaml(path, FLOORS_MAX_BYTES), path)
+        data = refuse_duplicates(read_yaml(path, FLOORS_MAX_BYTES, whole=True), path)
     except YamlError as exc:
         raise ProfileError(f"not a floors file: {exc}", file=path, fix=_FIX) from None
     try:

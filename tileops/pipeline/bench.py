@@ -38,7 +38,7 @@ from tileops.bench.select import Selection
 from tileops.ceilings.runtime import check_device
 from tileops.device import DeviceInfo, describe_device
 from tileops.errors import TileOpsError
-from tileops.pipeline.calibrate import DEFAULT_MAX_AGE, ensure_calibrated
+from tileops.pipeline.calibrate import DEFAULT_MAX_AGE, check_bench_store, ensure_calibrated
 from tileops.defaults import METRICS_DETAIL as DEFAULT_DETAIL
 from tileops.defaults import PUSH_ATTEMPTS, PUSH_BACKOFF_S, PUSH_TIMEOUT_S
 from tileops.pipeline.export import Sinks
@@ -285,6 +285,7 @@ def check_request(req: BenchRequest) -> CheckedRequest:
     chooser = profile_chooser(o.profile)
     req.sinks.check()
     device = describe_device(o.device)
+    check_bench_store(device, chooser, o.calibrate, req.calibration_max_age)  # before the run directory exists
     return CheckedRequest(chooser, device, sweep.check_inputs(o, device, out=req.out, resume=req.resume))
 
 

@@ -171,6 +171,7 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
              "(docs/profiles.md) and run `tileops calibrate`")
         return Calibrated(key, device)
     quick = policy == "quick" or (policy == "auto" and device.kind == "cuda")
+    _check_store(key)
     say(f"calibrating {device.torch_device} ({key}) first: {fresh.reason}; a {'quick' if quick else 'full'} "
         f"calibration ({'seconds' if quick else 'tens of seconds'}) so its rows are priced on what it reaches; "
         "--calibrate never skips it")
@@ -193,6 +194,30 @@ def ensure_calibrated(device: DeviceInfo, chooser: ProfileChooser, policy: str, 
         warn(f"calibration warning: {warning}")
     say("wrote " + ", ".join(str(p) for p in written))
     return Calibrated(key, device, run)
+
+
+def check_bench_store(device: DeviceInfo, chooser: ProfileChooser, policy: str, max_age: dt.timedelta) -> None:
+    """Before the bench opens its run: when its calibration step would measure ``device`` and store the result
+    (:func:`ensure_calibrated` decides the same way), the store must take it (:func:`_check_store`)."""
+    if policy == "never" or chooser.fixed is not None:
+        return
+    from tileops.ledger import DEVICE_KEY, stored_freshness
+
+    if not DEVICE_KEY.fullmatch(device.key or "") or stored_freshness(device.key, max_age, quick=True).fresh:
+        return  # a key that cannot name a file is refused by the step itself; a fresh result is not replaced
+    _check_store(device.key)
+
+
+def _check_store(key: str) -> None:
+    """The bench's calibration step stores its result over the device's current one: a current result this
+    tileops cannot read, or a store this user may not write, stops the bench before anything is measured
+    (exit 2), naming the file; the bench has no word of the person's to replace it."""
+    from tileops.ledger import rewrite_problem
+
+    problem = rewrite_problem(key)
+    if problem is not None:
+        raise TileOpsError(f"{problem}; or run the bench with --calibrate never (its rows then priced on the "
+                           "model's profile)")
 
 
 #: Who stored a marked calibration the bench measured: the run goes on, so it cannot refuse it.
@@ -290,9 +315,13 @@ class _Calibration:
 
         if not self.opts.write:
             return []
+        from tileops.profiles import profile_filename
+
+        # every file, before the first is written
+        self.check_targets([r.device_key for r in runs], [self.target / profile_filename(profile.name)])
         try:
             written = [str(write_profile(profile, self.target, keep_header=self.opts.write_shipped))]
-            written += [str(write_device_result(r, self.store)) for r in runs]
+            written += [str(write_device_result(r, self.store, force=self.opts.force)) for r in runs]
         except OSError as exc:  # a full disk after the measurement: say where, and how to keep the figures
             raise TileOpsError(f"cannot write the calibration to {exc.filename or self.target}: "
                                f"{exc.strerror or exc}; each stored file is whole, the one before or the new one; free "
@@ -300,6 +329,40 @@ class _Calibration:
         for w in written:
             self.printer.say(f"wrote {w}")
         return written
+
+    def check_targets(self, keys: list[str], profiles: list[Path]) -> None:
+        """ProfileError (exit 2) naming the first file a write would replace but may not: a device's result this
+        tileops cannot read (unless --force) or this user may not write, or a profile file this user may not
+        write. Asked before measuring (:meth:`preflight`), and again before the first file is written."""
+        from tileops.fsutil import unwritable_file
+        from tileops.ledger import rewrite_problem
+        from tileops.profiles import ProfileError
+
+        for key in keys:
+            problem = rewrite_problem(key, self.store, force=self.opts.force)
+            if problem is not None:
+                raise problem
+        for target in profiles:
+            why = unwritable_file(target)
+            if why is not None:
+                raise ProfileError(f"cannot write the profile {target}: {why}; fix the permissions, or give a "
+                                   "profile store of your own (--profile-dir); nothing was written", file=target,
+                                   field="permissions", fix="fix the permissions, or give another --profile-dir")
+
+    def preflight(self, info: DeviceInfo) -> None:
+        """Before anything is measured, the files a calibration of ``info`` would write: its current result and
+        the store's profile of its model (:meth:`check_targets`; a store profile that does not read stopped the
+        calibration when the store was read). Unreadable history files are named, and left as they are."""
+        from tileops.ledger import history_problems
+        from tileops.profiles import load_profiles, select_profile
+
+        if not self.opts.write:
+            return
+        model = select_profile(info.name, load_profiles(shipped=False, store_path=self.target))
+        self.check_targets([info.key], [model.source_path] if model is not None and model.source_path else [])
+        for exc in history_problems(info.key, self.store):
+            self.printer.say(f"{exc}; left as it is (a calibration adds its result beside it, and the history "
+                             "leaves it out)", kind="warning")
 
     def fresh(self, info: DeviceInfo, max_age: dt.timedelta) -> Freshness | None:
         """The device's stored result when it is newer than --max-age (said on stderr), else None (said too)."""
@@ -486,6 +549,7 @@ def run_calibrate(opts: CalibrateOptions, printer: Printer | None = None) -> Cal
     if opts.all_devices:
         return _every_device(cal, max_age)
     info = describe_device(opts.device)  # described once: every step below reads it
+    cal.preflight(info)  # a store it could not read or may not write: said now, before measuring
     fresh = cal.fresh(info, max_age) if max_age is not None else None
     result = cal.kept(fresh) if fresh is not None else cal.one(info)
     _intake(cal, result)

@@ -3,17 +3,19 @@ written (``store``), and which one prices a device (``chooser``). What the rest 
 named here."""
 
 from tileops.profiles.chooser import DeviceProfiles, ProfileChooser, find_profile, select_profile
-from tileops.profiles.model import (MAX_RATE, MIN_FRACTION, MIN_RATE, MIXES, ROOF_KEYS, SUSPECT_CALIBRATION,
-                                    MemoryRoof, PeakBasis, Profile, ProfileError, Provenance, Roof, parse_profile,
-                                    suspect_calibration)
+from tileops.profiles.model import (MAX_RATE, MIN_FRACTION, MIN_RATE, MIXES, PROFILE_SCHEMA, ROOF_KEYS,
+                                    SUSPECT_CALIBRATION, MemoryRoof, PeakBasis, Profile, ProfileError, Provenance,
+                                    Roof, newer_schema, parse_profile, suspect_calibration)
 from tileops.profiles.store import (PROFILE_DIR_ENV, PROFILE_MAX_BYTES, ErrorSink, ProfileReader, dump_profile,
                                     is_store_profile, leading_comments, load_profile, load_profiles,
                                     profile_filename, shipped_dir, store_dir, store_problem, write_profile)
 
 __all__ = [
-    "MAX_RATE", "MIN_FRACTION", "MIN_RATE", "MIXES", "PROFILE_DIR_ENV", "PROFILE_MAX_BYTES", "ROOF_KEYS",
+    "MAX_RATE", "MIN_FRACTION", "MIN_RATE", "MIXES", "PROFILE_DIR_ENV", "PROFILE_MAX_BYTES", "PROFILE_SCHEMA",
+    "ROOF_KEYS",
     "SUSPECT_CALIBRATION", "DeviceProfiles", "ErrorSink", "MemoryRoof", "PeakBasis", "Profile", "ProfileChooser",
     "ProfileError", "ProfileReader", "Provenance", "Roof", "dump_profile", "find_profile", "is_store_profile",
-    "leading_comments", "load_profile", "load_profiles", "parse_profile", "profile_filename", "select_profile",
+    "leading_comments", "load_profile", "load_profiles", "newer_schema", "parse_profile", "profile_filename",
+    "select_profile",
     "shipped_dir", "store_dir", "store_problem", "suspect_calibration", "write_profile",
 ]

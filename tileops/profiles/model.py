@@ -327,6 +327,25 @@ class ProfileError(TileOpsError):
         super().__init__(message)
 
 
+#: The profile file's schema. Schema 1 states no version (every profile written so far); a later schema that
+#: changes the file's meaning states ``schema_version: 2`` (or more), which this tileops refuses naming the upgrade,
+#: rather than misreading it or reporting its new fields as typos (docs/reliability.md, "Stores from elsewhere").
+PROFILE_SCHEMA = 1
+
+
+def newer_schema(data: Any, known: int, path: Path | str, what: str) -> ProfileError | None:
+    """The error for a store file written by a newer schema than ``known`` (its ``schema_version``), or None.
+
+    Said before the fields are checked: a newer file's added fields would otherwise read as unknown ones, and
+    the fix offered would be to delete them."""
+    found = data.get("schema_version") if isinstance(data, dict) else None
+    if type(found) is not int or found <= known:
+        return None
+    fix = "upgrade tileops to read it, and leave the file as it is"
+    return ProfileError(f"{path}: field schema_version: a {what} written by a newer tileops (schema {found}; this "
+                        f"tileops reads up to {known}); {fix}", file=path, field="schema_version", fix=fix)
+
+
 #: Fix hints for a field, by the last named element of the error's location.
 _FIELD_FIXES = {
     "name": "give the profile a name, e.g. name: h100-sxm (the store file is <name>.yaml)",
@@ -357,7 +376,8 @@ _FIELD_FIXES = {
 
 _TYPE_FIXES = {
     "missing": "add the field",
-    "extra_forbidden": "remove it or fix its spelling (see docs/profiles.md for the fields)",
+    "extra_forbidden": "a newer tileops may have written it: upgrade tileops to read it; else remove it or fix its "
+                       "spelling (see docs/profiles.md for the fields)",
     "float_parsing": "write a plain number without units, e.g. 3.35e+12",
     "float_type": "write a plain number without units, e.g. 3.35e+12",
     "int_parsing": "write a whole number without units",
@@ -417,6 +437,11 @@ def parse_profile(data: Any, path: Path | str = "<profile>") -> Profile:
         raise ProfileError(f"{path}: a profile is a YAML mapping (name, kind, match, memory, compute, ...); "
                            f"found {found} (fix: write the profile as a mapping, see docs/profiles.md)",
                            file=path, field="(top level)", fix="write the profile as a YAML mapping")
+    newer = newer_schema(data, PROFILE_SCHEMA, path, "profile")
+    if newer is not None:
+        raise newer
+    if type(data.get("schema_version", PROFILE_SCHEMA)) is int:  # schema 1 stated: nothing to check further
+        data = {k: v for k, v in data.items() if k != "schema_version"}
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:

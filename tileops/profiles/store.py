@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import yaml
 
-from tileops.fsutil import read_regular, write_atomic
+from tileops.fsutil import read_regular, unwritable_file, write_atomic
 from tileops.profiles.model import Profile, ProfileError, Provenance, parse_profile
 from tileops.yamlfile import YamlError, parse_yaml, read_yaml, refuse_duplicates
 
@@ -55,7 +55,7 @@ def load_profile(path: Path | str) -> Profile:
     """
     path = Path(path)
     try:
-        data = refuse_duplicates(read_yaml(path, PROFILE_MAX_BYTES), path)
+        data = refuse_duplicates(read_yaml(path, PROFILE_MAX_BYTES, whole=True), path)
     except YamlError as exc:
         field = f"line {exc.line}" if exc.line is not None else None
         raise ProfileError(str(exc), file=path, field=field,
@@ -215,6 +215,23 @@ def _describe_source(p: Provenance) -> str:
     return p.source + (f" ({p.ref})" if p.ref else "") + (f" - {p.note}" if p.note else "")
 
 
+def _check_replaceable(target: Path) -> None:
+    """ProfileError naming ``target`` when a write would replace a file this user may not write, or one that
+    does not read as a profile (a newer schema, cut short, a field of the wrong type): never replaced unsaid."""
+    why = unwritable_file(target)
+    if why is not None:
+        raise ProfileError(f"cannot write the profile {target}: {why}; fix the permissions, or give a profile "
+                           "store of your own (--profile-dir); nothing was written", file=target,
+                           field="permissions", fix="fix the permissions, or give another --profile-dir")
+    if target.exists():
+        try:
+            load_profile(target)
+        except ProfileError as exc:
+            raise ProfileError(f"{exc}; writing the profile would replace it, so nothing was written: move it away "
+                               "(or upgrade tileops, if a newer one wrote it)", file=target, field=exc.field,
+                               fix="move it away, or upgrade tileops") from None
+
+
 def write_profile(profile: Profile, directory: Path | None = None, *, path: Path | None = None,
                   keep_header: bool = False) -> Path:
     """Write ``profile`` atomically to ``path`` or ``directory/<name>.yaml`` (default: the store).
@@ -224,6 +241,7 @@ def write_profile(profile: Profile, directory: Path | None = None, *, path: Path
     replaces anything, so a bad write never leaves a profile that fails to load.
     """
     target = Path(path) if path is not None else (directory or store_dir()) / profile_filename(profile.name)
+    _check_replaceable(target)
     text = dump_profile(profile, leading_comments(target) if keep_header and target.exists() else None)
     parse_profile(parse_yaml(text, target).data, target)  # what we write must load
     write_atomic(target, text)

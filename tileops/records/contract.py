@@ -410,7 +410,8 @@ class ErrorInfo:
 class Record:
     """One (op, workload row, dtype, backend): raw timing and the evaluator's (flops, bytes)."""
 
-    schema_version: int = SCHEMA_VERSION
+    #: at most this tileops's: a newer record is refused naming the upgrade (tileops.records.decode)
+    schema_version: int = field(default=SCHEMA_VERSION, metadata={"ge": 1, "le": SCHEMA_VERSION})
     run_id: str
     op: str
     family: str

@@ -298,6 +298,39 @@ def _upgraded(older_shape: Callable[[dict[str, Any]], dict[str, Any]], v: dict[s
         raise refused from None
 
 
+#: What an unknown field is told: a newer tileops adds fields, so upgrading is the first fix (docs/reliability.md,
+#: "Stores from elsewhere"); a person's typo the second.
+UNKNOWN_FIELD = ("unknown field (a newer tileops may have written it: upgrade tileops to read it; else remove it, or "
+                 "fix its spelling)")
+
+
+def _own_schema(cls: type) -> int | None:
+    """The schema version this tileops writes for ``cls`` (its ``schema_version`` field's default), or None."""
+    for f in dataclasses.fields(cls):
+        if f.name == "schema_version" and isinstance(f.default, int):
+            return f.default
+    return None
+
+
+def _not_newer(v: dict[str, Any], schema: int) -> None:
+    """Invalid at ``schema_version`` when ``v`` was written by a newer schema than ``schema``: said first, before
+    the fields that schema added read as unknown ones, so the fix named is an upgrade, not an edit."""
+    found = v.get("schema_version")
+    if type(found) is int and found > schema:
+        exc = Invalid(f"written by a newer tileops (schema {found}; this tileops reads up to {schema}): upgrade "
+                      "tileops to read it, and leave the file as it is")
+        exc.path.append("schema_version")
+        raise exc
+
+
+def _as_today(v: dict[str, Any], schema: int | None,
+              older_shape: Callable[[dict[str, Any]], dict[str, Any]] | None) -> dict[str, Any]:
+    """``v`` refused if a newer schema wrote it, else in today's shape (an older file's upgraded)."""
+    if schema is not None:
+        _not_newer(v, schema)
+    return v if older_shape is None else _upgraded(older_shape, v)
+
+
 def _field_decoder(cls: type) -> _Decoder:
     """Field by field, in declaration order: the reference decoder, and the one that words every error."""
     hints = typing.get_type_hints(cls)
@@ -311,15 +344,15 @@ def _field_decoder(cls: type) -> _Decoder:
     ignore_unknown = bool(getattr(cls, "ignore_unknown", False))
     checked = hasattr(cls, "contract_check")  # a check across fields (Timing's interval around its median)
     older_shape = getattr(cls, "older_shape", None)  # an older file's shape of the object, upgraded first
+    schema = _own_schema(cls)
 
     def dec(v: Any) -> Any:
         if type(v) is not dict:
             raise Invalid(f"expected an object, got {_describe(v)}")
-        if older_shape is not None:
-            v = _upgraded(older_shape, v)
+        v = _as_today(v, schema, older_shape)
         if not ignore_unknown and not names.issuperset(v):
             unknown = sorted(set(v) - names)
-            refused = Invalid("unknown field (remove it, or fix its spelling)")
+            refused = Invalid(UNKNOWN_FIELD)
             refused.path.insert(0, str(unknown[0]))
             raise refused
         kwargs = {}
