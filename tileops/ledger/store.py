@@ -4,7 +4,6 @@ whether it is fresh enough to stand in for a new one."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from tileops.durations import format_age
+from tileops import fsutil
 from tileops.fsutil import read_regular, unlink, unwritable_dir, unwritable_file, write_atomic
 from tileops.ledger.model import RESULT_MAX_BYTES, RESULTS_SCHEMA, DeviceCalibration, check_device_key
 from tileops.profiles import ProfileError, newer_schema, store_dir
@@ -61,7 +61,7 @@ def write_device_result(run: DeviceCalibration, store: Path | None = None, *, pa
             old = read_device_result(target)
         except ProfileError:  # --force: kept aside, not replaced
             old = None
-            os.replace(target, target.with_name(f"{target.name}.unreadable-{_stamp()}"))
+            fsutil.replace(target, target.with_name(f"{target.name}.unreadable-{_stamp()}"))
         if old is not None and not (hist / f"{old.run_id}.yaml").exists():
             write_atomic(hist / f"{old.run_id}.yaml", read_regular(target, RESULT_MAX_BYTES))
     write_atomic(hist / f"{run.run_id}.yaml", _dump(run))
