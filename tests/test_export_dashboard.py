@@ -21,6 +21,8 @@ WANTED = {  # the views the issue asks for, by panel title
     # issue 37: why an alert fired or stayed quiet, and why a row is not judged
     "SOL regression check: top of interval over the bar", "Regression bar per row",
     "Host drift and unstable rows per device", "Unstable rows and why", "Time since last healthy run",
+    # issue 39: is the device slow, or did the kernel regress?
+    "Device state against its SKU", "SOL against calibration and against the device's state",
 }
 PROMETHEUS = GRAFANA.parent / "prometheus"
 STRAGGLERS = PROMETHEUS / "tests" / "tileops-stragglers.test.yml"
@@ -276,3 +278,40 @@ def test_the_regression_panels_read_the_kernels_own_efficiency_where_a_probe_ran
                 gpu_d(check, 0.65 / bar_value), gpu_d(top, 0.65), gpu_d(bar, bar_value)]},
         ]})
     assert 0.65 / bar_value < 1 < 0.765 / bar_value
+
+
+def test_the_device_state_panels_tell_a_slow_device_from_a_regressed_kernel(tmp_path: Path) -> None:
+    """Issue 39, on the fleet of tileops-device-or-kernel.test.yml: where GPU-d's bandwidth dropped 15 %, its probe
+    reads 0.85 of its calibration and 0.86 of its SKU's median (the top of its interval, what the straggler alert
+    reads), and its row's SOL against calibration falls to 0.6375 while its SOL against the device's state stays
+    0.75; where its kernel regressed, the probe stays at 1 (1.01 of the median) and both SOLs fall to 0.6375."""
+    state, sku = (_all(t["expr"]) for t in _panel("Device state against its SKU")["targets"])
+    sol, row_state, sol_state = (_all(t["expr"]) for t in
+                                 _panel("SOL against calibration and against the device's state")["targets"])
+    doc = yaml.safe_load((PROMETHEUS / "tests" / "tileops-device-or-kernel.test.yml").read_text(encoding="utf-8"))
+    cases = {c["name"]: c for c in doc["tests"]}
+    device = cases["a device whose bandwidth drops 15 % fires the straggler alert on its probe, not the regression "
+                   "alert"]
+    kernel = cases["a kernel that regresses 15 % on a healthy device fires the regression alert, not the straggler "
+                   "alerts"]
+    gpu = 'Hostname="n4",UUID="GPU-d",modelName="NVIDIA H200"'
+    row = f'{gpu},op="rms_norm",label="llama-70b-decode",dtype="bfloat16",backend="torch"'
+
+    def gpu_d(expr: str, value: float, labels: str = row) -> dict:
+        return {"eval_time": "73h"} | _micro(f'({expr}) and on (UUID) tileops_run_timestamp_seconds{{UUID="GPU-d"}}',
+                                             [{"labels": f"{{{labels}}}", "value": value}])
+
+    def checks(probe: float, probe_top: float, sol_value: float, state_sol: float) -> list[dict]:
+        memory = f'{gpu},kind="memory"'
+        return [gpu_d(state, probe, memory), gpu_d(sku, probe_top, memory), gpu_d(sol, sol_value),
+                gpu_d(row_state, probe), gpu_d(sol_state, state_sol)]
+
+    _promtool_test(tmp_path, {
+        "rule_files": [str(RULES / "tileops-recording.rules.yml")], "evaluation_interval": "1h",
+        "group_eval_order": doc["group_eval_order"],
+        "tests": [
+            {"interval": "1h", "input_series": device["input_series"],
+             "promql_expr_test": checks(0.85, 0.86, 0.6375, 0.75)},
+            {"interval": "1h", "input_series": kernel["input_series"],
+             "promql_expr_test": checks(1, 1.01, 0.6375, 0.6375)},
+        ]})
