@@ -75,6 +75,16 @@ def env_for(store: Path) -> dict[str, str]:
 # --------------------------------------------------------------------------- where the run is
 
 
+def phases_of(events: list[dict[str, Any]]) -> list[str]:
+    """The phases a run's events walk through, in order (each once)."""
+    seen = ["start-up"]
+    for event in events:
+        phase = phase_after(seen[-1], event)
+        if phase != seen[-1]:
+            seen.append(phase)
+    return seen
+
+
 def phase_after(phase: str, event: dict[str, Any]) -> str:
     """The phase the run is in once it has written ``event`` (one of its ``--output-format jsonl`` objects)."""
     kind, what, text = event.get("kind"), event.get("event"), str(event.get("text") or "")
@@ -352,6 +362,7 @@ def reference(base: Path, ops: list[str]) -> Reference:
     res = subprocess.run(bench_command(run, base / "textfile", ops), capture_output=True, text=True,
                          env=env_for(base / "store"), timeout=RUN_TIMEOUT_S)
     wall = time.monotonic() - t0
+    (base / "bench.out").write_text(res.stdout, encoding="utf-8")  # its events: the phases a run goes through
     if res.returncode not in (0, 1, 3):
         raise SystemExit(f"the reference bench exited {res.returncode}:\n{res.stderr[-3000:]}")
     return reference_of(run, res.returncode, wall)
