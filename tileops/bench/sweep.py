@@ -262,6 +262,17 @@ def _open_resumed(run_dir: Path) -> tuple[RunLock, RunInfo, dict[Key, Record], l
     return lock, info, done, notices
 
 
+def holds_a_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run a new one must not write over: records, or a run file. A records file
+    left empty with no run file is a start killed before its run.json (``_open_new`` creates the records
+    first): nothing to resume, so a new run may take the directory, as ``--resume``'s refusal tells it to."""
+    records = run_dir / RECORDS_FILE
+    try:
+        return records.exists() and (records.stat().st_size > 0 or (run_dir / RUN_FILE).exists())
+    except OSError:
+        return True
+
+
 def _holds_a_run(run_dir: Path) -> TileOpsError:
     return TileOpsError(f"{run_dir} already holds a run; use --resume {run_dir} to finish it, or another --out")
 
@@ -276,7 +287,7 @@ def _open_new(run_dir: Path) -> RunLock:
     except OSError as exc:
         raise _unwritable(run_dir, exc, fix) from None
     try:
-        if (run_dir / RECORDS_FILE).exists():
+        if holds_a_run(run_dir):
             raise _holds_a_run(run_dir)
         try:
             (run_dir / RECORDS_FILE).touch()  # a run directory is always readable, even stopped before its first row
@@ -324,7 +335,7 @@ def check_run_dir(out: Path | None, resume: Path | None) -> None:
     why = unwritable_dir(run_dir)
     if why:
         raise RunWriteError(f"{run_dir}: cannot write ({why}); {fix}")
-    if resume is None and out is not None and (run_dir / RECORDS_FILE).exists():
+    if resume is None and out is not None and holds_a_run(run_dir):
         raise _holds_a_run(run_dir)
 
 

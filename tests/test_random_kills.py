@@ -1,0 +1,138 @@
+"""A hundred random kills (issue 38, item 2): the benchmark runs, and its judge cannot pass a run that lost, doubled
+or tore a record; what its kills found is held here too.
+
+``benchmarks/random_kills.py`` kills a real CPU bench at seeded random moments and resumes it; the hundred trials
+are the benchmark's (docs/reliability.md, "A hundred random kills"). Two trials here hold that it runs to its
+verdict, that its phase reading follows a real run through every phase, and that its comparison finds a
+planted loss: a deleted line, a duplicated record, a torn tail, a run file that never completed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from cli_support import tileops
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "random_kills.py"
+
+
+def _benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("random_kills", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["random_kills"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def two_trials(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    out = tmp_path_factory.mktemp("kills")
+    res = subprocess.run([sys.executable, str(BENCH), "--trials", "2", "--seed", "3", "--op", "relu",
+                          "--out", str(out)], capture_output=True, text=True, timeout=600)
+    return out, res
+
+
+@pytest.mark.slow
+def test_two_random_kills_resume_to_the_reference_rows(two_trials: tuple[Path, subprocess.CompletedProcess[str]]
+                                                       ) -> None:
+    out, res = two_trials
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("reference: 1 rows (relu;")
+    assert [line.split(":")[0] for line in lines[1:3]] == ["trial 1/2", "trial 2/2"]
+    assert all(line.endswith(": ok") or ": ok (" in line for line in lines[1:3]), lines
+    assert "trials passed: 2/2" in lines
+    counts = next(line for line in lines if line.startswith("kills per phase: "))
+    assert sum(int(part.rsplit(" ", 1)[1]) for part in counts.split(": ", 1)[1].split(", ")) == 2
+
+
+@pytest.mark.slow
+def test_the_phases_are_read_off_a_real_run_in_order(two_trials: tuple[Path, subprocess.CompletedProcess[str]]
+                                                     ) -> None:
+    """The reference run's own events walk through every phase the benchmark counts, once each, in order: a
+    printer that changed what it says would leave kills counted in the wrong phase."""
+    out, _ = two_trials
+    rk = _benchmark()
+    events = [json.loads(line) for line in (out / "reference" / "bench.out").read_text().splitlines()]
+    assert rk.phases_of(events) == list(rk.PHASES[:-1])
+
+
+@pytest.mark.slow
+def test_the_judge_finds_a_planted_loss_duplicate_tear_and_unfinished_run(
+        two_trials: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
+    out, _ = two_trials
+    rk = _benchmark()
+    ref_run = out / "reference" / "run"
+    ref = rk.reference_of(ref_run, 0, 1.0)
+    trial = out / "trial-001" / "run"
+    assert rk.judge_records(trial, ref) == [] and rk.judge_run_file(trial, ref) == []
+
+    def planted(name: str) -> Path:
+        run = tmp_path / name
+        shutil.copytree(trial, run, ignore=shutil.ignore_patterns("run.lock"))
+        return run
+
+    records = (trial / "records.jsonl").read_bytes()
+    ok_line = next(line for line in records.splitlines(keepends=True) if b'"status": "ok"' in line
+                   or b'"status":"ok"' in line)
+    row = " ".join(next(iter(ref.status)))
+
+    lost = planted("lost")
+    (lost / "records.jsonl").write_bytes(records.replace(ok_line, b""))
+    assert f"row lost: {row}" in rk.judge_records(lost, ref)
+
+    doubled = planted("doubled")
+    (doubled / "records.jsonl").write_bytes(records + ok_line)
+    assert f"row duplicated: {row} recorded OK 2 times" in rk.judge_records(doubled, ref)
+
+    torn = planted("torn")
+    (torn / "records.jsonl").write_bytes(records + ok_line[:40])
+    assert any("ends in a torn line (40 bytes)" in p for p in rk.judge_records(torn, ref))
+
+    broken = planted("broken")
+    (broken / "records.jsonl").write_bytes(ok_line[:40] + b"\n" + records)
+    assert any(p.startswith("line 1 is not a whole record") for p in rk.judge_records(broken, ref))
+
+    running = planted("running")
+    info = json.loads((running / "run.json").read_text())
+    info.update(status="running", host_noise={})
+    (running / "run.json").write_text(json.dumps(info))
+    (running / "roofline.svg").unlink()
+    said = rk.judge_run_file(running, ref)
+    assert "run.json says running" in said and "roofline.svg missing (the reference wrote it)" in said
+    assert "run.json has no host_noise: the second pass never settled" in said
+
+
+@pytest.mark.slow
+def test_a_start_killed_before_its_run_file_leaves_a_directory_a_new_run_takes(tmp_path: Path) -> None:
+    """Found by the random kills: a bench killed after it created its records file but before its run.json
+    left a directory `--resume` refuses ("nothing to resume; start a new run with --out") and a new run refused
+    too ("already holds a run; use --resume"). A records file left empty beside no run file holds no run."""
+    from tileops.bench import sweep
+
+    run = tmp_path / "run"
+    sweep._open_new(run).release()  # what the kill leaves: the lock file and an empty records file, no run.json
+    assert (run / "records.jsonl").read_bytes() == b"" and not (run / "run.json").exists()
+    refused = tileops("bench", "--resume", str(run))
+    assert refused.returncode == 2 and "no run.json, so nothing to resume; start a new run with --out" in \
+        refused.stderr
+    listed = tileops("bench", "--list", "--out", str(run), "--device", "cpu", "--op", "relu", "--dtype", "float32")
+    assert listed.returncode == 0, listed.stderr
+    sweep._open_new(run).release()  # taken again under the lock, as the run does
+
+    (run / "records.jsonl").write_text("{}\n")  # a records file with something in it is a run's, run file or not
+    with pytest.raises(sweep.TileOpsError, match="already holds a run"):
+        sweep._open_new(run)
+    (run / "records.jsonl").write_bytes(b"")
+    (run / "run.json").write_text("{}")
+    with pytest.raises(sweep.TileOpsError, match="already holds a run"):
+        sweep.check_run_dir(run, None)
