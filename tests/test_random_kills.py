@@ -136,3 +136,42 @@ def test_a_start_killed_before_its_run_file_leaves_a_directory_a_new_run_takes(t
     (run / "run.json").write_text("{}")
     with pytest.raises(sweep.TileOpsError, match="already holds a run"):
         sweep.check_run_dir(run, None)
+
+
+@pytest.mark.slow
+def test_a_kill_between_the_second_pass_rewrite_and_run_json_keeps_the_pass_figures(
+        two_trials: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
+    """Found by the random kills: the second pass rewrites records.jsonl (both visits in each row), then stores
+    the host's prior, removes first-visits.jsonl and closes its worker before run.json gets ``host_noise``; a
+    kill in that window (tenths of a second on a loaded host) resumed to a run.json without the pass's figures,
+    and nothing owed to bring them back. The pass now keeps its figures in second-pass.json before the rewrite
+    and removes it once run.json holds them; a resumed run whose records hold the pass takes them from it.
+
+    The state is built from a real finished run: run.json as the run saved it before its rows (``running``, no
+    ``host_noise``), beside the rewritten records and the file the pass writes."""
+    from tileops.bench.firstvisits import SETTLED_PASS_FILE, settled_pass, write_settled_pass
+    from tileops.records import iter_records
+
+    out, _ = two_trials
+    done = out / "reference" / "run"
+    assert not (done / SETTLED_PASS_FILE).exists()  # a finished run leaves none
+    run = tmp_path / "run"
+    shutil.copytree(done, run, ignore=shutil.ignore_patterns("run.lock"))
+    info = json.loads((run / "run.json").read_text())
+    figures = {k: v for k, v in info["host_noise"].items() if k != "prior"}
+    keys = [r.key for r in iter_records(run, fast_json=False)]
+    info.update(status="running", host_noise={}, finished_at=None, exit_code=None, health={})
+    (run / "run.json").write_text(json.dumps(info))
+    write_settled_pass(run, figures, keys)
+    assert settled_pass(run, {k: 1 for k in keys}) is None  # records not rewritten yet: the pass is owed again
+    records = (run / "records.jsonl").read_bytes()
+
+    res = tileops("bench", "--resume", str(run), env={"TILEOPS_PROFILE_DIR": str(out / "reference" / "store")})
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert f"run.json takes the pass's figures from {SETTLED_PASS_FILE}" in res.stderr
+    after = json.loads((run / "run.json").read_text())
+    assert after["status"] == "completed" and after["health"]
+    assert {k: v for k, v in after["host_noise"].items() if k != "prior"} == figures
+    assert after["host_noise"]["prior"].startswith("unknown: the run stopped between")
+    assert (run / "records.jsonl").read_bytes() == records  # nothing visited again, nothing appended
+    assert not (run / SETTLED_PASS_FILE).exists() and not (run / "first-visits.jsonl").exists()

@@ -25,7 +25,8 @@ from collections.abc import Callable, Mapping
 from tileops import exitcodes
 from tileops.bench.environment import new_run_id, run_environment
 from tileops.bench.execute import Task
-from tileops.bench.firstvisits import FIRST_VISITS_FILE, append_first_visit, read_first_visits, remove_first_visits
+from tileops.bench.firstvisits import (FIRST_VISITS_FILE, SETTLED_PASS_FILE, append_first_visit, read_first_visits,
+                                      remove_first_visits, remove_settled_pass, settled_pass, write_settled_pass)
 from tileops.bench import allocator
 from tileops.bench.quiet import check_quiet
 from tileops.bench.rundir import RunLock, lock_run_dir
@@ -368,6 +369,7 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
         except BaseException:
             lock.release()
             raise
+        notices += _take_settled_pass(run_dir, info, done)
         owed, said = owed_second_visits(run_dir, info, planned, done, repair=True)
         notices += said
         for name in OUTPUT_ONLY_FIELDS:  # the only options a resumed run may change (resume_request checks)
@@ -410,6 +412,22 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
         timer=options.timer, lock=lock, notices=notices,
         compile_timeout_s=options.compile_timeout_s or DEFAULT_COMPILE_TIMEOUT_S, compile_env=compile_env,
         trace_dir=trace_dir, owed=owed)
+
+
+def _take_settled_pass(run_dir: Path, info: RunInfo, done: Mapping[Key, Record]) -> list[str]:
+    """A run killed after its second pass rewrote the records, before run.json took the pass's figures: they are
+    taken from the file kept for it (``firstvisits.SETTLED_PASS_FILE``), so nothing is owed and nothing lost.
+    What the run should say of it; none when the pass was not in the records (it is owed again)."""
+    if info.options.passes != 2 or info.host_noise:
+        return []
+    noise = settled_pass(run_dir, {k: len(r.timing.visits_s or ()) for k, r in done.items() if r.timing is not None})
+    if noise is None:
+        return []
+    info.host_noise = {**noise, "prior": "unknown: the run stopped between its second pass's rewrite of the "
+                       "records and run.json"}
+    remove_first_visits(run_dir)
+    return [f"the run stopped after its second pass had rewritten the records, before run.json said so: run.json "
+            f"takes the pass's figures from {SETTLED_PASS_FILE}"]
 
 
 def owed_second_visits(run_dir: Path, info: RunInfo, planned: list[Planned], done: Mapping[Key, Record], *,
@@ -498,6 +516,7 @@ def _second_pass(prep: PreparedSweep, first: dict[Key, FirstVisit],
                                 prep.device.kind, prior, prep.kind_of)
         info: dict[str, object] = {**model.as_dict(), "kept_first": kept_first}
         try:
+            write_settled_pass(prep.run_dir, info, list(second))  # a kill before run.json says it: resumed from it
             replace_records(prep.records_path, updated)
         except (OSError, ValueError) as exc:  # a full disk; or a first-pass line the reader refuses (a bug)
             why = describe_oserror(exc) if isinstance(exc, OSError) else str(exc)
@@ -611,5 +630,6 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
         else:
             info.status = "completed"
         prep.save(info)
+        remove_settled_pass(prep.run_dir)  # run.json holds the pass's figures now
     return Sweep(device=prep.device, run_dir=prep.run_dir, info=info, records=list(latest.values()),
                  interrupted=stopped, failure=failure)
