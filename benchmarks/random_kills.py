@@ -3,10 +3,11 @@ nothing lost or duplicated?
 
 First one uninterrupted ``tileops bench`` (a real CPU run of a few cheap rows, ``--quick``, its own profile store
 so it calibrates first, a textfile so it exports last): its rows are the reference. Then each trial starts the
-same bench in a fresh directory (and a fresh store), sends SIGKILL at a random moment spread over the reference
-run's whole wall time to the runner or to its worker subprocess (drawn at random; ``--seed`` fixes both), lets a
-runner whose worker was killed go on to its end, then runs ``tileops bench --resume DIR`` to completion and
-compares:
+same bench in a fresh directory (and a fresh store), sends SIGKILL to the runner or to its worker subprocess
+(drawn at random) at a random moment spread over a run's whole wall time (the median of the runs seen to their
+end so far: the reference's, then each trial's that nothing stopped, so a host whose load changes does not push
+the kills past the end; ``--seed`` fixes both draws), lets a runner whose worker was killed go on to its end,
+then runs ``tileops bench --resume DIR`` to completion and compares:
 
 * **rows**: the newest record of each row key (op, label, dtype, backend) are the reference's keys with the
   reference's status: none lost, none extra;
@@ -39,6 +40,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -255,6 +257,7 @@ class Trial:
     first_exit: int | None = None
     resume_exit: int | None = None
     rerun: bool = False  # killed before run.json: the same command again, as the refusal said
+    run_s: float | None = None  # the first run's whole wall time, where nothing stopped it (a worker kill, or none)
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     wall_s: float = 0.0
@@ -330,6 +333,8 @@ def run_trial(trial: Trial, base: Path, ref: Reference, ops: list[str]) -> Trial
         proc.kill()
         trial.problems.append(f"the killed run did not end within {RUN_TIMEOUT_S:g} s")
         return trial
+    if trial.killed in ("nothing", "worker"):
+        trial.run_s = time.monotonic() - t0
     events.finish()
     finish(trial, cmd, run, env, base, ref.exit_code)
     trial.problems += judge_records(run, ref) + judge_run_file(run, ref)
@@ -375,7 +380,8 @@ def summary(trials: list[Trial]) -> list[str]:
     return [f"trials passed: {passed}/{len(trials)}",
             "kills per phase: " + ", ".join(f"{p} {phases.get(p, 0)}" for p in PHASES),
             "killed: " + ", ".join(f"{k} {n}" for k, n in sorted(killed.items()))
-            + f"; {sum(t.rerun for t in trials)} killed before run.json (the same command again)"]
+            + f"; {sum(t.rerun for t in trials)} killed before run.json (the same command again)",
+            f"trials that left a temporary or set-aside file in the run directory: {sum(bool(t.notes) for t in trials)}"]
 
 
 def main() -> int:
@@ -396,11 +402,13 @@ def main() -> int:
     try:
         ref = reference(base / "reference", ops)
         print(f"reference: {len(ref.status)} rows ({', '.join(ops)}; {' '.join(BENCH)}), exit {ref.exit_code}, "
-              f"{ref.wall_s:.1f} s; kills drawn over 0-{ref.wall_s:.1f} s with seed {args.seed}", flush=True)
-        trials = []
+              f"{ref.wall_s:.1f} s; seed {args.seed}", flush=True)
+        trials: list[Trial] = []
+        whole = [ref.wall_s]  # the runs that went to their end: how long a run takes on this host now
         for i in range(1, args.trials + 1):
-            trial = Trial(i, rng.choice(["runner", "worker"]), rng.uniform(0.0, ref.wall_s))
+            trial = Trial(i, rng.choice(["runner", "worker"]), rng.random() * statistics.median(whole))
             trials.append(run_trial(trial, base / f"trial-{i:03d}", ref, ops))
+            whole += [trial.run_s] if trial.run_s is not None else []
             print(said(trial, args.trials), flush=True)
     finally:
         if tmp is not None:
