@@ -114,9 +114,10 @@ def test_the_judge_finds_a_planted_loss_duplicate_tear_and_unfinished_run(
 
 @pytest.mark.slow
 def test_a_start_killed_before_its_run_file_leaves_a_directory_a_new_run_takes(tmp_path: Path) -> None:
-    """Found by the random kills: a bench killed after it created its records file but before its run.json
-    left a directory `--resume` refuses ("nothing to resume; start a new run with --out") and a new run refused
-    too ("already holds a run; use --resume"). A records file left empty beside no run file holds no run."""
+    """Found building the random kills (the states a kill at each step of a start leaves): a bench killed after
+    it created its records file but before its run.json left a directory `--resume` refuses ("nothing to resume;
+    start a new run with --out") and a new run refused too ("already holds a run; use --resume"). A records file
+    left empty beside no run file holds no run."""
     from tileops.bench import sweep
 
     run = tmp_path / "run"
@@ -141,7 +142,7 @@ def test_a_start_killed_before_its_run_file_leaves_a_directory_a_new_run_takes(t
 @pytest.mark.slow
 def test_a_kill_between_the_second_pass_rewrite_and_run_json_keeps_the_pass_figures(
         two_trials: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
-    """Found by the random kills: the second pass rewrites records.jsonl (both visits in each row), then stores
+    """Found by kills timed just after the second pass's last row: the pass rewrites records.jsonl (both visits in each row), then stores
     the host's prior, removes first-visits.jsonl and closes its worker before run.json gets ``host_noise``; a
     kill in that window (tenths of a second on a loaded host) resumed to a run.json without the pass's figures,
     and nothing owed to bring them back. The pass now keeps its figures in second-pass.json before the rewrite
