@@ -176,3 +176,23 @@ def test_a_kill_between_the_second_pass_rewrite_and_run_json_keeps_the_pass_figu
     assert after["host_noise"]["prior"].startswith("unknown: the run stopped between")
     assert (run / "records.jsonl").read_bytes() == records  # nothing visited again, nothing appended
     assert not (run / SETTLED_PASS_FILE).exists() and not (run / "first-visits.jsonl").exists()
+
+
+def test_the_settled_pass_is_taken_only_when_the_records_hold_it(tmp_path: Path) -> None:
+    """second-pass.json is taken only when every row it settled holds two visits in the records (else the
+    rewrite never happened and the pass is owed again); a file that is not one it wrote, or not a regular file
+    (a FIFO would hang the resume), gives nothing."""
+    import os
+
+    from tileops.bench.firstvisits import SETTLED_PASS_FILE, settled_pass, write_settled_pass
+
+    key, other = ("relu", "cpu-512x1024", "float32", "torch"), ("add", "cpu-512x1024", "float32", "torch")
+    assert settled_pass(tmp_path, {key: 2}) is None  # no file
+    write_settled_pass(tmp_path, {"second_pass_shift": {"memory": 0.01}}, [key, other])
+    assert settled_pass(tmp_path, {key: 2, other: 2}) == {"second_pass_shift": {"memory": 0.01}}
+    assert settled_pass(tmp_path, {key: 2, other: 1}) is None and settled_pass(tmp_path, {key: 2}) is None
+    (tmp_path / SETTLED_PASS_FILE).write_text('{"host_noise": {}, "settled": [["relu"]]}')
+    assert settled_pass(tmp_path, {key: 2}) is None
+    (tmp_path / SETTLED_PASS_FILE).unlink()
+    os.mkfifo(tmp_path / SETTLED_PASS_FILE)
+    assert settled_pass(tmp_path, {key: 2}) is None

@@ -98,8 +98,10 @@ def settled_pass(run_dir: Path, visits: Mapping[Key, int]) -> dict[str, object] 
     """The pass's figures when the records were rewritten before the run stopped (every row it settled holds two
     visits now: ``visits``, each row's count in the records); None when there is nothing to take (the rewrite
     did not happen, so the pass is owed again, or the file is not one we wrote)."""
-    try:
-        data = json.loads((Path(run_dir) / SETTLED_PASS_FILE).read_bytes())
+    from tileops.fsutil import read_regular
+
+    try:  # a regular file of bounded size (a FIFO in its place would hang the resume): FileRefused is an OSError
+        data = json.loads(read_regular(Path(run_dir) / SETTLED_PASS_FILE, 1 << 22))
         noise = data["host_noise"]
         settled = [(str(a), str(b), str(c), str(d)) for a, b, c, d in data["settled"]]
     except (OSError, ValueError, TypeError, KeyError):
