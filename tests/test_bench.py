@@ -146,6 +146,8 @@ def test_new_run_refuses_to_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "run"
     out.mkdir()
     (out / "records.jsonl").write_text("")
+    (out / "run.json").write_text("{}")  # a run's, even before its first row (an empty records file alone is
+    # a start killed before its run file: tests/test_random_kills.py)
     r = tileops("bench", "--op", "relu", "--out", str(out))
     assert r.returncode == 2 and "--resume" in r.stderr
 

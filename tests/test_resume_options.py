@@ -207,12 +207,13 @@ def test_list_checks_what_the_run_checks_with_the_same_exit_and_sentence(
     monkeypatch.chdir(tmp_path)
     a_file = tmp_path / "a-file"
     a_file.write_text("not a directory\n")
-    held = tmp_path / "held"
+    held = tmp_path / "held"  # a run stopped before its first row: its run file, its empty records
     held.mkdir()
     (held / "records.jsonl").write_text("")
     stopped = tmp_path / "stopped"
     stopped.mkdir()
-    write_run_info(stopped, RunInfo(run_id="r", started_at=utcnow(), status="interrupted",
+    for run in (held, stopped):
+        write_run_info(run, RunInfo(run_id="r", started_at=utcnow(), status="interrupted",
                                     selection={"ops": ["relu"], "device": "cpu"},
                                     options=RunOptions(ops=["relu"], quick=True, calibrate="never")))
     args = {"profile": ["--profile", "nosuch"], "rule": ["--min-time", "3", "--max-time", "1"],
@@ -229,7 +230,7 @@ def test_list_checks_what_the_run_checks_with_the_same_exit_and_sentence(
     ran = capsys.readouterr().err
     assert listed == ran and listed.startswith("tileops bench: error: ") and "Traceback" not in listed
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # neither wrote anything
-    assert sorted(p.name for p in held.iterdir()) == ["records.jsonl"]
+    assert sorted(p.name for p in held.iterdir()) == ["records.jsonl", "run.json"]
 
 
 def test_list_plans_a_good_request_and_a_run_dir_that_cannot_be_written_is_the_runs_sentence(

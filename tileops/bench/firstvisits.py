@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tileops import fsutil
@@ -83,3 +83,38 @@ def remove_first_visits(run_dir: Path) -> None:
         fsutil.unlink(Path(run_dir) / FIRST_VISITS_FILE)
     except OSError:
         pass  # a read-only leftover: a resumed run finds nothing owed (run.json holds the pass)
+
+
+#: What run.json's ``host_noise`` will say once the second pass's rewrite of the records is in: written before the
+#: rewrite, removed once run.json says it. A run killed between the two resumes with it (:func:`settled_pass`).
+SETTLED_PASS_FILE = "second-pass.json"
+
+
+def write_settled_pass(run_dir: Path, host_noise: dict[str, object], settled: Sequence[Key]) -> None:
+    """Keep the pass's figures and the rows it settled (each then holds two visits) beside the records, before
+    they are rewritten: the rewrite and run.json are two files, and a kill between them lost the figures."""
+    fsutil.write_atomic(Path(run_dir) / SETTLED_PASS_FILE,
+                 json.dumps({"host_noise": host_noise, "settled": [list(k) for k in settled]}, default=str))
+
+
+def settled_pass(run_dir: Path, visits: Mapping[Key, int]) -> dict[str, object] | None:
+    """The pass's figures when the records were rewritten before the run stopped (every row it settled holds two
+    visits now: ``visits``, each row's count in the records); None when there is nothing to take (the rewrite
+    did not happen, so the pass is owed again, or the file is not one we wrote)."""
+    try:  # a regular file of bounded size (a FIFO in its place would hang the resume): FileRefused is an OSError
+        data = json.loads(fsutil.read_regular(Path(run_dir) / SETTLED_PASS_FILE, 1 << 22))
+        noise = data["host_noise"]
+        settled = [(str(a), str(b), str(c), str(d)) for a, b, c, d in data["settled"]]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if not isinstance(noise, dict) or not settled or any(visits.get(k) != 2 for k in settled):
+        return None
+    return noise
+
+
+def remove_settled_pass(run_dir: Path) -> None:
+    """Remove the file once run.json holds the pass's figures."""
+    try:
+        fsutil.unlink(Path(run_dir) / SETTLED_PASS_FILE)
+    except OSError:
+        pass  # a leftover is read only by a resumed run whose run.json lacks the figures

@@ -25,7 +25,8 @@ from collections.abc import Callable, Mapping
 from tileops import exitcodes
 from tileops.bench.environment import new_run_id, run_environment
 from tileops.bench.execute import Task
-from tileops.bench.firstvisits import FIRST_VISITS_FILE, append_first_visit, read_first_visits, remove_first_visits
+from tileops.bench.firstvisits import (FIRST_VISITS_FILE, SETTLED_PASS_FILE, append_first_visit, read_first_visits,
+                                      remove_first_visits, remove_settled_pass, settled_pass, write_settled_pass)
 from tileops.bench import allocator
 from tileops.bench.quiet import check_quiet
 from tileops.bench.rundir import RunLock, lock_run_dir
@@ -267,6 +268,17 @@ def _open_resumed(run_dir: Path) -> tuple[RunLock, RunInfo, dict[Key, Record], l
     return lock, info, done, notices
 
 
+def holds_a_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run a new one must not write over: records, or a run file. A records file
+    left empty with no run file is a start killed before its run.json (``_open_new`` creates the records
+    first): nothing to resume, so a new run may take the directory, as ``--resume``'s refusal tells it to."""
+    records = run_dir / RECORDS_FILE
+    try:
+        return records.exists() and (records.stat().st_size > 0 or (run_dir / RUN_FILE).exists())
+    except OSError:
+        return True
+
+
 def _holds_a_run(run_dir: Path) -> TileOpsError:
     return TileOpsError(f"{run_dir} already holds a run; use --resume {run_dir} to finish it, or another --out")
 
@@ -281,7 +293,7 @@ def _open_new(run_dir: Path) -> RunLock:
     except OSError as exc:
         raise _unwritable(run_dir, exc, fix) from None
     try:
-        if (run_dir / RECORDS_FILE).exists():
+        if holds_a_run(run_dir):
             raise _holds_a_run(run_dir)
         try:
             (run_dir / RECORDS_FILE).touch()  # a run directory is always readable, even stopped before its first row
@@ -331,7 +343,7 @@ def check_run_dir(out: Path | None, resume: Path | None) -> None:
         why = next(filter(None, (unwritable_file(run_dir / name) for name in RESUMED_FILES)), None)
     if why:
         raise RunWriteError(f"{run_dir}: cannot write ({why}); {fix}")
-    if resume is None and out is not None and (run_dir / RECORDS_FILE).exists():
+    if resume is None and out is not None and holds_a_run(run_dir):
         raise _holds_a_run(run_dir)
 
 
@@ -364,6 +376,7 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
         except BaseException:
             lock.release()
             raise
+        notices += _take_settled_pass(run_dir, info, done)
         owed, said = owed_second_visits(run_dir, info, planned, done, repair=True)
         notices += said
         if not owed:  # a settled pass's leftover (its removal, or run.json's write after it, failed): stale
@@ -408,6 +421,22 @@ def prepare(options: RunOptions, device: DeviceInfo, *, out: Path | None = None,
         timer=options.timer, lock=lock, notices=notices,
         compile_timeout_s=options.compile_timeout_s or DEFAULT_COMPILE_TIMEOUT_S, compile_env=compile_env,
         trace_dir=trace_dir, owed=owed)
+
+
+def _take_settled_pass(run_dir: Path, info: RunInfo, done: Mapping[Key, Record]) -> list[str]:
+    """A run killed after its second pass rewrote the records, before run.json took the pass's figures: they are
+    taken from the file kept for it (``firstvisits.SETTLED_PASS_FILE``), so nothing is owed and nothing lost.
+    What the run should say of it; none when the pass was not in the records (it is owed again)."""
+    if info.options.passes != 2 or info.host_noise:
+        return []
+    noise = settled_pass(run_dir, {k: len(r.timing.visits_s or ()) for k, r in done.items() if r.timing is not None})
+    if noise is None:
+        return []
+    info.host_noise = {**noise, "prior": "unknown: the run stopped between its second pass's rewrite of the "
+                       "records and run.json"}
+    remove_first_visits(run_dir)
+    return [f"the run stopped after its second pass had rewritten the records, before run.json said so: run.json "
+            f"takes the pass's figures from {SETTLED_PASS_FILE}"]
 
 
 def owed_second_visits(run_dir: Path, info: RunInfo, planned: list[Planned], done: Mapping[Key, Record], *,
@@ -512,6 +541,7 @@ def _second_pass(prep: PreparedSweep, first: dict[Key, FirstVisit],
                                 prep.device.kind, prior, prep.kind_of)
         info: dict[str, object] = {**model.as_dict(), "kept_first": kept_first}
         try:
+            write_settled_pass(prep.run_dir, info, list(second))  # a kill before run.json says it: resumed from it
             replace_records(prep.records_path, updated)
         except OSError as exc:  # a full disk: the first pass's records stand, and the pass is owed
             return (f"cannot write the second pass's records to {prep.records_path}: {describe_oserror(exc)} "
@@ -662,5 +692,6 @@ def run(prep: PreparedSweep, observer: SweepObserver | None = None) -> Sweep:
         else:
             info.status = "completed"
         prep.save(info)
+        remove_settled_pass(prep.run_dir)  # run.json holds the pass's figures now
     return Sweep(device=prep.device, run_dir=prep.run_dir, info=info, records=list(latest.values()),
                  interrupted=stopped, failure=failure)
