@@ -10,6 +10,10 @@ names its own store still does.
 table drawn in a worker would wrap at 80 columns where the same test run alone (no terminal) draws it at the
 width the command chooses for a pipe. A test about widths sets them itself.
 
+The environment is restored after each test: a command run in the test's process with ``--profile-dir`` sets
+``TILEOPS_PROFILE_DIR`` for the rest of its process (one store for every lookup), and a later test in the same
+worker would otherwise read and write that test's store (a file, in one case, so the later bench refused to run).
+
 The files run longest first: ``tests/durations.json`` holds each file's seconds from an earlier whole run, and
 ``--dist loadfile --no-loadscope-reorder`` (the Makefile's) hands files to the two workers in collection order,
 so the long files (a real bench, docker, the dry run) start early and the run does not end on one worker
@@ -71,3 +75,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if out and _SECONDS and not hasattr(session.config, "workerinput"):
         Path(out).write_text(json.dumps({f: round(s, 1) for f, s in sorted(_SECONDS.items())}, indent=0) + "\n",
                              encoding="utf-8")
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored() -> object:
+    """Each test starts with the session's environment, whatever an in-process command set."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)

@@ -7,6 +7,7 @@ and the baseline split are pure functions over records built as data (tests/roof
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import math
 import statistics
@@ -53,9 +54,16 @@ def test_a_real_cpu_row_records_its_probe_and_what_it_cost(tmp_path: Path) -> No
     longest = max(t for v in memory.times_s for t in v)
     assert 0 < probe.cost_s <= PROBE_SHARE * rec.timing.total_s + 2 * longest + 1e-3
     assert probe.cost_share == pytest.approx(probe.cost_s / rec.timing.total_s)
-    # it survives the file: written and read back strictly
+    # it survives the file: written and read back strictly, and by msgspec's mirror (the fast reader serve and
+    # roofline use) alike, which must not decline the line (a list of probes once made it decline every record)
     back = parse_record(to_json(rec))
     assert back.probe == probe
+    if importlib.util.find_spec("msgspec") is not None:
+        from tileops.records.fast import line_reader
+
+        declined: list[bytes] = []
+        mirror = line_reader(type(rec), declined.append)
+        assert mirror is not None and mirror(to_json(rec).encode()) == back and declined == []
 
 
 def test_no_probe_records_none() -> None:

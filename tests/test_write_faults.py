@@ -324,7 +324,10 @@ def test_bench_every_write_op_fails_in_turn(tmp_path: Path, monkeypatch: pytest.
         run_dir, store = tmp_path / f"run{f.n}", tmp_path / f"store{f.n}"
         info = read_run_info(run_dir) if (run_dir / "run.json").exists() else None
         if f.rc == 0:
-            assert BEST_EFFORT.search(str(f.owner)), f"N={f.n} ({f.primitive} {f.path}): exit 0 after a failed write"
+            # second-pass.json's removal is best effort too (run.json holds its figures by then); its write is not
+            settled_removal = f.primitive == "unlink" and str(f.path).endswith("second-pass.json")
+            assert settled_removal or BEST_EFFORT.search(str(f.owner)), \
+                f"N={f.n} ({f.primitive} {f.path}): exit 0 after a failed write"
             assert info is not None and info.status == "completed"
         else:
             assert f.rc == 2, f"N={f.n} ({f.primitive} {f.path}): exit {f.rc}\n{f.err}"

@@ -147,7 +147,9 @@ def _field(tp: Any, meta: dict[str, Any], lenient: bool) -> tuple[Any, _Kind | N
         if origin is dict and args[0] is not str:
             raise _Unmirrored(tp)
         inner, kind = _field(args[-1], {}, lenient)
-        if kind is not None:  # a container of times or contract objects: not in the contract today
+        if kind is not None and origin is list and kind[0] == "object":  # a list of contract objects (probes)
+            return list[inner], ("object", _each(kind[1]))  # type: ignore[valid-type]  # a type built at run time
+        if kind is not None:  # a container of times, or a dict of contract objects: not in the contract today
             raise _Unmirrored(tp)
         # An Any inside holding an object has more members than are counted: the standard reader decides.
         if origin is list:
@@ -157,6 +159,20 @@ def _field(tp: Any, meta: dict[str, Any], lenient: bool) -> tuple[Any, _Kind | N
         struct, build = _mirror(tp, lenient)
         return struct, ("object", build)
     raise _Unmirrored(tp)
+
+
+def _each(build: _Build) -> _Build:
+    """A list of contract objects built one by one, their keys counted together."""
+
+    def build_all(items: list[Any]) -> tuple[Any, int]:
+        out, keys = [], 0
+        for item in items:
+            obj, k = build(item)
+            out.append(obj)
+            keys += k
+        return out, keys
+
+    return build_all
 
 
 def _struct_field(f: dataclasses.Field[Any], tp: Any, lenient: bool) -> tuple[Any, _Kind | None]:
