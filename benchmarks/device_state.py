@@ -84,17 +84,37 @@ def per_row(runs: list[dict[str, Reading]]) -> list[dict[str, Any]]:
         got = [run[key] for run in runs]
         costs = [g["cost"] for g in got if g["cost"] is not None]
         t, sol, state = (log_sd([g[k] for g in got]) for k in ("time", "sol", "state"))
+        rho = drift_correlation(got)
         rows.append({"row": key, "runs": len(got), "spread_time": t, "spread_sol": sol, "spread_state": state,
                      "state_over_time": state / t if state is not None and t else None,
+                     "rho": rho, "best_state_over_time": None if rho is None else math.sqrt(max(0.0, 1 - rho * rho)),
                      "probe_ratio_median": _median([g["ratio"] for g in got]),
                      "cost_median": statistics.median(costs) if costs else None,
                      "cost_max": max(costs) if costs else None})
     return rows
 
 
+def drift_correlation(got: list[Reading]) -> float | None:
+    """How much of a row's run-to-run drift its probe saw: the correlation, over the runs, of the log time with the
+    log of the probe's slowness (1 / probe ratio). Whatever multiple of the probe a correction divides by, the
+    spread it leaves is at least spread(time) x sqrt(1 - rho^2): the bound this probe sets on the goal."""
+    pairs = [(math.log(g["time"]), -math.log(g["ratio"])) for g in got
+             if g["time"] and g["ratio"] and g["time"] > 0 and g["ratio"] > 0]
+    if len(pairs) < 3:
+        return None
+    try:
+        return statistics.correlation([a for a, _ in pairs], [b for _, b in pairs])
+    except statistics.StatisticsError:  # one of them constant
+        return None
+
+
 def _median(values: list[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return statistics.median(kept) if kept else None
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}"
 
 
 def _pct(x: float | None) -> str:
@@ -103,7 +123,7 @@ def _pct(x: float | None) -> str:
 
 def report(rows: list[dict[str, Any]]) -> list[str]:
     head = (f"{'row':<34} {'spread time':>11} {'SOL vs cal':>10} {'SOL vs state':>12} {'state/time':>10} "
-            f"{'probe ratio':>11} {'probe cost':>10} {'max cost':>8}  goal")
+            f"{'probe ratio':>11} {'probe cost':>10} {'max cost':>8} {'rho':>5} {'bound':>5}  goal")
     lines = [head, "-" * len(head)]
     met = 0
     for r in rows:
@@ -112,9 +132,12 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
         met += ok
         lines.append(f"{r['row'][:34]:<34} {_pct(r['spread_time']):>11} {_pct(r['spread_sol']):>10} "
                      f"{_pct(r['spread_state']):>12} {'—' if ratio is None else f'{ratio:.2f}':>10} "
-                     f"{_pct(r['probe_ratio_median']):>11} {_pct(r['cost_median']):>10} {_pct(r['cost_max']):>8}  "
+                     f"{_pct(r['probe_ratio_median']):>11} {_pct(r['cost_median']):>10} {_pct(r['cost_max']):>8} "
+                     f"{_num(r.get('rho')):>5} {_num(r.get('best_state_over_time')):>5}  "
                      f"{'met' if ok else 'NOT met'}")
     costs = [r["cost_max"] for r in rows if r["cost_max"] is not None]
+    lines.append("rho: the correlation over the runs of a row's log time with its probe's log slowness; bound: "
+                 "sqrt(1 - rho^2), the least state/time any multiple of this probe could leave")
     lines.append(f"goal spread(SOL vs state) <= {STATE_GOAL} x spread(time): {met} of {len(rows)} row(s)")
     lines.append(f"goal probe cost <= {COST_GOAL:.0%} of a row's time: most {_pct(max(costs) if costs else None)} "
                  f"({'met' if costs and max(costs) <= COST_GOAL else 'NOT met' if costs else 'no probe cost read'})")
