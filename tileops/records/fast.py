@@ -143,22 +143,27 @@ def _field(tp: Any, meta: dict[str, Any], lenient: bool) -> tuple[Any, _Kind | N
         inner, kind = _field(inner_tp[0], meta, lenient)
         return inner | None, kind  # the builder passes None through
     if origin is list or origin is dict:
-        args = typing.get_args(tp)
-        if origin is dict and args[0] is not str:
-            raise _Unmirrored(tp)
-        inner, kind = _field(args[-1], {}, lenient)
-        if kind is not None and origin is list and kind[0] == "object":  # a list of contract objects (probes)
-            return list[inner], ("object", _each(kind[1]))  # type: ignore[valid-type]  # a type built at run time
-        if kind is not None:  # a container of times, or a dict of contract objects: not in the contract today
-            raise _Unmirrored(tp)
-        # An Any inside holding an object has more members than are counted: the standard reader decides.
-        if origin is list:
-            return list[inner], None  # type: ignore[valid-type]  # a type built at run time
-        return dict[str, inner], ("keys", None)  # type: ignore[valid-type]  # a type built at run time
+        return _container(tp, origin, lenient)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         struct, build = _mirror(tp, lenient)
         return struct, ("object", build)
     raise _Unmirrored(tp)
+
+
+def _container(tp: Any, origin: Any, lenient: bool) -> tuple[Any, _Kind | None]:
+    """A list or a dict field's mirror type and its kind."""
+    args = typing.get_args(tp)
+    if origin is dict and args[0] is not str:
+        raise _Unmirrored(tp)
+    inner, kind = _field(args[-1], {}, lenient)
+    if kind is not None and origin is list and kind[0] == "object":  # a list of contract objects (probes)
+        return list[inner], ("object", _each(kind[1]))  # type: ignore[valid-type]  # a type built at run time
+    if kind is not None:  # a container of times, or a dict of contract objects: not in the contract today
+        raise _Unmirrored(tp)
+    # An Any inside holding an object has more members than are counted: the standard reader decides.
+    if origin is list:
+        return list[inner], None  # type: ignore[valid-type]  # a type built at run time
+    return dict[str, inner], ("keys", None)  # type: ignore[valid-type]  # a type built at run time
 
 
 def _each(build: _Build) -> _Build:
