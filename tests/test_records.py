@@ -435,6 +435,22 @@ def test_msgspec_and_the_standard_reader_read_every_token_alike(tmp_path: Path, 
     assert _read_one(path, big)[1].params == {"a": 2**70}
 
 
+def test_a_long_lived_reader_keeps_sharing_after_many_environments(tmp_path: Path) -> None:
+    """The mirror's memo of environments is bounded; once full it starts over, so a reader that has seen more
+    than its limit (serve, a test process) still shares one environment between a run's rows."""
+    pytest.importorskip("msgspec")
+    from tileops.records.fast import SHARED_LIMIT
+
+    path = tmp_path / "records.jsonl"
+    a = make_record(label="a")
+    many = [dataclasses.replace(a, env=dataclasses.replace(a.env, run_id=f"run-{i}")) for i in range(SHARED_LIMIT + 3)]
+    last = dataclasses.replace(a.env, run_id="last")  # one not among the many: read after the memo is full
+    path.write_text("".join(to_json(r) + "\n" for r in (*many, dataclasses.replace(a, env=last),
+                                                         dataclasses.replace(a, label="b", env=last))))
+    *_, first, second = iter_records(path)
+    assert first.env is second.env
+
+
 def test_every_row_of_a_run_shares_one_environment(tmp_path: Path) -> None:
     """A run's records carry the same environment: it is decoded once and shared (frozen), while a
     different one, or one equal only by Python's 1 == 1.0 == True, is decoded for itself."""

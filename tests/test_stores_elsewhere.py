@@ -10,8 +10,9 @@ file's bytes, where its documented behaviour is to keep them aside), and no byte
 
 The cells are real: the store is the one ``tileops calibrate --quick`` writes, the run the one a quick
 ``tileops bench`` writes, the audit file ``tileops audit``'s; the writers run as the command line does. Root
-ignores permission bits, so the read-only cells run their command as another user (``setpriv``, uid 65534)
-when the tests run as root, and as the test's own user otherwise; docs/reliability.md, "Stores from
+ignores permission bits, so when the tests run as root the read-only cells run their command as root without
+the capabilities that override them (``setpriv``: CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and CAP_FOWNER out of its
+bounding set), which then meets the permission bits as any user does; otherwise as the test's own user; docs/reliability.md, "Stores from
 elsewhere", holds the table.
 """
 
@@ -44,7 +45,9 @@ from tileops.records import SCHEMA_VERSION, RunOptions, iter_records, read_run_i
 HOST = "stores-elsewhere"
 KEY = f"cpu-{HOST}"
 OTHER_UID = 12345  # owns the read-only files: not the user the command runs as
-RUNNER_UID = 65534  # the command of a read-only cell runs as this user when the tests run as root
+#: what a root test drops to run a read-only cell's command as a user the permission bits apply to. Not another
+#: uid: that user could not reach a checkout in a private folder (a CI's mktemp -d) to import tileops at all.
+DROPPED_CAPS = "-dac_override,-dac_read_search,-fowner"
 CASES = ("newer", "older", "truncated", "wrong-type", "read-only-file", "read-only-dir")
 
 # --------------------------------------------------------------------------- the seed: real stores, made once
@@ -341,7 +344,8 @@ def make_cell(root: Path, store: Store, case: str) -> Path:
 
 def as_other_user() -> list[str] | None:
     """The prefix that runs a command as a user who does not own the read-only files (None: the tests already
-    run as one). Root writes whatever the permission bits say, so root runs it as uid 65534."""
+    run as one). Root writes whatever the permission bits say, so root runs it without the capabilities that let
+    it (:data:`DROPPED_CAPS`)."""
     if os.geteuid() != 0:
         return None
     setpriv = shutil.which("setpriv")
@@ -350,14 +354,11 @@ def as_other_user() -> list[str] | None:
         if os.environ.get("CI") == "true":
             pytest.fail(msg)
         pytest.skip(msg)
-    return [setpriv, f"--reuid={RUNNER_UID}", f"--regid={RUNNER_UID}", "--clear-groups", "--"]
+    return [setpriv, f"--bounding-set={DROPPED_CAPS}", "--"]
 
 
 def make_read_only(root: Path, path: Path, case: str) -> None:
     """The runner owns the cell; ``path`` (or its folder) belongs to another user, without write permission."""
-    if os.geteuid() == 0:
-        for p in [root, *root.rglob("*")]:
-            os.lchown(p, RUNNER_UID, RUNNER_UID)
     target = path if case == "read-only-file" else path.parent
     if os.geteuid() == 0:
         os.chown(target, OTHER_UID, OTHER_UID)

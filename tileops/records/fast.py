@@ -281,8 +281,9 @@ def _shared(struct: type, build: _Build) -> _Build:
         hit = memo.get(key)
         if hit is None:
             hit = build(decode(key))  # raises for an invalid object: nothing is remembered
-            if len(memo) < SHARED_LIMIT:
-                memo[key] = hit
+            if len(memo) >= SHARED_LIMIT:  # a long-lived reader (serve) starts over rather than stop sharing
+                memo.clear()
+            memo[key] = hit
         return hit
 
     return from_raw
