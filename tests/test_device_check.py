@@ -162,6 +162,10 @@ def test_the_dry_run_fails_without_the_carried_wheels_and_passes_with_them(tmp_p
                          bare.stdout), (package, log)
     assert "msgspec absent (an optional extra" in bare.stdout  # hidden too, and optional: named, not a failure
     assert re.search(r"^setup\s+FAILED", summary, re.M)
+    # rows it cannot count are never a small budget: the listing's error is named and the step does not run
+    assert re.search(r"^device-check: budget bench: NOT COUNTED \(tileops bench --list failed: .*pydantic", bare.stdout,
+                     re.M), log
+    assert re.search(r"^audit\s+FAILED: not run: its budget could not be counted", summary, re.M), summary
 
     wheels = tmp_path / "wheels"
     version = f"{sys.version_info.major}.{sys.version_info.minor}"  # the machine's is 3.12: `make device-wheels`
@@ -171,6 +175,10 @@ def test_the_dry_run_fails_without_the_carried_wheels_and_passes_with_them(tmp_p
     carried = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "carried"), "--dry-run"], capture_output=True,
                              text=True, timeout=600, env={**env, "DEVICE_WHEELS": str(wheels)})
     check_the_dry_runs_plan_steps_and_summary(carried, tmp_path / "carried")  # the whole plan, every step
+    # counted after the wheels are installed: the same rows as on a machine that has the packages (the plan of an
+    # earlier version ran before the install, counted 0 rows and gave the bench 15 s)
+    counted = {m[0]: m[1] for m in COUNTED.findall(carried.stdout)}
+    assert counted["bench"] == "6" and counted["audit"] == "2", counted
     summary = carried.stdout[carried.stdout.index("===== device-check summary"):]
     assert re.search(r"^setup\s+passed", summary, re.M), summary
     for name in GPU_STEPS:
