@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast test-durations lint bench codegen validate clean image base-image device-wheels
+.PHONY: install test test-fast test-durations lint bench codegen validate clean image base-image device-wheels device-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,21 @@ lint: $(STAMP)
 # CPython 3.12 on manylinux x86-64, resolved by pip from the index; fails with the sizes over 64 MiB.
 device-wheels:
 	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/device_packages.py wheels .whl
+
+# The GPU machine's Python side on this CPU machine (docs/gpu-validation.md, "On the device's software"): CPython 3.12,
+# torch 2.11.0 and triton 3.6.0 (a CUDA build from the index, about 4.6 GB), the image's packages the project and
+# its tests use, the carried wheels and the checkout (editable). Then, e.g.:
+#   .venv-device/bin/python -m pytest -q -n 2 --dist loadfile -m "not slow"
+#   PYTHON=$$PWD/.venv-device/bin/python scripts/device-check OUT --dry-run
+DEVICE_PYTHON ?= python3.12
+DEVICE_VENV   ?= .venv-device
+DEVICE_IMAGE_PACKAGES := torch==2.11.0 triton==3.6.0 numpy pyyaml prometheus-client rich matplotlib nvidia-ml-py \
+	requests urllib3 jinja2 scipy pytest pytest-xdist pytest-timeout hypothesis
+device-venv: device-wheels
+	$(DEVICE_PYTHON) -m venv $(DEVICE_VENV)
+	$(DEVICE_VENV)/bin/pip install -q $(DEVICE_IMAGE_PACKAGES)
+	$(DEVICE_VENV)/bin/pip install -q --no-deps $$(ls .whl/*.whl | grep -v '/tileops-')
+	$(DEVICE_VENV)/bin/pip install -q --no-deps -e .
 
 bench: $(STAMP)
 	$(BIN)/tileops bench $(BENCH_ARGS)
