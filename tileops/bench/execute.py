@@ -16,6 +16,7 @@ import statistics
 import time
 import traceback
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from collections.abc import Callable, Collection, Sequence
 
@@ -35,8 +36,9 @@ from tileops.errors import BackendUnavailableError, CompileError, TileOpsError
 from tileops.ops.catalog import load_entries
 from tileops.ops.spec import Workload
 from tileops.ops.workload import bind_row, build_inputs, instantiate
-from tileops.records import (MAX_TIME_S, MIN_TIME_S, Environment, ErrorInfo, ErrorKind, Record, RowConditions, Timing,
-                             utcnow)
+from tileops.ops.base import Op, PreparedCall
+from tileops.records import (MAX_TIME_S, MIN_TIME_S, Environment, ErrorInfo, ErrorKind, ProbeReading, RacePairing,
+                             Record, RowConditions, Timing, utcnow)
 
 
 @dataclass(frozen=True)
@@ -308,6 +310,98 @@ def threads_used(task: Task) -> int | None:
     return torch.get_num_threads() if task.device.kind == "cpu" else task.env.threads
 
 
+def row_fields(task: Task) -> dict[str, Any]:
+    """The fields of a row's record that name it (op, label, dtype, backend, params, shapes, tags)."""
+    entry = load_entries()[task.op]
+    row = task.row if task.row is not None else find_row(task.op, task.label)
+    bound = bind_row(entry, row, task.case)
+    return dict(run_id=task.env.run_id, op=task.op, family=entry.family, label=task.label, dtype=task.case_name,
+                backend=task.backend, params=dict(row.params), shapes={k: list(v) for k, v in bound.shapes.items()},
+                tags=list(row.tags))
+
+
+@dataclass
+class Entrant:
+    """A prepared row on one backend: its task, its record's fields, its op, its checked call and its timer.
+    A visit of its own times one (``time_alone``); a race (``tileops.bench.race``) alternates several."""
+
+    task: Task
+    base: dict[str, Any]
+    started: datetime
+    clocks_before: dict[str, Any] | None
+    op: Op
+    prepared: PreparedCall
+    timer: Timer
+
+
+def prepare(task: Task, base: dict[str, Any], cache_bytes: int | None, started: datetime,
+            clocks_before: dict[str, Any] | None) -> Entrant:
+    """Build the row's op and inputs and make its first, checked call (compiled: the caller's compile allowance).
+    Raises what fails; the caller turns it into the row's error record."""
+    entry = load_entries()[task.op]
+    row = task.row if task.row is not None else find_row(task.op, task.label)
+    bound = bind_row(entry, row, task.case)
+    op = instantiate(entry, row, task.backend)
+    inputs = build_inputs(op, bound, task.device.torch_device)
+    timer = make_timer(task, cache_bytes)
+    load_compiler(task.backend)
+    prepared = op.prepare(**inputs)  # one checked call (last_call is what eval_roofline prices), compiled
+    return Entrant(task, base, started, clocks_before, op, prepared, timer)
+
+
+def _family(op: str) -> str:
+    try:
+        return load_entries()[op].family
+    except KeyError:
+        return "unknown"
+
+
+def error_record(task: Task, exc: BaseException, started: datetime, clocks_before: dict[str, Any] | None,
+                 base: dict[str, Any] | None = None) -> Record:
+    """The row's error record: what failed, its kind and traceback (``base``: the row's fields, where known)."""
+    env = dataclasses.replace(task.env, clocks_before=clocks_before)
+    fields = base or dict(run_id=task.env.run_id, op=task.op, family=_family(task.op), label=task.label,
+                          dtype=task.case_name, backend=task.backend)
+    return Record(**fields, status="error",
+                  error=ErrorInfo(kind=error_kind(exc), message=f"{type(exc).__name__}: {exc}",
+                                  traceback="".join(traceback.format_exception(exc, limit=8))),
+                  env=env, started_at=started, finished_at=utcnow())
+
+
+def ok_record(e: Entrant, timing: Timing, conditions: RowConditions, race: RacePairing | None = None,
+              probe: ProbeReading | None = None) -> Record:
+    """The row's record once timed: ``(flops, bytes)`` read only now, from the last timed call (§4.2)."""
+    from tileops.device import read_clocks
+
+    task = e.task
+    if e.prepared.setup_s is not None:
+        timing = dataclasses.replace(timing, compile_s=e.prepared.setup_s)
+    flops, nbytes = e.op.eval_roofline()
+    try:
+        read_bytes = e.op.eval_roofline_read_bytes()
+    except Exception:
+        read_bytes = None
+    env = dataclasses.replace(task.env, clocks_before=e.clocks_before, clocks_after=read_clocks(task.device),
+                              threads=threads_used(task))
+    return Record(**e.base, status="ok", timing=timing, flops=flops, bytes=nbytes, read_bytes=read_bytes,
+                  roof_key=e.op.roof_key(), data_terms=e.op.roofline_data_terms(), env=env,
+                  started_at=e.started, finished_at=utcnow(), conditions=conditions, race=race, probe=probe)
+
+
+def time_alone(e: Entrant) -> tuple[Record, list[list[float]]]:
+    """Time a prepared row in a visit of its own (the reference probe between its blocks); its record and blocks
+    (none for an error: every failure becomes the row's error record)."""
+    try:
+        probe = visit_probe(e.task, e.op)
+        timing, conditions, blocks = measure_row(e.prepared.run, e.timer, e.task.rule, e.task.device,
+                                                 e.task.parent_pids, e.task.parent_pids_unknown,
+                                                 probe.between if probe is not None else None)
+        return ok_record(e, timing, conditions, probe=probe.reading(timing.total_s) if probe is not None else None), \
+            blocks
+    except Exception as exc:
+        return error_record(e.task, exc, e.started, e.clocks_before, e.base), []
+
+
 def run_task(task: Task, cache_bytes: int | None = None, on_prepared: Callable[[], None] | None = None) -> Record:
     """Run one row; every failure becomes an error record (never an exception).
 
@@ -324,41 +418,12 @@ def run_visit(task: Task, cache_bytes: int | None = None, on_prepared: Callable[
     from tileops.device import read_clocks
 
     started = utcnow()
-    entry = load_entries()[task.op]
-    row = task.row if task.row is not None else find_row(task.op, task.label)
-    bound = bind_row(entry, row, task.case)
-    base: dict[str, Any] = dict(run_id=task.env.run_id, op=task.op, family=entry.family, label=task.label,
-                                dtype=task.case_name, backend=task.backend, params=dict(row.params),
-                                shapes={k: list(v) for k, v in bound.shapes.items()}, tags=list(row.tags))
+    base = row_fields(task)
     clocks_before = read_clocks(task.device)
     try:
-        op = instantiate(entry, row, task.backend)
-        inputs = build_inputs(op, bound, task.device.torch_device)
-        timer = make_timer(task, cache_bytes)
-        load_compiler(task.backend)
-        prepared = op.prepare(**inputs)  # one checked call (last_call is what eval_roofline prices), compiled
+        entrant = prepare(task, base, cache_bytes, started, clocks_before)
         if on_prepared is not None:
             on_prepared()
-        probe = visit_probe(task, op)
-        timing, conditions, blocks = measure_row(prepared.run, timer, task.rule, task.device,  # the implementation
-                                                 task.parent_pids, task.parent_pids_unknown,
-                                                 probe.between if probe is not None else None)
-        reading = probe.reading(timing.total_s) if probe is not None else None
-        if prepared.setup_s is not None:
-            timing = dataclasses.replace(timing, compile_s=prepared.setup_s)
-        flops, nbytes = op.eval_roofline()
-        try:
-            read_bytes = op.eval_roofline_read_bytes()
-        except Exception:
-            read_bytes = None
-        env = dataclasses.replace(task.env, clocks_before=clocks_before, clocks_after=read_clocks(task.device),
-                                  threads=threads_used(task))
-        return Record(**base, status="ok", timing=timing, flops=flops, bytes=nbytes, read_bytes=read_bytes,
-                      roof_key=op.roof_key(), data_terms=op.roofline_data_terms(), env=env,
-                      started_at=started, finished_at=utcnow(), conditions=conditions, probe=reading), blocks
     except Exception as exc:
-        env = dataclasses.replace(task.env, clocks_before=clocks_before)
-        return Record(**base, status="error",
-                      error=ErrorInfo(kind=error_kind(exc), message=f"{type(exc).__name__}: {exc}",
-                                      traceback=traceback.format_exc(limit=8)),
-                      env=env, started_at=started, finished_at=utcnow()), []
+        return error_record(task, exc, started, clocks_before, base), []
+    return time_alone(entrant)

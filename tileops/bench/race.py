@@ -38,21 +38,15 @@ import dataclasses
 import math
 import statistics
 import time
-import traceback
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
 from collections.abc import Callable, Sequence
 
-from tileops.bench.execute import (Task, error_kind, find_row, load_compiler, make_timer, measure_row,
-                                   row_sensors, threads_used, visit_probe, visit_timing, warm_up)
+from tileops.bench.execute import (Entrant, Task, error_record, ok_record, prepare, row_fields, row_sensors,
+                                   time_alone, visit_probe, visit_timing, warm_up)
 from tileops.bench.interval import BlockRule
 from tileops.bench.stopping import SAMPLE_CAP
 from tileops.bench.timers import Timer
-from tileops.ops.base import Op, PreparedCall
-from tileops.ops.catalog import load_entries
-from tileops.ops.workload import bind_row, build_inputs, instantiate
-from tileops.records import ErrorInfo, ProbeReading, RacePairing, Record, RowConditions, Timing, utcnow
+from tileops.records import RacePairing, Record, RowConditions, Timing, utcnow
 from tileops.stats import ratio_interval
 
 #: What the worker tells its parent as a race goes: ("preparing", backend) before each backend's first call (its
@@ -200,62 +194,6 @@ def alternate(lanes: Sequence[Lane], sleep: Callable[[float], None] = time.sleep
 # -- the race in the worker ------------------------------------------------------------------------------------
 
 
-@dataclass
-class Entrant:
-    """A prepared backend of the race: its task, its record's fields, its op, its checked call and its timer."""
-
-    task: Task
-    base: dict[str, Any]
-    started: datetime
-    clocks_before: dict[str, Any] | None
-    op: Op
-    prepared: PreparedCall
-    timer: Timer
-
-
-def _base(task: Task) -> dict[str, Any]:
-    """The fields of the backend's record that name it (as ``execute.run_visit`` writes them)."""
-    entry = load_entries()[task.op]
-    row = task.row if task.row is not None else find_row(task.op, task.label)
-    bound = bind_row(entry, row, task.case)
-    return dict(run_id=task.env.run_id, op=task.op, family=entry.family, label=task.label, dtype=task.case_name,
-                backend=task.backend, params=dict(row.params), shapes={k: list(v) for k, v in bound.shapes.items()},
-                tags=list(row.tags))
-
-
-def _entrant(task: Task, base: dict[str, Any], cache_bytes: int | None) -> Entrant:
-    from tileops.device import read_clocks
-
-    entry = load_entries()[task.op]
-    row = task.row if task.row is not None else find_row(task.op, task.label)
-    bound = bind_row(entry, row, task.case)
-    started, clocks_before = utcnow(), read_clocks(task.device)
-    op = instantiate(entry, row, task.backend)
-    inputs = build_inputs(op, bound, task.device.torch_device)
-    timer = make_timer(task, cache_bytes)
-    load_compiler(task.backend)
-    prepared = op.prepare(**inputs)  # checked, compiled: its own compile allowance (``Notify``)
-    return Entrant(task, base, started, clocks_before, op, prepared, timer)
-
-
-def _error(task: Task, exc: BaseException, started: datetime, clocks_before: dict[str, Any] | None,
-           base: dict[str, Any] | None = None) -> Record:
-    env = dataclasses.replace(task.env, clocks_before=clocks_before)
-    fields = base or dict(run_id=task.env.run_id, op=task.op, family=_family(task.op), label=task.label,
-                          dtype=task.case_name, backend=task.backend)
-    return Record(**fields, status="error",
-                  error=ErrorInfo(kind=error_kind(exc), message=f"{type(exc).__name__}: {exc}",
-                                  traceback="".join(traceback.format_exception(exc, limit=8))),
-                  env=env, started_at=started, finished_at=utcnow())
-
-
-def _family(op: str) -> str:
-    try:
-        return load_entries()[op].family
-    except KeyError:
-        return "unknown"
-
-
 def _shared_window(conditions: RowConditions, calls: int) -> RowConditions:
     """The race's sensor window as one backend's record gives it: its own calls, the energy blank (shared)."""
     cpu, gpu = conditions.cpu, conditions.gpu
@@ -266,52 +204,22 @@ def _shared_window(conditions: RowConditions, calls: int) -> RowConditions:
     return dataclasses.replace(conditions, calls=calls, cpu=cpu, gpu=gpu)
 
 
-def _ok(e: Entrant, timing: Timing, conditions: RowConditions, race: RacePairing | None,
-        probe: ProbeReading | None) -> Record:
-    from tileops.device import read_clocks
-
-    task = e.task
-    if e.prepared.setup_s is not None:
-        timing = dataclasses.replace(timing, compile_s=e.prepared.setup_s)
-    flops, nbytes = e.op.eval_roofline()
-    try:
-        read_bytes = e.op.eval_roofline_read_bytes()
-    except Exception:
-        read_bytes = None
-    env = dataclasses.replace(task.env, clocks_before=e.clocks_before, clocks_after=read_clocks(task.device),
-                              threads=threads_used(task))
-    return Record(**e.base, status="ok", timing=timing, flops=flops, bytes=nbytes, read_bytes=read_bytes,
-                  roof_key=e.op.roof_key(), data_terms=e.op.roofline_data_terms(), env=env,
-                  started_at=e.started, finished_at=utcnow(), conditions=conditions, race=race,
-                  probe=probe)
-
-
-def _alone(e: Entrant) -> tuple[Record, list[list[float]]]:
-    """Time a backend that left the race on its own (its own visit, with its timer's fallback)."""
-    try:
-        probe = visit_probe(e.task, e.op)
-        timing, conditions, blocks = measure_row(e.prepared.run, e.timer, e.task.rule, e.task.device,
-                                                 e.task.parent_pids, e.task.parent_pids_unknown,
-                                                 probe.between if probe is not None else None)
-        return _ok(e, timing, conditions, None, probe.reading(timing.total_s) if probe is not None else None), blocks
-    except Exception as exc:
-        return _error(e.task, exc, e.started, e.clocks_before, e.base), []
-
-
 def prepare_all(race: RaceTask, cache_bytes: int | None, notify: Notify
                 ) -> tuple[list[Entrant], dict[str, tuple[Record, list[list[float]]]]]:
     """Prepare every backend in turn (each one's first call, compilation included, reported to the parent, whose
     compile allowance is per backend); the prepared ones, and an error record for each that failed."""
+    from tileops.device import read_clocks
+
     ready: list[Entrant] = []
     failed: dict[str, tuple[Record, list[list[float]]]] = {}
     for task in race.tasks:
         notify("preparing", task.backend)
         started, base = utcnow(), None
         try:
-            base = _base(task)
-            ready.append(_entrant(task, base, cache_bytes))
+            base = row_fields(task)
+            ready.append(prepare(task, base, cache_bytes, utcnow(), read_clocks(task.device)))
         except Exception as exc:
-            failed[task.backend] = (_error(task, exc, started, None, base), [])
+            failed[task.backend] = (error_record(task, exc, started, None, base), [])
         notify("prepared", task.backend)
     return ready, failed
 
@@ -324,7 +232,7 @@ def run_race(race: RaceTask, cache_bytes: int | None = None, notify: Notify | No
     ready, done = prepare_all(race, cache_bytes, say)
     say("timing", None)
     if len(ready) == 1:
-        done[ready[0].task.backend] = _alone(ready[0])
+        done[ready[0].task.backend] = time_alone(ready[0])
     elif ready:
         first = ready[0].task
         lanes = [Lane(e.task.backend, e.prepared.run, e.timer, e.task.rule) for e in ready]
@@ -340,11 +248,11 @@ def run_race(race: RaceTask, cache_bytes: int | None = None, notify: Notify | No
         paired = pairings(raced) if len(raced) >= 2 else {}
         for e, lane in zip(ready, lanes):
             if lane.failed is not None:
-                done[lane.name] = _alone(e)
+                done[lane.name] = time_alone(e)
                 continue
             try:
-                done[lane.name] = (_ok(e, lane.timing(), _shared_window(conditions, lane.calls),
-                                       paired.get(lane.name), reading), lane.blocks)
+                done[lane.name] = (ok_record(e, lane.timing(), _shared_window(conditions, lane.calls),
+                                             paired.get(lane.name), reading), lane.blocks)
             except Exception as exc:
-                done[lane.name] = (_error(e.task, exc, e.started, e.clocks_before, e.base), [])
+                done[lane.name] = (error_record(e.task, exc, e.started, e.clocks_before, e.base), [])
     return [done[b] for b in race.backends]
