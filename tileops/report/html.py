@@ -42,7 +42,7 @@ from tileops.report.baseline import Comparison, RowChange
 from tileops.report.encode import finite
 from tileops.report.summary import RunFacts, shown_verdict
 from tileops.report.svgplot import placed, plot_svg, unplaced_reason, verdict_class
-from tileops.report.tables import _comparison_lines  # the comparison's summary, as the table prints it
+from tileops.report.tables import comparison_lines  # the comparison's summary, as the table prints it
 from tileops.roofline import Health, Priced, disturbances, race_key, si
 
 #: The page around the report: its style and script, with ``@@TITLE@@``, ``@@BODY@@`` and ``@@DATA@@`` to fill.
@@ -293,7 +293,7 @@ def _table(inp: ReportInput, cells: list[dict[str, str]]) -> str:
 
 
 def _baseline(c: Comparison) -> str:
-    inner = _lines(_comparison_lines(c), "summary")
+    inner = _lines(comparison_lines(c), "summary")
     gone = [r for r in c.rows if r.change == "gone"]
     if gone:
         rows = "".join(f"<tr><td>{_e(r.key[0])}</td><td>{_e(r.key[1])}</td><td>{_e(r.key[2])}</td>"

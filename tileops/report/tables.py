@@ -49,7 +49,8 @@ WORST_PER_OP = 3
 BREACH_LINES_SHOWN = 10
 
 
-def _comparison_lines(c: Comparison) -> list[str]:
+def comparison_lines(c: Comparison) -> list[str]:
+    """A baseline comparison's summary lines, one wording for the table, Markdown and the HTML page."""
     counts = c.counts()
     lines = [f"baseline: {len(c.regressions)} row(s) more than {c.threshold:.0%} slower; "
              + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))]
@@ -395,7 +396,7 @@ class MarkdownReport(Report):
                 out.write("| " + " | ".join(_CHANGE_COLUMNS) + " |\n|---|---|---|---|---:|---:|---:|---:|---|---|\n")
                 out.writelines("| " + " | ".join(map(_md, _change_cells(r))) + " |\n" for r in changed)
                 out.write("\n")
-            out.writelines(f"- {_md(line)}\n" for line in _comparison_lines(comparison))
+            out.writelines(f"- {_md(line)}\n" for line in comparison_lines(comparison))
 
 
 # --------------------------------------------------------------------------- the terminal table
@@ -602,7 +603,7 @@ class TableReport(Report):
                 out.write("\n".join(t.lines(colour)) + "\n")
                 if len(shown) < len(changed):
                     say(f"… {len(changed) - len(shown):,} more changed row(s) not listed ({EVERYTHING_HINT})")
-            for line in _comparison_lines(comparison):
+            for line in comparison_lines(comparison):
                 say(line, "bold red" if comparison.regressions and "slower" in line else "")
         if digest:
             say(f"{self.count:,} rows, more than {self.limit:,}: summarised above; {EVERYTHING_HINT}", "dim")
