@@ -39,7 +39,7 @@ def test_the_alerts_exist_with_severity_and_annotations():
     assert set(alerts) == {"TileOpsPhysicsBreach", "TileOpsPhysicsNotJudged", "TileOpsSOLRegression",
                            "TileOpsCalibrationDrift", "TileOpsCalibrationDrop", "TileOpsBenchStale",
                            "TileOpsAuditFail", "TileOpsStragglerSOL", "TileOpsStragglerBandwidth", "TileOpsStragglerProbe",
-                           "TileOpsNodeBelowFloor", "TileOpsNodeNoFloor"}
+                           "TileOpsNodeBelowFloor", "TileOpsNodeNoFloor", "TileOpsCalibrationMarked"}
     assert alerts["TileOpsPhysicsBreach"]["labels"]["severity"] == "critical"
     for name, rule in alerts.items():
         text = rule["annotations"]["summary"] + rule["annotations"]["description"]

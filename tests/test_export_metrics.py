@@ -255,6 +255,19 @@ def test_profile_ceilings_and_this_devices_calibration(tmp_path: Path):
     assert one(m["tileops_profile_memory_theoretical_bytes_per_second"], profile="TestCPU").value == 100e9
     assert one(m["tileops_profile_memory_effective_bytes_per_second"]).value == pytest.approx(80e9)
     assert one(m["tileops_profile_compute_effective_flops_per_second"], roof="cpu.fp32").value == 5e11
+    assert one(m["tileops_calibration_marked"]).value == 0 and one(m["tileops_calibration_marked"]).labels["cause"] == ""
+    # stored marked: 1, with what marked it (the judge's own reasons, so the cause is read as the store writes it)
+    from tileops.ledger.judge import Drop, Judgement
+
+    drop = Drop(ceiling="memory.triad", measured=50e9, stored=70e9, tolerance=0.05, noise="its own spread")
+    for judgement, cause in ((Judgement(contended=["load 3.1 before the first step"]), "contended"),
+                             (Judgement(drops=[drop], reference="cal-6"), "below-stored"),
+                             (Judgement(contended=["steal 12 %"], drops=[drop], reference="cal-6"),
+                              "contended+below-stored")):
+        marked = cal.model_copy(update={"marked": judgement.mark("tileops calibrate --force")})
+        (snap,) = load_run(run, ProfileChooser.only(prof), {"cpu-node-a": marked})
+        sample = one(parse(exposition([snap]))["tileops_calibration_marked"])
+        assert (sample.value, sample.labels["cause"]) == (1, cause)
     # another device's result is not this one's
     (other,) = load_run(run, ProfileChooser.only(prof), {"cpu-other-host": cal})
     assert "tileops_calibration_memory_bytes_per_second" not in parse(exposition([other]))

@@ -191,6 +191,9 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
           DEVICE_LABELS, "calibration"),
     _spec("tileops_calibration_timestamp_seconds", "When this device's calibration finished (Unix time).",
           DEVICE_LABELS, "calibration"),
+    _spec("tileops_calibration_marked", "1 when this device's current calibration was stored marked (measured "
+          "contended, or below the stored one beyond its noise, and stored anyway: --force or the bench's own "
+          "calibration step), cause saying which; 0 when it was not.", DEVICE_LABELS + ("cause",), "calibration"),
     _spec("tileops_calibration_previous_memory_bytes_per_second", "Bandwidth per mix of this device's previous "
           "calibration of the same mode (quick or full); absent without history.", DEVICE_LABELS + ("mix",),
           "calibration"),
@@ -411,6 +414,7 @@ def _calibration(fam: Samples, dev: tuple[str, ...], s: RunSnapshot) -> None:
         fam.add("tileops_calibration_compute_ratio", dev + (key,), r.flops_per_s / roof.theoretical if roof else None)
     fam.add("tileops_calibration_latency_floor_seconds", dev, cal.latency_floor_s)
     fam.add("tileops_calibration_timestamp_seconds", dev, cal.finished_at.timestamp())
+    fam.add("tileops_calibration_marked", dev + (cal.marked.cause if cal.marked else "",), 1 if cal.marked else 0)
     prev = cal.previous  # the device's own history: what the drop-against-history alert compares with
     if prev is None:
         return

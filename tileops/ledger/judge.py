@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tileops.ledger.model import CalibrationMark, DeviceCalibration
+from tileops.ledger.model import CONTENDED_REASON, CalibrationMark, DeviceCalibration
 from tileops.ledger.store import devices_dir, load_device_history, read_device_result
 from tileops.profiles import ProfileError
 from tileops.stats import robust_scale
@@ -79,7 +79,7 @@ class Judgement:
 
     def reasons(self) -> list[str]:
         """One phrase per finding, for a person (and for the mark a forced store carries)."""
-        out = ["measured contended: " + "; ".join(self.contended)] if self.contended else []
+        out = [CONTENDED_REASON + "; ".join(self.contended)] if self.contended else []
         ref = f"calibration {self.reference}, {self.reference_at}" if self.reference else "the stored calibration"
         return out + [d.describe(ref) for d in self.drops]
 

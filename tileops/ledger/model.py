@@ -88,6 +88,10 @@ class HostCheck(BaseModel):
     blank: dict[str, str] = Field(default_factory=dict, description="what could not be read, and why")
 
 
+#: How a mark's contention reason starts (``judge.Judgement.reasons``): what ``CalibrationMark.cause`` reads.
+CONTENDED_REASON = "measured contended: "
+
+
 class CalibrationMark(BaseModel):
     """Why a calibration was stored although it should not price rows unsaid: it was measured contended, or a
     ceiling fell below the stored calibration's by more than their noise. Stored so with ``--force`` (or by the
@@ -97,6 +101,13 @@ class CalibrationMark(BaseModel):
     reasons: list[str] = Field(min_length=1)
     by: str = Field(description="what stored it anyway: `tileops calibrate --force`, or the bench's calibration step")
     compared_with: str | None = Field(None, description="the run id of the stored calibration it fell below")
+
+    @property
+    def cause(self) -> str:
+        """What marked it, as a metric label: ``contended``, ``below-stored``, both joined by ``+``, or ``other``."""
+        causes = (["contended"] if any(r.startswith(CONTENDED_REASON) for r in self.reasons) else []) \
+            + (["below-stored"] if self.compared_with is not None else [])
+        return "+".join(causes) or "other"
 
     def sentence(self, run_id: str, device_key: str) -> str:
         """The note a row priced on it carries (one string for every row of the device: a summary prints it once)."""
