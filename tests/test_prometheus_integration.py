@@ -128,9 +128,11 @@ def _inflate(run_dir: Path, out: Path) -> tuple[tuple[str, str], tuple[str, str,
     m = t.median_s
     # without a probe reading (issue 39): the run's median probe ratio is then the pushed run's, so the device's
     # state the quiet row is judged against is one number whichever target Prometheus scraped first
+    # and not timed in scheduler slices (issue 37): on a busy core the model's samples can be, which made the quiet
+    # row unstable too, and with every row unstable the run publishes no probe ratio and no row a regression bar
     quiet = dataclasses.replace(model, label=model.label + QUIET, conditions=None, probe=None,
                                 timing=dataclasses.replace(t, level_ci_s=[0.99 * m, 1.01 * m],
-                                                           median_ci_s=[0.985 * m, 1.015 * m]))
+                                                           median_ci_s=[0.985 * m, 1.015 * m], slices=None))
     for r in [*records, quiet]:
         update: dict[str, Any] = {"run_id": "inflated", "env": dataclasses.replace(r.env, run_id="inflated")}
         if r is victim:
