@@ -136,6 +136,39 @@ def test_a_step_that_recorded_an_error_fails(tmp_path: Path) -> None:
     assert _verify("ncu", str(log)).returncode == 1
 
 
+#: A python for device-check that stalls in the timers step after writing part of its result, and answers the
+#: dry run's other checks at once (this test is about a step over its budget, not what the others check).
+STALLING_PYTHON = """#!/usr/bin/env bash
+for a in "$@"; do
+  case "$a" in
+    --every-timer) next=1; continue ;;
+    scripts/device_imports.py|--help|pytest|audit) exit 0 ;;
+  esac
+  if [[ -n "${next:-}" ]]; then mkdir -p "$a"; echo '{"partial": true}' > "$a/timers.json"; exec sleep 600; fi
+done
+exec PYTHON "$@"
+"""
+
+
+def test_a_step_over_its_budget_is_stopped_its_output_kept_and_the_others_run(tmp_path: Path) -> None:
+    """A step that overruns is killed at its budget (DRY_SCALE x its seconds; a fraction here), reported as over
+    it, and what it wrote before is kept in OUT; the steps after it still run and the summary comes."""
+    python = tmp_path / "python"
+    python.write_text(STALLING_PYTHON.replace("PYTHON", sys.executable))
+    python.chmod(0o755)
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHON": str(python), "DRY_SCALE": "0.25", "DEVICE_WHEELS": str(tmp_path / "no-wheels")}
+    r = subprocess.run(["bash", str(SCRIPT), str(out), "--dry-run"], capture_output=True, text=True, timeout=300,
+                       env=env)
+    summary = r.stdout[r.stdout.index("===== device-check summary"):]
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-2000:]
+    assert re.search(r"^timers\s+FAILED: over its 5 s budget, stopped \(what it wrote is kept\)", summary, re.M), summary
+    assert json.loads((out / "timers.json").read_text()) == {"partial": True}  # its partial result, kept
+    for name in STEPS:  # every step after it still had its turn
+        assert re.search(rf"^{name}\s+\S", summary, re.M), (name, summary)
+    assert "sleep 600" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+
 GPU_STEPS = ["calibrate", "bench", "do-bench", "backends"]
 
 
