@@ -35,7 +35,7 @@ from tileops.device import DeviceInfo
 from tileops.errors import BackendUnavailableError, CompileError, TileOpsError
 from tileops.ops.catalog import load_entries
 from tileops.ops.spec import Workload
-from tileops.ops.workload import bind_row, build_inputs, instantiate
+from tileops.ops.workload import BoundRow, bind_row, build_inputs, instantiate
 from tileops.ops.base import Op, PreparedCall
 from tileops.records import (MAX_TIME_S, MIN_TIME_S, Environment, ErrorInfo, ErrorKind, ProbeReading, RacePairing,
                              Record, RowConditions, Timing, utcnow)
@@ -310,14 +310,18 @@ def threads_used(task: Task) -> int | None:
     return torch.get_num_threads() if task.device.kind == "cpu" else task.env.threads
 
 
-def row_fields(task: Task) -> dict[str, Any]:
-    """The fields of a row's record that name it (op, label, dtype, backend, params, shapes, tags)."""
-    entry = load_entries()[task.op]
+def bind(task: Task) -> BoundRow:
+    """The task's row bound to its dtype case: its entry, row, shapes and dtypes (no tensor yet)."""
     row = task.row if task.row is not None else find_row(task.op, task.label)
-    bound = bind_row(entry, row, task.case)
-    return dict(run_id=task.env.run_id, op=task.op, family=entry.family, label=task.label, dtype=task.case_name,
-                backend=task.backend, params=dict(row.params), shapes={k: list(v) for k, v in bound.shapes.items()},
-                tags=list(row.tags))
+    return bind_row(load_entries()[task.op], row, task.case)
+
+
+def row_fields(task: Task, bound: BoundRow) -> dict[str, Any]:
+    """The fields of a row's record that name it (op, label, dtype, backend, params, shapes, tags)."""
+    row = bound.row
+    return dict(run_id=task.env.run_id, op=task.op, family=bound.entry.family, label=task.label,
+                dtype=task.case_name, backend=task.backend, params=dict(row.params),
+                shapes={k: list(v) for k, v in bound.shapes.items()}, tags=list(row.tags))
 
 
 @dataclass
@@ -334,14 +338,11 @@ class Entrant:
     timer: Timer
 
 
-def prepare(task: Task, base: dict[str, Any], cache_bytes: int | None, started: datetime,
+def prepare(task: Task, bound: BoundRow, base: dict[str, Any], cache_bytes: int | None, started: datetime,
             clocks_before: dict[str, Any] | None) -> Entrant:
     """Build the row's op and inputs and make its first, checked call (compiled: the caller's compile allowance).
     Raises what fails; the caller turns it into the row's error record."""
-    entry = load_entries()[task.op]
-    row = task.row if task.row is not None else find_row(task.op, task.label)
-    bound = bind_row(entry, row, task.case)
-    op = instantiate(entry, row, task.backend)
+    op = instantiate(bound.entry, bound.row, task.backend)
     inputs = build_inputs(op, bound, task.device.torch_device)
     timer = make_timer(task, cache_bytes)
     load_compiler(task.backend)
@@ -418,10 +419,11 @@ def run_visit(task: Task, cache_bytes: int | None = None, on_prepared: Callable[
     from tileops.device import read_clocks
 
     started = utcnow()
-    base = row_fields(task)
+    bound = bind(task)
+    base = row_fields(task, bound)
     clocks_before = read_clocks(task.device)
     try:
-        entrant = prepare(task, base, cache_bytes, started, clocks_before)
+        entrant = prepare(task, bound, base, cache_bytes, started, clocks_before)
         if on_prepared is not None:
             on_prepared()
     except Exception as exc:

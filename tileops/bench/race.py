@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Callable, Sequence
 
-from tileops.bench.execute import (Entrant, Task, error_record, ok_record, prepare, row_fields, row_sensors,
+from tileops.bench.execute import (Entrant, Task, bind, error_record, ok_record, prepare, row_fields, row_sensors,
                                    time_alone, visit_probe, visit_timing, warm_up)
 from tileops.bench.interval import BlockRule
 from tileops.bench.stopping import SAMPLE_CAP
@@ -216,8 +216,9 @@ def prepare_all(race: RaceTask, cache_bytes: int | None, notify: Notify
         notify("preparing", task.backend)
         started, base = utcnow(), None
         try:
-            base = row_fields(task)
-            ready.append(prepare(task, base, cache_bytes, utcnow(), read_clocks(task.device)))
+            bound = bind(task)
+            base = row_fields(task, bound)
+            ready.append(prepare(task, bound, base, cache_bytes, utcnow(), read_clocks(task.device)))
         except Exception as exc:
             failed[task.backend] = (error_record(task, exc, started, None, base), [])
         notify("prepared", task.backend)
