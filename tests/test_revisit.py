@@ -201,18 +201,23 @@ FAULTS = textwrap.dedent("""
     x = torch.randn(256, 1024)
     for _ in range(50):
         torch.nn.functional.rms_norm(x, (1024,))  # a 1 MiB output on every call
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    faults = []
     for _ in range(100):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         torch.nn.functional.rms_norm(x, (1024,))
-    print(json.dumps({"applied": applied, "faults_per_call": (resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                                                              - before) / 100}))
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    faults.sort()
+    print(json.dumps({"applied": applied, "faults_per_call": faults[50], "faults_most": faults[-1],
+                      "faults_total": sum(faults)}))
 """)
 
 
 @pytest.mark.skipif(allocator.describe()["policy"] is None, reason="not glibc: nothing is applied")
 def test_the_workers_allocator_reuses_freed_memory_instead_of_faulting_it_in_again() -> None:
-    """An eager op's 1 MiB output, allocated on every call: with the policy no call faults a page in (without
-    it glibc may map it fresh each time, 256+ faults per call, or not: it depends on the process's history)."""
+    """An eager op's 1 MiB output, allocated on every call: with the policy a call faults no page in (without
+    it glibc may map it fresh each time, 256+ faults per call, or not: it depends on the process's history). The
+    median call is judged: a one-off growth of the heap (one 1 MiB fault in a hundred calls, seen in a clean-clone
+    CI run beside a browser test) is not the output mapped fresh on every call."""
     r = subprocess.run([sys.executable, "-c", FAULTS, "keep"], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert r.returncode == 0, r.stderr
